@@ -1,0 +1,58 @@
+// The only door into the CUDA backend: a plain C++ header (no CUDA types), so
+// the rest of lookalike builds and runs identically with or without CUDA.
+// Without WITH_CUDA the library is a stub whose probe reports "not compiled"
+// and whose encoder constructor throws.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace lookalike {
+namespace cuda {
+
+// Whether the CUDA backend was compiled in and a device is usable.
+struct DeviceProbe {
+  bool compiled = false;  // built WITH_CUDA
+  bool usable = false;    // a device answered cudaGetDeviceCount / cudaSetDevice
+  std::string detail;     // human-readable: device name or the reason it is not usable
+};
+
+// Never throws; safe to call on machines without a driver.
+DeviceProbe ProbeDevice();
+
+// Settings of a device encoder. Pointers are only read during construction.
+struct CudaVladConfig {
+  int num_clusters = 0;               // K
+  int dim = 0;                        // descriptor dimension
+  const float* centroids = nullptr;   // K x dim, row-major (host memory)
+  float power_alpha = 0.5f;           // see VladOptions
+  bool intra_normalize = true;
+  bool residual_normalize = false;
+  int64_t max_batch_descriptors = 1 << 20;  // device buffers are sized once for this
+  int64_t max_batch_images = 1024;
+};
+
+// VLAD encoder on the GPU: SGEMM assignment, CUB radix sort by (image,
+// cluster), segment offsets, per-segment residual sums, normalisation. Same
+// contract as lookalike::VladEncoder::Encode. Not thread-safe.
+class CudaVladEncoder {
+ public:
+  // Throws std::runtime_error if no device is usable or allocation fails.
+  explicit CudaVladEncoder(const CudaVladConfig& config);
+  ~CudaVladEncoder();
+  CudaVladEncoder(const CudaVladEncoder&) = delete;
+  CudaVladEncoder& operator=(const CudaVladEncoder&) = delete;
+
+  // descriptors: image_offsets[num_images] x dim floats; vlad: num_images x
+  // (K * dim) floats. Batches larger than the configured maxima are split.
+  void Encode(const float* descriptors, const int64_t* image_offsets,
+              int64_t num_images, float* vlad);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cuda
+}  // namespace lookalike

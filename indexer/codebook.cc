@@ -1,0 +1,118 @@
+#include "indexer/codebook.h"
+
+#include <faiss/Clustering.h>
+#include <faiss/IndexFlat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/vlad_math.h"
+
+// Fortran BLAS, provided by the BLAS that FAISS links (OpenBLAS on Debian).
+extern "C" int sgemm_(const char* transa, const char* transb, const int* m,
+                      const int* n, const int* k, const float* alpha,
+                      const float* a, const int* lda, const float* b,
+                      const int* ldb, const float* beta, float* c,
+                      const int* ldc);
+
+namespace lookalike {
+
+void CodebookOptions::Validate() const {
+  if (num_clusters < 1 || num_clusters > 65536)
+    throw std::invalid_argument("clusters must be in 1..65536, got " +
+                                std::to_string(num_clusters));
+  if (num_iterations < 1 || num_iterations > 1000)
+    throw std::invalid_argument("k-means iterations must be in 1..1000, got " +
+                                std::to_string(num_iterations));
+  if (max_points_per_cluster < 39)
+    throw std::invalid_argument(
+        "max points per cluster must be >= 39, got " +
+        std::to_string(max_points_per_cluster));
+}
+
+Codebook::Codebook(int num_clusters, int dim, std::vector<float> centroids)
+    : num_clusters_(num_clusters), dim_(dim), centroids_(std::move(centroids)) {
+  if (num_clusters < 1 || dim < 1 ||
+      centroids_.size() != static_cast<size_t>(num_clusters) * dim)
+    throw std::invalid_argument(
+        "codebook: expected " + std::to_string(num_clusters) + " x " +
+        std::to_string(dim) + " centroids, got " +
+        std::to_string(centroids_.size()) + " values");
+  norms2_.resize(num_clusters);
+  for (int k = 0; k < num_clusters; ++k) {
+    double s = 0;
+    for (int j = 0; j < dim; ++j) {
+      const float v = centroids_[static_cast<size_t>(k) * dim + j];
+      if (!std::isfinite(v))
+        throw std::invalid_argument("codebook: centroid " + std::to_string(k) +
+                                    " has a non-finite value");
+      s += static_cast<double>(v) * v;
+    }
+    norms2_[k] = static_cast<float>(s);
+  }
+}
+
+Codebook Codebook::Train(const float* descriptors, int64_t num, int dim,
+                         const CodebookOptions& options) {
+  options.Validate();
+  if (num < options.num_clusters)
+    throw std::invalid_argument(
+        "codebook: need at least as many descriptors as clusters (" +
+        std::to_string(options.num_clusters) + "), got " + std::to_string(num) +
+        "; index more images or lower --clusters");
+  faiss::ClusteringParameters params;
+  params.niter = options.num_iterations;
+  params.seed = static_cast<int>(options.seed & 0x7fffffff);
+  params.max_points_per_centroid = options.max_points_per_cluster;
+  params.min_points_per_centroid = 1;  // small collections are legitimate
+  params.verbose = false;
+  faiss::Clustering clustering(dim, options.num_clusters, params);
+  faiss::IndexFlatL2 index(dim);
+  clustering.train(num, descriptors, index);
+  return Codebook(options.num_clusters, dim, std::move(clustering.centroids));
+}
+
+void Codebook::Assign(const float* descriptors, int64_t num,
+                      int32_t* labels) const {
+  // Blocks keep the block x K dot-product matrix in cache.
+  constexpr int64_t kBlock = 4096;
+  std::vector<float> dots(static_cast<size_t>(std::min(num, kBlock)) *
+                          num_clusters_);
+  const float one = 1.0f, zero = 0.0f;
+  for (int64_t start = 0; start < num; start += kBlock) {
+    const int rows = static_cast<int>(std::min(kBlock, num - start));
+    // Column-major view: dots (K x rows) = C (K x d as d x K transposed) ^T *
+    // X (d x rows).
+    const int k = num_clusters_, d = dim_;
+    sgemm_("T", "N", &k, &rows, &d, &one, centroids_.data(), &d,
+           descriptors + start * d, &d, &zero, dots.data(), &k);
+    for (int r = 0; r < rows; ++r) {
+      const float* row = dots.data() + static_cast<size_t>(r) * k;
+      int best = 0;
+      float best_value = std::numeric_limits<float>::infinity();
+      for (int c = 0; c < k; ++c) {
+        const float v = vlad_math::PartialDistance(norms2_[c], row[c]);
+        if (v < best_value) {
+          best_value = v;
+          best = c;
+        }
+      }
+      labels[start + r] = best;
+    }
+  }
+}
+
+uint64_t Codebook::Fingerprint() const {
+  uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(centroids_.data());
+  for (size_t i = 0; i < centroids_.size() * sizeof(float); ++i) {
+    h ^= bytes[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace lookalike

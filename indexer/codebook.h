@@ -1,0 +1,57 @@
+// Visual vocabulary: K centroids in descriptor space, learned with FAISS
+// k-means, used to hard-assign descriptors to their nearest centroid.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lookalike {
+
+// Settings of codebook training. Defaults are the measured defaults (see README).
+struct CodebookOptions {
+  int num_clusters = 64;         // K, number of visual words; 1..65536
+  int num_iterations = 25;       // k-means (Lloyd) iterations; 1..1000
+  uint64_t seed = 1234;          // seed of the k-means initialisation
+  int max_points_per_cluster = 512;  // k-means subsamples to K * this; >= 39
+
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+// K x dim centroids, row-major. Immutable after construction; all const
+// methods are thread-safe.
+class Codebook {
+ public:
+  // Wraps existing centroids (e.g. loaded from a database). Throws
+  // std::invalid_argument if centroids.size() != num_clusters * dim or a
+  // value is not finite.
+  Codebook(int num_clusters, int dim, std::vector<float> centroids);
+
+  // Learns a codebook from `num` row-major descriptors of `dim` floats with
+  // FAISS k-means. Throws std::invalid_argument when num < num_clusters.
+  static Codebook Train(const float* descriptors, int64_t num, int dim,
+                        const CodebookOptions& options);
+
+  int num_clusters() const { return num_clusters_; }
+  int dim() const { return dim_; }
+  const std::vector<float>& centroids() const { return centroids_; }
+  // ||c_k||^2 per centroid, precomputed.
+  const std::vector<float>& centroid_norms2() const { return norms2_; }
+
+  // Nearest centroid (squared L2) of each of `num` descriptors. Distances are
+  // computed as ||c||^2 - 2 x.c with an SGEMM in blocks (BLAS), ties go to
+  // the lower index. labels must hold num entries.
+  void Assign(const float* descriptors, int64_t num, int32_t* labels) const;
+
+  // 64-bit FNV-1a hash of the centroid bytes: the codebook's identity.
+  uint64_t Fingerprint() const;
+
+ private:
+  int num_clusters_;
+  int dim_;
+  std::vector<float> centroids_;
+  std::vector<float> norms2_;
+};
+
+}  // namespace lookalike
