@@ -1,0 +1,70 @@
+#include "indexer/extractor.h"
+
+#include <cmath>
+#include <opencv2/core.hpp>
+#include <opencv2/features2d.hpp>
+#include <stdexcept>
+
+namespace lookalike {
+
+void ExtractorOptions::Validate() const {
+  if (type != "rootsift" && type != "sift")
+    throw std::invalid_argument("descriptor type must be rootsift or sift, got '" + type + "'");
+  if (!(contrast_threshold > 0.0f && contrast_threshold < 1.0f))
+    throw std::invalid_argument("SIFT contrast threshold must be in (0, 1), got " +
+                                std::to_string(contrast_threshold));
+  if (max_features < 0)
+    throw std::invalid_argument("max features must be >= 0, got " +
+                                std::to_string(max_features));
+}
+
+void RootSiftInPlace(float* d, int64_t num, int dim) {
+  for (int64_t i = 0; i < num; ++i) {
+    float* row = d + i * dim;
+    double l1 = 0;
+    for (int j = 0; j < dim; ++j) l1 += std::fabs(row[j]);
+    const float inv = l1 > 0 ? static_cast<float>(1.0 / l1) : 0.0f;
+    for (int j = 0; j < dim; ++j) row[j] = std::sqrt(std::fabs(row[j]) * inv);
+  }
+}
+
+namespace {
+
+class SiftExtractor final : public DescriptorExtractor {
+ public:
+  explicit SiftExtractor(const ExtractorOptions& options)
+      : root_(options.type == "rootsift"),
+        sift_(cv::SIFT::create(options.max_features, 3, options.contrast_threshold)) {}
+
+  Descriptors Extract(const GrayImage& image) override {
+    Descriptors out;
+    out.dim = 128;
+    if (image.width < 16 || image.height < 16) return out;
+    const cv::Mat gray(image.height, image.width, CV_8U,
+                       const_cast<uint8_t*>(image.pixels.data()));
+    std::vector<cv::KeyPoint> keypoints;
+    cv::Mat desc;
+    sift_->detectAndCompute(gray, cv::noArray(), keypoints, desc);
+    if (desc.empty()) return out;
+    CV_Assert(desc.type() == CV_32F && desc.cols == 128);
+    if (!desc.isContinuous()) desc = desc.clone();
+    out.num = desc.rows;
+    out.values.assign(desc.ptr<float>(), desc.ptr<float>() + desc.total());
+    if (root_) RootSiftInPlace(out.values.data(), out.num, out.dim);
+    return out;
+  }
+  int dim() const override { return 128; }
+
+ private:
+  bool root_;
+  cv::Ptr<cv::SIFT> sift_;
+};
+
+}  // namespace
+
+std::unique_ptr<DescriptorExtractor> CreateExtractor(const ExtractorOptions& options) {
+  options.Validate();
+  return std::make_unique<SiftExtractor>(options);
+}
+
+}  // namespace lookalike

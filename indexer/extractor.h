@@ -1,0 +1,47 @@
+// Local descriptors of a grey image: SIFT (Lowe, IJCV 2004) through OpenCV,
+// by default as RootSIFT (Arandjelović & Zisserman, CVPR 2012: L1-normalise,
+// then element-wise square root, so that Euclidean distance on RootSIFT is
+// the Hellinger kernel on SIFT).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "indexer/image_file.h"
+
+namespace lookalike {
+
+struct ExtractorOptions {
+  std::string type = "rootsift";   // "rootsift" | "sift"
+  float contrast_threshold = 0.02f;  // SIFT DoG contrast threshold, (0, 1)
+  int max_features = 0;            // keep the strongest N keypoints; 0 = all
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+// Row-major num x dim descriptors of one image.
+struct Descriptors {
+  int64_t num = 0;
+  int dim = 0;
+  std::vector<float> values;
+};
+
+// Not thread-safe (OpenCV detectors keep state); create one per thread.
+class DescriptorExtractor {
+ public:
+  virtual ~DescriptorExtractor() = default;
+  // Descriptors of the image; none (num = 0) for a flat or tiny image.
+  virtual Descriptors Extract(const GrayImage& image) = 0;
+  virtual int dim() const = 0;
+};
+
+// Validates the options and creates the extractor they describe.
+std::unique_ptr<DescriptorExtractor> CreateExtractor(const ExtractorOptions& options);
+
+// In-place RootSIFT of num x dim descriptors: L1-normalise each row (rows of
+// zeros stay zero), then element-wise square root.
+void RootSiftInPlace(float* descriptors, int64_t num, int dim);
+
+}  // namespace lookalike

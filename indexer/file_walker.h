@@ -1,0 +1,34 @@
+// Lists the candidate image files under a folder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "indexer/image_file.h"
+
+namespace lookalike {
+
+struct WalkResult {
+  std::vector<std::string> files;  // absolute paths, sorted bytewise
+  std::vector<FileError> errors;   // unreadable folders and special files
+  int64_t ignored = 0;             // files that are not images (by extension and content)
+};
+
+// Walks `root` recursively. Directory symlinks are not followed (so cycles
+// cannot loop); file symlinks are listed and checked when read. A file is a
+// candidate if its extension is an image extension or its first bytes are a
+// known image signature; other files are counted in `ignored`. Paths under
+// any of `exclude` (e.g. the database folder) are skipped. Throws
+// std::runtime_error if root is not a readable directory.
+WalkResult ListImageFiles(const std::string& root,
+                          const std::vector<std::string>& exclude);
+
+// True for .jpg .jpeg .jpe .png .webp .tif .tiff .bmp .dib .pbm .pgm .ppm .pnm
+// (case-insensitive).
+bool HasImageExtension(const std::string& path);
+
+// Absolute, lexically normalised form of a path (symlinks kept as named).
+std::string AbsolutePath(const std::string& path);
+
+}  // namespace lookalike

@@ -1,0 +1,307 @@
+#include "indexer/image_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "storage/encoding.h"
+
+namespace lookalike {
+
+const char* FileErrorCodeName(FileErrorCode code) {
+  switch (code) {
+    case FileErrorCode::kDecodeFailed: return "DECODE_FAILED";
+    case FileErrorCode::kTruncated: return "TRUNCATED";
+    case FileErrorCode::kUnsupportedFormat: return "UNSUPPORTED_FORMAT";
+    case FileErrorCode::kTooManyPixels: return "TOO_MANY_PIXELS";
+    case FileErrorCode::kFileTooLarge: return "FILE_TOO_LARGE";
+    case FileErrorCode::kNotRegular: return "NOT_REGULAR";
+    case FileErrorCode::kNoFeatures: return "NO_FEATURES";
+    case FileErrorCode::kPermissionDenied: return "PERMISSION_DENIED";
+    case FileErrorCode::kVanished: return "VANISHED";
+    case FileErrorCode::kReadFailed: return "READ_FAILED";
+  }
+  return "UNKNOWN";
+}
+
+const char* ImageFormatName(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kJpeg: return "jpeg";
+    case ImageFormat::kPng: return "png";
+    case ImageFormat::kWebp: return "webp";
+    case ImageFormat::kTiff: return "tiff";
+    case ImageFormat::kBmp: return "bmp";
+    case ImageFormat::kPnm: return "pnm";
+    case ImageFormat::kUnknown: break;
+  }
+  return "unknown";
+}
+
+ImageFormat DetectImageFormat(const unsigned char* d, size_t n) {
+  if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return ImageFormat::kJpeg;
+  if (n >= 8 && std::memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0) return ImageFormat::kPng;
+  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0)
+    return ImageFormat::kWebp;
+  if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0))
+    return ImageFormat::kTiff;
+  if (n >= 14 && d[0] == 'B' && d[1] == 'M') return ImageFormat::kBmp;
+  if (n >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6' &&
+      (d[2] == ' ' || d[2] == '\n' || d[2] == '\r' || d[2] == '\t'))
+    return ImageFormat::kPnm;
+  return ImageFormat::kUnknown;
+}
+
+namespace {
+
+uint32_t Be16(const unsigned char* p) { return (uint32_t{p[0]} << 8) | p[1]; }
+uint32_t Be32(const unsigned char* p) { return (Be16(p) << 16) | Be16(p + 2); }
+uint32_t Le16(const unsigned char* p) { return (uint32_t{p[1]} << 8) | p[0]; }
+uint32_t Le24(const unsigned char* p) { return Le16(p) | (uint32_t{p[2]} << 16); }
+uint32_t Le32(const unsigned char* p) { return Le16(p) | (Le16(p + 2) << 16); }
+
+bool IsJpegSof(unsigned char m) {
+  return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+}
+
+// Offset just after the first SOS header, or 0 if none is found.
+size_t JpegFirstScan(const unsigned char* d, size_t n, ImageSize* size) {
+  size_t pos = 2;
+  while (pos + 4 <= n) {
+    if (d[pos] != 0xFF) return 0;
+    const unsigned char marker = d[pos + 1];
+    if (marker == 0xFF) { ++pos; continue; }  // fill byte
+    if (marker == 0xD8 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {
+      pos += 2;
+      continue;
+    }
+    const size_t len = Be16(d + pos + 2);
+    if (len < 2) return 0;
+    if (size && IsJpegSof(marker) && pos + 9 <= n) {
+      size->height = Be16(d + pos + 5);
+      size->width = Be16(d + pos + 7);
+    }
+    if (marker == 0xDA) return pos + 2 + len <= n ? pos + 2 + len : 0;
+    pos += 2 + len;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::optional<ImageSize> ReadHeaderSize(ImageFormat format,
+                                        const unsigned char* d, size_t n) {
+  ImageSize s;
+  switch (format) {
+    case ImageFormat::kJpeg:
+      JpegFirstScan(d, n, &s);
+      if (s.width == 0 && s.height == 0) return std::nullopt;
+      return s;
+    case ImageFormat::kPng:
+      if (n < 24 || std::memcmp(d + 12, "IHDR", 4) != 0) return std::nullopt;
+      s.width = Be32(d + 16);
+      s.height = Be32(d + 20);
+      return s;
+    case ImageFormat::kWebp:
+      if (n >= 30 && std::memcmp(d + 12, "VP8 ", 4) == 0) {
+        s.width = Le16(d + 26) & 0x3FFF;
+        s.height = Le16(d + 28) & 0x3FFF;
+        return s;
+      }
+      if (n >= 25 && std::memcmp(d + 12, "VP8L", 4) == 0) {
+        const uint32_t bits = Le32(d + 21);
+        s.width = (bits & 0x3FFF) + 1;
+        s.height = ((bits >> 14) & 0x3FFF) + 1;
+        return s;
+      }
+      if (n >= 30 && std::memcmp(d + 12, "VP8X", 4) == 0) {
+        s.width = Le24(d + 24) + 1;
+        s.height = Le24(d + 27) + 1;
+        return s;
+      }
+      return std::nullopt;
+    case ImageFormat::kBmp: {
+      if (n < 26) return std::nullopt;
+      const int32_t w = static_cast<int32_t>(Le32(d + 18));
+      const int32_t h = static_cast<int32_t>(Le32(d + 22));
+      s.width = static_cast<uint32_t>(w < 0 ? -static_cast<int64_t>(w) : w);
+      s.height = static_cast<uint32_t>(h < 0 ? -static_cast<int64_t>(h) : h);
+      return s;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+bool JpegLooksComplete(const unsigned char* d, size_t n) {
+  const size_t scan = JpegFirstScan(d, n, nullptr);
+  if (scan == 0) return false;
+  // Inside entropy-coded data 0xFF is always followed by 0x00 or a restart
+  // marker, so FF D9 after the first scan can only be the end-of-image marker.
+  for (size_t i = n; i-- > scan + 1;)
+    if (d[i - 1] == 0xFF && d[i] == 0xD9) return true;
+  return false;
+}
+
+std::optional<FileStat> StatFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  FileStat fs;
+  fs.size_bytes = static_cast<uint64_t>(st.st_size);
+  fs.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  fs.regular = S_ISREG(st.st_mode);
+  return fs;
+}
+
+namespace {
+
+LoadResult Fail(FileErrorCode code, const std::string& path, std::string message) {
+  LoadResult r;
+  r.error = FileError{code, path, std::move(message)};
+  return r;
+}
+
+}  // namespace
+
+LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
+                            int max_side, const ImageFileLimits& limits) {
+  const auto* d = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  if (n == 0) return Fail(FileErrorCode::kUnsupportedFormat, name, "empty file");
+  const ImageFormat format = DetectImageFormat(d, n);
+  if (format == ImageFormat::kUnknown)
+    return Fail(FileErrorCode::kUnsupportedFormat, name,
+                "not a JPEG, PNG, WebP, TIFF, BMP or PNM image (by content)");
+  const auto header = ReadHeaderSize(format, d, n);
+  if (header) {
+    const uint64_t pixels = uint64_t{header->width} * header->height;
+    if (pixels > limits.max_pixels)
+      return Fail(FileErrorCode::kTooManyPixels, name,
+                  "header claims " + std::to_string(header->width) + "x" +
+                      std::to_string(header->height) + " pixels, more than the limit of " +
+                      std::to_string(limits.max_pixels));
+    if (pixels == 0)
+      return Fail(FileErrorCode::kDecodeFailed, name, "header claims a 0-pixel image");
+  }
+  if (format == ImageFormat::kJpeg && !limits.allow_truncated && !JpegLooksComplete(d, n))
+    return Fail(FileErrorCode::kTruncated, name,
+                "JPEG data ends before the end-of-image marker (truncated file)");
+  if (format == ImageFormat::kPng && !limits.allow_truncated &&
+      (n < 12 || std::memcmp(d + n - 8, "IEND", 4) != 0))
+    return Fail(FileErrorCode::kTruncated, name, "PNG has no IEND chunk (truncated file)");
+
+  int flags = cv::IMREAD_GRAYSCALE;
+  if (format == ImageFormat::kJpeg && header && max_side > 0) {
+    // libjpeg's DCT scaling: decode at 1/f when that still covers max_side.
+    const uint32_t longest = std::max(header->width, header->height);
+    if (longest >= 8u * max_side) flags = cv::IMREAD_REDUCED_GRAYSCALE_8;
+    else if (longest >= 4u * max_side) flags = cv::IMREAD_REDUCED_GRAYSCALE_4;
+    else if (longest >= 2u * max_side) flags = cv::IMREAD_REDUCED_GRAYSCALE_2;
+  }
+  cv::Mat decoded;
+  try {
+    const cv::Mat buffer(1, static_cast<int>(n), CV_8U, const_cast<char*>(bytes.data()));
+    decoded = cv::imdecode(buffer, flags);
+  } catch (const cv::Exception& e) {
+    return Fail(FileErrorCode::kDecodeFailed, name, std::string("decoder error: ") + e.what());
+  }
+  if (decoded.empty())
+    return Fail(FileErrorCode::kDecodeFailed, name,
+                std::string("the ") + ImageFormatName(format) + " decoder rejected the data");
+  if (decoded.depth() != CV_8U) decoded.convertTo(decoded, CV_8U, 1.0 / 256.0);
+  if (decoded.channels() != 1) cv::cvtColor(decoded, decoded, cv::COLOR_BGR2GRAY);
+
+  LoadResult result;
+  LoadedImage& img = result.image.emplace();
+  img.format = format;
+  img.size_bytes = n;
+  img.content_hash = encoding::Fnv1a64(bytes.data(), n);
+  if (header) {
+    img.original_width = header->width;
+    img.original_height = header->height;
+  } else {
+    img.original_width = static_cast<uint32_t>(decoded.cols);
+    img.original_height = static_cast<uint32_t>(decoded.rows);
+  }
+  const int longest = std::max(decoded.cols, decoded.rows);
+  if (max_side > 0 && longest > max_side) {
+    const double scale = static_cast<double>(max_side) / longest;
+    cv::Size target(std::max(1, static_cast<int>(decoded.cols * scale + 0.5)),
+                    std::max(1, static_cast<int>(decoded.rows * scale + 0.5)));
+    cv::Mat resized;
+    cv::resize(decoded, resized, target, 0, 0, cv::INTER_AREA);
+    decoded = resized;
+  }
+  if (!decoded.isContinuous()) decoded = decoded.clone();
+  img.gray.width = decoded.cols;
+  img.gray.height = decoded.rows;
+  img.gray.pixels.assign(decoded.data, decoded.data + decoded.total());
+  return result;
+}
+
+ReadResult ReadImageBytes(const std::string& path, const ImageFileLimits& limits) {
+  ReadResult result;
+  auto fail = [&](FileErrorCode code, std::string message) {
+    result.error = FileError{code, path, std::move(message)};
+    return std::move(result);
+  };
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return fail(FileErrorCode::kVanished, "file disappeared before it was read");
+    if (err == EACCES || err == EPERM) return fail(FileErrorCode::kPermissionDenied, "permission denied");
+    if (err == ELOOP) return fail(FileErrorCode::kNotRegular, "symbolic link loop");
+    return fail(FileErrorCode::kReadFailed, std::strerror(err));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail(FileErrorCode::kNotRegular, "not a regular file (FIFO, device, socket or directory)");
+  }
+  result.stat.regular = true;
+  result.stat.size_bytes = static_cast<uint64_t>(st.st_size);
+  result.stat.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  if (result.stat.size_bytes > limits.max_file_bytes) {
+    ::close(fd);
+    return fail(FileErrorCode::kFileTooLarge,
+                std::to_string(st.st_size) + " bytes, more than the limit of " +
+                    std::to_string(limits.max_file_bytes));
+  }
+  result.bytes.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < result.bytes.size()) {
+    const ssize_t r = ::read(fd, &result.bytes[got], result.bytes.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int err = errno;
+      ::close(fd);
+      return fail(FileErrorCode::kReadFailed, std::strerror(err));
+    }
+    if (r == 0) break;  // shrank while reading: decode exactly what was read
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  result.bytes.resize(got);
+  return result;
+}
+
+LoadResult LoadImageFile(const std::string& path, int max_side,
+                         const ImageFileLimits& limits) {
+  ReadResult read = ReadImageBytes(path, limits);
+  if (read.error) {
+    LoadResult r;
+    r.error = std::move(read.error);
+    return r;
+  }
+  LoadResult result = DecodeImageBytes(path, read.bytes, max_side, limits);
+  if (result.image) result.image->mtime_ns = read.stat.mtime_ns;
+  return result;
+}
+
+}  // namespace lookalike

@@ -1,0 +1,113 @@
+// Reading one image file safely: only regular files, bounded size and pixel
+// count (checked from the header before any pixel is allocated), format
+// recognised by magic bytes, truncation detected, and the bytes that are
+// hashed are exactly the bytes that are decoded. OpenCV stays inside the .cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lookalike {
+
+// Stable per-file outcome codes (printed in errors and JSON error lines).
+enum class FileErrorCode {
+  kDecodeFailed,       // DECODE_FAILED: the codec rejected the data
+  kTruncated,          // TRUNCATED: the file ends before its image data does
+  kUnsupportedFormat,  // UNSUPPORTED_FORMAT: not a format lookalike reads
+  kTooManyPixels,      // TOO_MANY_PIXELS: header claims more than the limit
+  kFileTooLarge,       // FILE_TOO_LARGE: more bytes than the limit
+  kNotRegular,         // NOT_REGULAR: FIFO, device, socket, dangling link
+  kNoFeatures,         // NO_FEATURES: decoded, but no keypoints were found
+  kPermissionDenied,   // PERMISSION_DENIED: cannot open for reading
+  kVanished,           // VANISHED: removed between listing and reading
+  kReadFailed,         // READ_FAILED: other I/O error
+};
+const char* FileErrorCodeName(FileErrorCode code);
+
+// A per-file problem: the run reports it and goes on.
+struct FileError {
+  FileErrorCode code;
+  std::string path;     // raw bytes as the file system gave them
+  std::string message;  // human readable reason
+};
+
+// Formats lookalike decodes, recognised by content, not by extension.
+enum class ImageFormat { kUnknown, kJpeg, kPng, kWebp, kTiff, kBmp, kPnm };
+const char* ImageFormatName(ImageFormat format);
+// Recognises a format from the first bytes of a file (>= 12 bytes for WebP).
+ImageFormat DetectImageFormat(const unsigned char* data, size_t size);
+
+// Dimensions from the header when the format allows reading them cheaply
+// (JPEG, PNG, WebP, BMP); nullopt otherwise.
+struct ImageSize {
+  uint32_t width = 0;
+  uint32_t height = 0;
+};
+std::optional<ImageSize> ReadHeaderSize(ImageFormat format,
+                                        const unsigned char* data, size_t size);
+
+// True when a JPEG stream holds an end-of-image marker after its first scan
+// (OpenCV decodes truncated scans silently, padding with grey).
+bool JpegLooksComplete(const unsigned char* data, size_t size);
+
+struct ImageFileLimits {
+  uint64_t max_file_bytes = 256ull << 20;  // larger files: FILE_TOO_LARGE
+  uint64_t max_pixels = 100'000'000;       // width x height above: TOO_MANY_PIXELS
+  bool allow_truncated = false;            // decode truncated JPEGs anyway
+};
+
+// 8-bit single-channel image, row-major, width * height bytes.
+struct GrayImage {
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> pixels;
+};
+
+// A decoded image ready for feature extraction, with what the index records.
+struct LoadedImage {
+  GrayImage gray;            // downscaled so the longest side <= max_side
+  uint32_t original_width = 0;
+  uint32_t original_height = 0;
+  uint64_t size_bytes = 0;
+  int64_t mtime_ns = 0;
+  uint64_t content_hash = 0;  // FNV-1a 64 of the bytes decoded
+  ImageFormat format = ImageFormat::kUnknown;
+};
+
+// File facts from stat(2) without opening it (for incremental skipping).
+struct FileStat {
+  uint64_t size_bytes = 0;
+  int64_t mtime_ns = 0;
+  bool regular = false;
+};
+// nullopt if the path cannot be stat'ed (vanished); does not follow
+// a symlink's target type only for the 'regular' check (lstat + stat).
+std::optional<FileStat> StatFile(const std::string& path);
+
+// Opens `path` (regular files only, never blocking on FIFOs), checks the size
+// limit and reads all bytes. stat is taken from the opened descriptor.
+struct ReadResult {
+  std::string bytes;
+  FileStat stat;
+  std::optional<FileError> error;
+};
+ReadResult ReadImageBytes(const std::string& path, const ImageFileLimits& limits);
+
+// Reads, checks, decodes (grey, EXIF orientation applied) and downscales
+// (INTER_AREA, longest side <= max_side; 0 = keep) one image. Large JPEGs are
+// decoded at 1/2, 1/4 or 1/8 scale when that still leaves >= max_side
+// pixels. Never throws for a bad file: returns the FileError instead.
+struct LoadResult {
+  std::optional<LoadedImage> image;
+  std::optional<FileError> error;
+};
+LoadResult LoadImageFile(const std::string& path, int max_side,
+                         const ImageFileLimits& limits);
+
+// Same on bytes already in memory (queries, tests); `name` is used in errors.
+LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
+                            int max_side, const ImageFileLimits& limits);
+
+}  // namespace lookalike

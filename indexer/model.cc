@@ -1,0 +1,88 @@
+#include "indexer/model.h"
+
+#include <stdexcept>
+
+#include "storage/encoding.h"
+
+namespace lookalike {
+
+void EncodingSettings::Validate() const {
+  if (max_side != 0 && (max_side < 32 || max_side > 16384))
+    throw std::invalid_argument("max side must be 0 (keep) or in 32..16384 px, got " +
+                                std::to_string(max_side));
+  extractor.Validate();
+  vlad.Validate();
+}
+
+ModelRecord MakeModelRecord(const EncodingSettings& settings,
+                            const Codebook& codebook, uint64_t seed) {
+  ModelRecord m;
+  m.descriptor_type = settings.extractor.type;
+  m.dim = static_cast<uint32_t>(codebook.dim());
+  m.num_clusters = static_cast<uint32_t>(codebook.num_clusters());
+  m.max_side = static_cast<uint32_t>(settings.max_side);
+  m.contrast_threshold = settings.extractor.contrast_threshold;
+  m.max_features = static_cast<uint32_t>(settings.extractor.max_features);
+  m.power_alpha = settings.vlad.power_alpha;
+  m.intra_normalize = settings.vlad.intra_normalize;
+  m.residual_normalize = settings.vlad.residual_normalize;
+  m.seed = seed;
+  m.centroids = codebook.centroids();
+  m.codebook_hash =
+      encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
+  return m;
+}
+
+EncodingSettings SettingsFromModel(const ModelRecord& model) {
+  EncodingSettings s;
+  s.max_side = static_cast<int>(model.max_side);
+  s.extractor.type = model.descriptor_type;
+  s.extractor.contrast_threshold = model.contrast_threshold;
+  s.extractor.max_features = static_cast<int>(model.max_features);
+  s.vlad.power_alpha = model.power_alpha;
+  s.vlad.intra_normalize = model.intra_normalize;
+  s.vlad.residual_normalize = model.residual_normalize;
+  try {
+    s.Validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("the database's model is not one this build can "
+                                         "encode with (") + e.what() +
+                             "); re-index into a new --db");
+  }
+  if (model.dim != 128)
+    throw std::runtime_error("the database's descriptors have dimension " +
+                             std::to_string(model.dim) +
+                             ", this build extracts 128; re-index into a new --db");
+  return s;
+}
+
+Codebook CodebookFromModel(const ModelRecord& model) {
+  return Codebook(static_cast<int>(model.num_clusters), static_cast<int>(model.dim),
+                  model.centroids);
+}
+
+ImageEncoder::ImageEncoder(const ModelRecord& model, Backend backend)
+    : settings_(SettingsFromModel(model)),
+      extractor_(CreateExtractor(settings_.extractor)),
+      encoder_(CreateVladEncoder(backend, CodebookFromModel(model), settings_.vlad)) {}
+
+ImageEncoder::Result ImageEncoder::EncodeFile(const std::string& path,
+                                              const ImageFileLimits& limits) {
+  Result result;
+  LoadResult loaded = LoadImageFile(path, settings_.max_side, limits);
+  if (loaded.error) {
+    result.error = std::move(loaded.error);
+    return result;
+  }
+  const Descriptors d = extractor_->Extract(loaded.image->gray);
+  result.num_descriptors = d.num;
+  result.vlad.assign(static_cast<size_t>(encoder_->vlad_dim()), 0.0f);
+  const int64_t offsets[2] = {0, d.num};
+  encoder_->Encode(d.values.data(), offsets, 1, result.vlad.data());
+  if (d.num == 0)
+    result.error = FileError{FileErrorCode::kNoFeatures, path,
+                             "no keypoints found (flat or tiny image)"};
+  return result;
+}
+
+}  // namespace lookalike

@@ -1,0 +1,64 @@
+// The encoding model of a database: how images were turned into vectors
+// (extractor settings, downscaling, VLAD normalisation) plus the codebook.
+// Conversions to and from storage's ModelRecord live here, so storage/ does
+// not depend on the indexer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "indexer/codebook.h"
+#include "indexer/extractor.h"
+#include "indexer/image_file.h"
+#include "indexer/vlad.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+// Everything that decides the vector of an image, besides the codebook.
+struct EncodingSettings {
+  // Longest image side after downscaling, pixels; 0 = never downscale.
+  // 1024 measured best on the development set (README, "Choosing defaults").
+  int max_side = 1024;
+  ExtractorOptions extractor;
+  VladOptions vlad;
+
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+// Builds the stored model from settings and a trained codebook.
+ModelRecord MakeModelRecord(const EncodingSettings& settings,
+                            const Codebook& codebook, uint64_t seed);
+// The settings and codebook a database was built with. Throws
+// std::runtime_error if the model is one this build cannot encode with.
+EncodingSettings SettingsFromModel(const ModelRecord& model);
+Codebook CodebookFromModel(const ModelRecord& model);
+
+// Encodes single images exactly as a database was encoded (used for
+// queries). Not thread-safe.
+class ImageEncoder {
+ public:
+  // Throws std::runtime_error (unusable model, explicit cuda without device).
+  ImageEncoder(const ModelRecord& model, Backend backend);
+
+  const EncodingSettings& settings() const { return settings_; }
+  int64_t vlad_dim() const { return encoder_->vlad_dim(); }
+  Backend backend() const { return encoder_->backend(); }
+
+  // Decodes and encodes one file. Returns the error for a bad file.
+  struct Result {
+    std::vector<float> vlad;  // vlad_dim() floats, L2-normalised or all zero
+    int64_t num_descriptors = 0;
+    std::optional<FileError> error;
+  };
+  Result EncodeFile(const std::string& path, const ImageFileLimits& limits);
+
+ private:
+  EncodingSettings settings_;
+  std::unique_ptr<DescriptorExtractor> extractor_;
+  std::unique_ptr<VladEncoder> encoder_;
+};
+
+}  // namespace lookalike

@@ -1,0 +1,84 @@
+// `lookalike index`: build or update a database from a folder of images.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "indexer/codebook.h"
+#include "indexer/image_file.h"
+#include "indexer/model.h"
+#include "indexer/vlad.h"
+
+namespace lookalike {
+
+struct IndexOptions {
+  std::string image_dir;          // folder to index (recursively)
+  std::string db_path;            // database folder (created if missing)
+  EncodingSettings encoding;      // used for a new database only
+  CodebookOptions codebook;       // used for a new database only
+  int train_images = 1000;        // images sampled to learn the codebook; >= 1
+  int threads = 0;                // decode/extract threads; 0 = all cores
+  int batch_images = 32;          // images per encoder batch; 1..4096
+  Backend backend = Backend::kAuto;
+  ImageFileLimits limits;
+
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+// Wall-clock seconds summed over the threads that did each stage.
+struct StageTimes {
+  double read_decode = 0;  // read, hash, decode, downscale
+  double extract = 0;      // SIFT + RootSIFT
+  double train = 0;        // k-means (new database only)
+  double encode = 0;       // assignment + VLAD (encoder thread)
+  double store = 0;        // RocksDB writes (encoder thread)
+};
+
+struct IndexSummary {
+  bool created = false;        // a new database was created
+  int64_t listed = 0;          // candidate image files found
+  int64_t indexed = 0;         // new or changed files encoded and stored
+  int64_t unchanged = 0;       // skipped without decoding (same size and mtime)
+  int64_t touched = 0;         // mtime changed, same content hash: record updated only
+  int64_t removed = 0;         // records of files that disappeared
+  int64_t no_features = 0;     // stored as zero vectors (subset of indexed)
+  int64_t ignored = 0;         // non-image files in the folder
+  std::map<std::string, int64_t> skipped;  // error code -> count
+  int64_t total_skipped() const;
+  bool cancelled = false;      // stopped early by a signal (committed work kept)
+  double seconds = 0;
+  StageTimes stages;
+  std::string backend;         // "cpu" | "cuda"
+  int threads = 0;
+};
+
+// Receives events; called from the thread that calls BuildIndex.
+class IndexObserver {
+ public:
+  virtual ~IndexObserver() = default;
+  virtual void OnStart(int64_t /*num_to_process*/) {}
+  virtual void OnPhase(const std::string& /*phase*/) {}
+  virtual void OnProgress(int64_t /*done*/, int64_t /*total*/) {}
+  virtual void OnFileError(const FileError& /*error*/) {}
+};
+
+// Creates the database if needed (learning the codebook on a seeded sample),
+// then encodes new and changed files and removes records of files that
+// disappeared. Per-file problems go to the observer and the summary; fatal
+// problems throw (StoreError, std::runtime_error). If `cancel` becomes true the
+// current batch is committed and the function returns early.
+IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
+                        const std::atomic<bool>* cancel = nullptr);
+
+// Limits BLAS (OpenBLAS) and OpenMP threads, so library threads do not
+// multiply with ours.
+void SetLibraryThreads(int threads);
+
+// Number of hardware threads (>= 1).
+int DefaultThreads();
+
+}  // namespace lookalike

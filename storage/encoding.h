@@ -1,0 +1,122 @@
+// Little-endian binary encoding of the values stored in RocksDB. Readers are
+// bounds-checked and throw CorruptValue instead of reading past the end.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace lookalike {
+namespace encoding {
+
+static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
+
+// Thrown when a stored value is shorter or otherwise not what its key says.
+class CorruptValue : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline void PutFixed32(std::string* out, uint32_t v) {
+  char b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->append(b, 4);
+}
+inline void PutFixed64(std::string* out, uint64_t v) {
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->append(b, 8);
+}
+inline void PutFloat(std::string* out, float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  PutFixed32(out, bits);
+}
+inline void PutBytes(std::string* out, const std::string& s) {
+  PutFixed32(out, static_cast<uint32_t>(s.size()));
+  out->append(s);
+}
+// Big-endian 64-bit, for keys: byte order then equals numeric order.
+inline std::string BigEndian64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * (7 - i))) & 0xff);
+  return s;
+}
+inline uint64_t ParseBigEndian64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+// Sequential reader over an encoded value.
+class Reader {
+ public:
+  Reader(const char* data, size_t size, const char* what)
+      : p_(data), end_(data + size), what_(what) {}
+  explicit Reader(const std::string& s, const char* what)
+      : Reader(s.data(), s.size(), what) {}
+
+  uint32_t Fixed32() {
+    Need(4);
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p_[i]);
+    p_ += 4;
+    return v;
+  }
+  uint64_t Fixed64() {
+    Need(8);
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p_[i]);
+    p_ += 8;
+    return v;
+  }
+  float Float() {
+    const uint32_t bits = Fixed32();
+    float v;
+    std::memcpy(&v, &bits, 4);
+    return v;
+  }
+  std::string Bytes() {
+    const uint32_t n = Fixed32();
+    Need(n);
+    std::string s(p_, n);
+    p_ += n;
+    return s;
+  }
+  const char* Raw(size_t n) {
+    Need(n);
+    const char* r = p_;
+    p_ += n;
+    return r;
+  }
+  size_t remaining() const { return static_cast<size_t>(end_ - p_); }
+  void ExpectEnd() const {
+    if (p_ != end_)
+      throw CorruptValue(std::string(what_) + ": " + std::to_string(remaining()) +
+                         " unexpected trailing bytes");
+  }
+
+ private:
+  void Need(size_t n) const {
+    if (static_cast<size_t>(end_ - p_) < n)
+      throw CorruptValue(std::string(what_) + ": value truncated");
+  }
+  const char* p_;
+  const char* end_;
+  const char* what_;
+};
+
+// 64-bit FNV-1a over bytes (identity of codebooks and stored values).
+inline uint64_t Fnv1a64(const void* data, size_t size,
+                        uint64_t h = 1469598103934665603ull) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) {
+    h ^= b[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace encoding
+}  // namespace lookalike

@@ -1,0 +1,428 @@
+#include "storage/store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+
+#include "storage/encoding.h"
+
+namespace lookalike {
+namespace fs = std::filesystem;
+using encoding::Reader;
+
+namespace {
+
+const char kSchemaKey[] = "m:schema";
+const char kModelKey[] = "m:model";
+const char kNextIdKey[] = "m:next_id";
+const char kCountKey[] = "m:count";
+
+std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(id); }
+std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(id); }
+std::string PathKey(const std::string& path) { return "p:" + path; }
+
+std::string EncodeU64(uint64_t v) {
+  std::string s;
+  encoding::PutFixed64(&s, v);
+  return s;
+}
+
+std::string EncodeModel(const ModelRecord& m) {
+  std::string s;
+  encoding::PutBytes(&s, m.descriptor_type);
+  encoding::PutFixed32(&s, m.dim);
+  encoding::PutFixed32(&s, m.num_clusters);
+  encoding::PutFixed32(&s, m.max_side);
+  encoding::PutFloat(&s, m.contrast_threshold);
+  encoding::PutFixed32(&s, m.max_features);
+  encoding::PutFloat(&s, m.power_alpha);
+  encoding::PutFixed32(&s, (m.intra_normalize ? 1u : 0u) |
+                               (m.residual_normalize ? 2u : 0u));
+  encoding::PutFixed64(&s, m.seed);
+  encoding::PutFixed64(&s, m.codebook_hash);
+  encoding::PutFixed64(&s, m.centroids.size());
+  for (float v : m.centroids) encoding::PutFloat(&s, v);
+  return s;
+}
+
+ModelRecord DecodeModel(const std::string& value) {
+  Reader r(value, "model");
+  ModelRecord m;
+  m.descriptor_type = r.Bytes();
+  m.dim = r.Fixed32();
+  m.num_clusters = r.Fixed32();
+  m.max_side = r.Fixed32();
+  m.contrast_threshold = r.Float();
+  m.max_features = r.Fixed32();
+  m.power_alpha = r.Float();
+  const uint32_t flags = r.Fixed32();
+  m.intra_normalize = flags & 1u;
+  m.residual_normalize = flags & 2u;
+  m.seed = r.Fixed64();
+  m.codebook_hash = r.Fixed64();
+  const uint64_t n = r.Fixed64();
+  if (n != m.vlad_dim() || n > (uint64_t{1} << 28))
+    throw encoding::CorruptValue("model: codebook has " + std::to_string(n) +
+                                 " values, expected K x dim = " +
+                                 std::to_string(m.vlad_dim()));
+  m.centroids.resize(n);
+  for (uint64_t i = 0; i < n; ++i) m.centroids[i] = r.Float();
+  r.ExpectEnd();
+  const uint64_t hash = encoding::Fnv1a64(m.centroids.data(), n * sizeof(float));
+  if (hash != m.codebook_hash)
+    throw encoding::CorruptValue("model: codebook checksum mismatch");
+  return m;
+}
+
+std::string EncodeRecord(const ImageRecord& r) {
+  std::string s;
+  encoding::PutFixed64(&s, r.id);
+  encoding::PutBytes(&s, r.path);
+  encoding::PutFixed64(&s, r.size_bytes);
+  encoding::PutFixed64(&s, static_cast<uint64_t>(r.mtime_ns));
+  encoding::PutFixed64(&s, r.content_hash);
+  encoding::PutFixed32(&s, r.width);
+  encoding::PutFixed32(&s, r.height);
+  encoding::PutFixed32(&s, r.num_descriptors);
+  encoding::PutFixed32(&s, static_cast<uint32_t>(r.status));
+  return s;
+}
+
+ImageRecord DecodeRecord(const char* data, size_t size) {
+  Reader r(data, size, "image record");
+  ImageRecord rec;
+  rec.id = r.Fixed64();
+  rec.path = r.Bytes();
+  rec.size_bytes = r.Fixed64();
+  rec.mtime_ns = static_cast<int64_t>(r.Fixed64());
+  rec.content_hash = r.Fixed64();
+  rec.width = r.Fixed32();
+  rec.height = r.Fixed32();
+  rec.num_descriptors = r.Fixed32();
+  const uint32_t status = r.Fixed32();
+  if (status > 1) throw encoding::CorruptValue("image record: unknown status");
+  rec.status = static_cast<ImageStatus>(status);
+  r.ExpectEnd();
+  return rec;
+}
+
+std::string EncodeVector(const float* v, uint64_t dim) {
+  std::string s;
+  s.reserve(12 + dim * 4);
+  encoding::PutFixed32(&s, static_cast<uint32_t>(dim));
+  for (uint64_t i = 0; i < dim; ++i) encoding::PutFloat(&s, v[i]);
+  encoding::PutFixed64(&s, encoding::Fnv1a64(s.data() + 4, dim * 4));
+  return s;
+}
+
+StoreError IoError(const std::string& path, const rocksdb::Status& s,
+                   const std::string& doing) {
+  const std::string msg = s.ToString();
+  if (s.IsIOError() && (msg.find("lock") != std::string::npos ||
+                        msg.find("Resource temporarily unavailable") != std::string::npos))
+    return StoreError(StoreError::Kind::kLocked,
+                      "index in use by another process: " + path +
+                          " is locked by a running 'lookalike index'; wait for it "
+                          "to finish (search and info work meanwhile)");
+  if (s.IsCorruption())
+    return StoreError(StoreError::Kind::kCorrupt,
+                      "database " + path + " is corrupt (" + msg + ") while " + doing);
+  return StoreError(StoreError::Kind::kIo,
+                    "cannot " + doing + " database " + path + ": " + msg);
+}
+
+}  // namespace
+
+struct Store::Impl {
+  std::unique_ptr<rocksdb::DB> db;
+  bool read_only = false;
+
+  std::optional<std::string> Get(const std::string& key) const {
+    std::string value;
+    const rocksdb::Status s = db->Get(rocksdb::ReadOptions(), key, &value);
+    if (s.IsNotFound()) return std::nullopt;
+    if (!s.ok()) throw StoreError(StoreError::Kind::kIo, "read failed: " + s.ToString());
+    return value;
+  }
+};
+
+Store::Store(std::string path, std::unique_ptr<Impl> impl)
+    : path_(std::move(path)), impl_(std::move(impl)) {}
+
+Store::~Store() {
+  if (impl_ && impl_->db) impl_->db->Close().PermitUncheckedError();
+}
+
+bool Store::IsDatabase(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec) || !fs::exists(fs::path(path) / "CURRENT", ec))
+    return false;
+  try {
+    Open(path, Mode::kReadOnly);
+    return true;
+  } catch (const StoreError& e) {
+    return e.kind() != StoreError::Kind::kNotADatabase;
+  }
+}
+
+void Store::CheckCanCreate(const std::string& path) {
+  std::error_code ec;
+  const fs::path target(path);
+  if (fs::exists(target, ec)) {
+    if (!fs::is_directory(target, ec))
+      throw StoreError(StoreError::Kind::kNotADatabase,
+                       "database path " + path + " is a file, not a directory; "
+                       "choose another --db");
+    if (!fs::is_empty(target, ec))
+      throw StoreError(StoreError::Kind::kNotADatabase,
+                       "refusing to create a database in " + path +
+                           ": the folder is not empty and is not a lookalike "
+                           "database; choose an empty or new --db folder");
+  }
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec))
+    throw StoreError(StoreError::Kind::kIo,
+                     "cannot create database " + path + ": parent folder " +
+                         parent.string() + " does not exist");
+}
+
+std::unique_ptr<Store> Store::Create(const std::string& path,
+                                     const ModelRecord& model) {
+  CheckCanCreate(path);
+  std::error_code ec;
+  const fs::path target(path);
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path temp = parent / (target.filename().string() + ".creating-" +
+                                  std::to_string(::getpid()));
+  fs::remove_all(temp, ec);
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    options.error_if_exists = true;
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(options, temp.string(), &raw);
+    if (!s.ok()) {
+      fs::remove_all(temp, ec);
+      throw IoError(path, s, "create");
+    }
+    std::unique_ptr<rocksdb::DB> db(raw);
+    rocksdb::WriteBatch batch;
+    batch.Put(kModelKey, EncodeModel(model));
+    batch.Put(kNextIdKey, EncodeU64(1));
+    batch.Put(kCountKey, EncodeU64(0));
+    std::string schema;
+    encoding::PutFixed32(&schema, kSchemaVersion);
+    batch.Put(kSchemaKey, schema);
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    s = db->Write(wo, &batch);
+    if (s.ok()) s = db->Flush(rocksdb::FlushOptions());
+    if (s.ok()) s = db->Close();
+    if (!s.ok()) {
+      db.reset();
+      fs::remove_all(temp, ec);
+      throw IoError(path, s, "create");
+    }
+  }
+  // rename(2) atomically replaces an empty directory.
+  fs::rename(temp, target, ec);
+  if (ec) {
+    fs::remove_all(temp, ec);
+    throw StoreError(StoreError::Kind::kIo,
+                     "cannot create database " + path + ": " + ec.message());
+  }
+  return Open(path, Mode::kReadWrite);
+}
+
+std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw StoreError(StoreError::Kind::kNotFound,
+                     "database " + path + " does not exist; create it with "
+                     "'lookalike index DIR --db " + path + "'");
+  if (!fs::is_directory(path, ec) || !fs::exists(fs::path(path) / "CURRENT", ec))
+    throw StoreError(StoreError::Kind::kNotADatabase,
+                     path + " is not a lookalike database (no RocksDB CURRENT file)");
+  auto impl = std::make_unique<Impl>();
+  impl->read_only = mode == Mode::kReadOnly;
+  rocksdb::Options options;
+  options.create_if_missing = false;
+  options.paranoid_checks = true;
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s =
+      impl->read_only ? rocksdb::DB::OpenForReadOnly(options, path, &raw)
+                      : rocksdb::DB::Open(options, path, &raw);
+  if (!s.ok()) throw IoError(path, s, "open");
+  impl->db.reset(raw);
+  std::unique_ptr<Store> store(new Store(path, std::move(impl)));
+  store->LoadMeta();
+  return store;
+}
+
+void Store::LoadMeta() {
+  const auto schema = impl_->Get(kSchemaKey);
+  if (!schema)
+    throw StoreError(StoreError::Kind::kNotADatabase,
+                     path_ + " is a RocksDB database but not a lookalike database "
+                             "(no schema key); choose another --db");
+  uint32_t version = 0;
+  try {
+    Reader r(*schema, "schema");
+    version = r.Fixed32();
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt, path_ + ": " + e.what());
+  }
+  if (version > kSchemaVersion)
+    throw StoreError(StoreError::Kind::kSchema,
+                     "database schema " + std::to_string(version) +
+                         " is newer than this build reads (" +
+                         std::to_string(kSchemaVersion) + "); upgrade lookalike");
+  if (version < kSchemaVersion)
+    throw StoreError(StoreError::Kind::kSchema,
+                     "database schema " + std::to_string(version) +
+                         " is older than this build reads (" +
+                         std::to_string(kSchemaVersion) +
+                         "); re-index the folder into a new --db");
+  try {
+    const auto model = impl_->Get(kModelKey);
+    if (!model) throw encoding::CorruptValue("model missing");
+    model_ = DecodeModel(*model);
+    const auto next = impl_->Get(kNextIdKey);
+    const auto count = impl_->Get(kCountKey);
+    if (!next || !count) throw encoding::CorruptValue("counters missing");
+    next_id_ = Reader(*next, "next id").Fixed64();
+    num_images_ = Reader(*count, "image count").Fixed64();
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt,
+                     "database " + path_ + " is corrupt: " + e.what() +
+                         "; run 'lookalike index' into a new --db");
+  }
+}
+
+std::optional<ImageRecord> Store::FindByPath(const std::string& path) const {
+  const auto id_value = impl_->Get(PathKey(path));
+  if (!id_value) return std::nullopt;
+  const uint64_t id = Reader(*id_value, "path entry").Fixed64();
+  const auto rec = impl_->Get(ImageKey(id));
+  if (!rec)
+    throw StoreError(StoreError::Kind::kCorrupt,
+                     "database " + path_ + ": path entry without record for " + path);
+  return DecodeRecord(rec->data(), rec->size());
+}
+
+void Store::ForEachImage(const std::function<void(const ImageRecord&)>& fn) const {
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek("i:"); it->Valid() && it->key().starts_with("i:"); it->Next())
+    fn(DecodeRecord(it->value().data(), it->value().size()));
+  if (!it->status().ok()) throw IoError(path_, it->status(), "read");
+}
+
+void Store::ForEachVector(
+    const std::function<void(const ImageRecord&, const float*)>& fn) const {
+  // One consistent snapshot so a concurrent writer never shows a torn state.
+  rocksdb::ReadOptions ro;
+  const rocksdb::Snapshot* snapshot = impl_->read_only ? nullptr : impl_->db->GetSnapshot();
+  ro.snapshot = snapshot;
+  std::unique_ptr<rocksdb::Iterator> records(impl_->db->NewIterator(ro));
+  const uint64_t dim = model_.vlad_dim();
+  std::vector<float> vec(dim);
+  std::string value;
+  for (records->Seek("i:"); records->Valid() && records->key().starts_with("i:");
+       records->Next()) {
+    const ImageRecord rec = DecodeRecord(records->value().data(), records->value().size());
+    const rocksdb::Status s = impl_->db->Get(ro, VectorKey(rec.id), &value);
+    if (!s.ok())
+      throw StoreError(StoreError::Kind::kCorrupt,
+                       "database " + path_ + ": vector of " + rec.path +
+                           " unreadable (" + s.ToString() + ")");
+    Reader r(value, "vector");
+    try {
+      if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
+      const char* raw = r.Raw(dim * 4);
+      const uint64_t stored = r.Fixed64();
+      if (stored != encoding::Fnv1a64(raw, dim * 4))
+        throw encoding::CorruptValue("checksum mismatch");
+      std::memcpy(vec.data(), raw, dim * 4);
+    } catch (const encoding::CorruptValue& e) {
+      if (snapshot) impl_->db->ReleaseSnapshot(snapshot);
+      throw StoreError(StoreError::Kind::kCorrupt,
+                       "database " + path_ + ": vector of " + rec.path + ": " + e.what());
+    }
+    fn(rec, vec.data());
+  }
+  const rocksdb::Status s = records->status();
+  records.reset();
+  if (snapshot) impl_->db->ReleaseSnapshot(snapshot);
+  if (!s.ok()) throw IoError(path_, s, "read");
+}
+
+void Store::PutImage(ImageRecord* record, const float* vector) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  const uint64_t dim = model_.vlad_dim();
+  for (uint64_t i = 0; i < dim; ++i)
+    if (!std::isfinite(vector[i]))
+      throw StoreError(StoreError::Kind::kIo,
+                       "refusing to store a non-finite vector for " + record->path);
+  rocksdb::WriteBatch batch;
+  uint64_t next_id = next_id_, count = num_images_;
+  if (record->id == 0) {
+    record->id = next_id++;
+    ++count;
+    batch.Put(kNextIdKey, EncodeU64(next_id));
+    batch.Put(kCountKey, EncodeU64(count));
+  }
+  batch.Put(ImageKey(record->id), EncodeRecord(*record));
+  batch.Put(VectorKey(record->id), EncodeVector(vector, dim));
+  batch.Put(PathKey(record->path), EncodeU64(record->id));
+  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) {
+    if (next_id != next_id_) record->id = 0;
+    throw IoError(path_, s, "write to");
+  }
+  next_id_ = next_id;
+  num_images_ = count;
+}
+
+void Store::UpdateRecord(const ImageRecord& record) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  rocksdb::WriteBatch batch;
+  batch.Put(ImageKey(record.id), EncodeRecord(record));
+  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) throw IoError(path_, s, "write to");
+}
+
+void Store::RemoveImage(const ImageRecord& record) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  rocksdb::WriteBatch batch;
+  batch.Delete(ImageKey(record.id));
+  batch.Delete(VectorKey(record.id));
+  batch.Delete(PathKey(record.path));
+  batch.Put(kCountKey, EncodeU64(num_images_ - 1));
+  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) throw IoError(path_, s, "write to");
+  --num_images_;
+}
+
+uint64_t Store::SizeOnDisk() const {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::recursive_directory_iterator(path_, ec))
+    if (entry.is_regular_file(ec)) total += entry.file_size(ec);
+  return total;
+}
+
+void Store::Flush() {
+  if (impl_->read_only) return;
+  const rocksdb::Status s = impl_->db->Flush(rocksdb::FlushOptions());
+  if (!s.ok()) throw IoError(path_, s, "flush");
+}
+
+}  // namespace lookalike

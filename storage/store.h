@@ -1,0 +1,155 @@
+// The lookalike database: one RocksDB directory holding the model (codebook
+// and encoding settings), one record and one VLAD vector per image, and a
+// path -> id map. rocksdb types never leave storage/.
+//
+// Key layout (schema 1; see README "On-disk format"):
+//   m:schema            u32 schema version
+//   m:model             ModelRecord
+//   m:next_id, m:count  u64 id allocator and image count
+//   i:<id BE64>         ImageRecord
+//   v:<id BE64>         u32 dim, dim x f32, u64 FNV-1a of the floats
+//   p:<path bytes>      u64 id
+// Every image's record, vector, path entry and counters are written in one
+// atomic WriteBatch (WAL on), so an image is either wholly present or absent.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace lookalike {
+
+// Schema version this build writes and reads.
+inline constexpr uint32_t kSchemaVersion = 1;
+
+// Failure to open or write a database. kind() lets the CLI choose the exit
+// code and message; what() already says what to do.
+class StoreError : public std::runtime_error {
+ public:
+  enum class Kind { kNotFound, kNotADatabase, kLocked, kSchema, kModel, kCorrupt, kIo };
+  StoreError(Kind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// How each image ended up in the index.
+enum class ImageStatus : uint8_t {
+  kOk = 0,          // encoded from >= 1 descriptor
+  kNoFeatures = 1,  // decoded but no keypoints: stored as the zero vector
+};
+
+struct ImageRecord {
+  uint64_t id = 0;            // assigned by the store; 0 = not yet stored
+  std::string path;           // absolute path, raw bytes as the file system gave them
+  uint64_t size_bytes = 0;    // file size when indexed
+  int64_t mtime_ns = 0;       // modification time when indexed (ns since epoch)
+  uint64_t content_hash = 0;  // FNV-1a 64 of the file bytes that were decoded
+  uint32_t width = 0;         // decoded size before downscaling, pixels
+  uint32_t height = 0;
+  uint32_t num_descriptors = 0;
+  ImageStatus status = ImageStatus::kOk;
+};
+
+// Everything needed to encode a query exactly as the database was encoded.
+// Stored once per database; search never takes these from flags.
+struct ModelRecord {
+  std::string descriptor_type = "rootsift";  // "rootsift" | "sift"
+  uint32_t dim = 128;                 // descriptor dimension
+  uint32_t num_clusters = 0;          // K
+  uint32_t max_side = 0;              // longest image side after downscaling, px
+  float contrast_threshold = 0.04f;   // SIFT detector setting
+  uint32_t max_features = 0;          // SIFT keypoint cap, 0 = none
+  float power_alpha = 0.5f;           // VLAD power normalisation exponent
+  bool intra_normalize = true;
+  bool residual_normalize = false;
+  uint64_t seed = 0;                  // k-means seed the codebook came from
+  std::vector<float> centroids;       // num_clusters x dim, row-major
+  uint64_t codebook_hash = 0;         // FNV-1a 64 of centroids (checked on load)
+
+  uint64_t vlad_dim() const { return uint64_t{num_clusters} * dim; }
+};
+
+class Store {
+ public:
+  enum class Mode { kReadWrite, kReadOnly };
+
+  // True if `path` holds a lookalike database (has the schema key); false for
+  // a missing or empty directory. Never creates anything.
+  static bool IsDatabase(const std::string& path);
+
+  // Creates a new database at `path` holding `model`. Atomic: the database is
+  // built in a sibling temporary directory and renamed into place, so a crash
+  // leaves either nothing or a complete empty database. Throws StoreError if
+  // `path` exists and is not an empty directory.
+  static std::unique_ptr<Store> Create(const std::string& path,
+                                       const ModelRecord& model);
+
+  // Throws the StoreError Create would throw for `path` (a file, a non-empty
+  // folder that is not a database, a missing parent), without creating anything.
+  static void CheckCanCreate(const std::string& path);
+
+  // Opens an existing database. kReadOnly never writes or creates anything
+  // and works while another process writes. Throws StoreError: kNotFound,
+  // kNotADatabase, kLocked (another writer), kSchema (other version),
+  // kCorrupt (unreadable model).
+  static std::unique_ptr<Store> Open(const std::string& path, Mode mode);
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const { return path_; }
+  const ModelRecord& model() const { return model_; }
+  uint64_t num_images() const { return num_images_; }
+
+  // Record of the image stored under this exact path, if any.
+  std::optional<ImageRecord> FindByPath(const std::string& path) const;
+
+  // Calls fn for every image record in id order.
+  void ForEachImage(const std::function<void(const ImageRecord&)>& fn) const;
+
+  // Calls fn(record, vector) for every image in id order; the vector has
+  // model().vlad_dim() floats and is only valid during the call. Throws
+  // StoreError(kCorrupt) if a vector is missing, mis-sized or fails its checksum.
+  void ForEachVector(
+      const std::function<void(const ImageRecord&, const float*)>& fn) const;
+
+  // Atomically stores (or replaces, when record->id != 0) an image's record,
+  // vector and path entry. Assigns record->id for new images. vector must
+  // have model().vlad_dim() finite floats. Throws StoreError(kIo).
+  void PutImage(ImageRecord* record, const float* vector);
+
+  // Replaces the record of an already stored image (e.g. a new mtime for the
+  // same content), keeping its vector.
+  void UpdateRecord(const ImageRecord& record);
+
+  // Atomically removes an image's record, vector and path entry.
+  void RemoveImage(const ImageRecord& record);
+
+  // Bytes used by the database directory.
+  uint64_t SizeOnDisk() const;
+
+  // Flushes memtables to SST files (optional; the WAL already makes writes durable
+  // against process crashes).
+  void Flush();
+
+ private:
+  struct Impl;
+  Store(std::string path, std::unique_ptr<Impl> impl);
+  void LoadMeta();
+
+  std::string path_;
+  std::unique_ptr<Impl> impl_;
+  ModelRecord model_;
+  uint64_t num_images_ = 0;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace lookalike
