@@ -29,8 +29,14 @@ struct CudaVladConfig {
   float power_alpha = 0.5f;           // see VladOptions
   bool intra_normalize = true;
   bool residual_normalize = false;
-  int64_t max_batch_descriptors = 1 << 20;  // device buffers are sized once for this
-  int64_t max_batch_images = 1024;
+  // Device buffers, CUB temporary storage and pinned host staging are sized
+  // once for these; Encode splits larger batches (by whole images) and
+  // pipelines the pieces over two streams. Two slots of pinned memory of
+  // about max_batch_descriptors * dim * 4 + max_batch_images * K * dim * 4
+  // bytes each. A single image may not exceed max_batch_descriptors.
+  int64_t max_batch_descriptors = 1 << 18;  // 1 .. 2^31 - 1
+  int64_t max_batch_images = 256;           // max_batch_images * K < 2^31
+  int64_t gemm_chunk_rows = 1 << 15;        // rows per SGEMM + argmin chunk
 };
 
 // VLAD encoder on the GPU: SGEMM assignment, CUB radix sort by (image,
