@@ -1,0 +1,70 @@
+// Query side: loads a database's vectors into a FAISS inner-product index and
+// ranks database images for query images encoded exactly as the database was.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "indexer/image_file.h"
+#include "indexer/vlad.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+struct SearchOptions {
+  int k = 10;                      // results per query; 1..100000
+  Backend backend = Backend::kAuto;
+  ImageFileLimits limits;
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+struct Hit {
+  uint64_t id = 0;
+  std::string path;  // absolute path as indexed
+  float score = 0;   // cosine similarity of VLAD vectors, in [-1, 1]
+};
+
+struct QueryResult {
+  std::string query;               // the query path as given
+  std::vector<Hit> hits;           // best first
+  std::optional<FileError> error;  // the query could not be used
+};
+
+// Thread-compatible: const methods may run concurrently, SearchFiles may not.
+class Searcher {
+ public:
+  // Opens the database read-only (never creates or writes anything; works
+  // while an indexer is running) and loads every vector once. Throws
+  // StoreError or std::runtime_error.
+  static std::unique_ptr<Searcher> Open(const std::string& db_path,
+                                        const SearchOptions& options);
+  ~Searcher();
+
+  // Encodes each query file with the database's model and returns its top k.
+  // A bad query file yields a QueryResult with `error` set; the others go on.
+  std::vector<QueryResult> SearchFiles(const std::vector<std::string>& queries);
+
+  // Top k of `num` query vectors (row-major, vlad_dim floats each).
+  std::vector<std::vector<Hit>> SearchVectors(const float* vectors, int64_t num) const;
+
+  int64_t num_indexed() const;       // vectors in the search index
+  int64_t num_zero_vectors() const;  // images without features (never returned)
+  const ModelRecord& model() const;
+  Backend backend() const;
+
+ private:
+  struct Impl;
+  explicit Searcher(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Expands command-line query arguments: files are kept as given, folders are
+// walked recursively for images (sorted). A missing path becomes an error.
+std::vector<std::string> ExpandQueryPaths(const std::vector<std::string>& args,
+                                          std::vector<FileError>* errors);
+
+}  // namespace lookalike
