@@ -1,0 +1,52 @@
+// Seeded synthetic photographs for tests (tests never read ../shared): each
+// image mixes a textured background, filled shapes, lines and text, so SIFT
+// finds plenty of distinctive keypoints; and the transformations a copy of a
+// photo typically goes through.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+namespace lookalike {
+namespace testing {
+
+// A distinct BGR image of width x height for each seed.
+cv::Mat MakeSyntheticImage(uint64_t seed, int width = 640, int height = 480);
+
+// The copy transformations the end-to-end test checks.
+enum class Transform { kCrop, kScale, kRotate, kJpeg, kBlur, kBrightness };
+const std::vector<Transform>& AllTransforms();
+const char* TransformName(Transform t);
+
+// Applies one transformation (deterministic). kJpeg returns the decoded
+// result of a quality-30 JPEG round trip.
+cv::Mat ApplyTransform(const cv::Mat& image, Transform t);
+
+// Writes an image (format from the extension); throws on failure.
+void WriteImage(const std::string& path, const cv::Mat& image);
+
+// Writes `count` synthetic images named img_000.png ... into `dir` (created),
+// returns their paths.
+std::vector<std::string> WriteSyntheticSet(const std::string& dir, int count,
+                                           uint64_t first_seed = 1, int width = 640,
+                                           int height = 480);
+
+// A fresh, empty temporary directory removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace testing
+}  // namespace lookalike
