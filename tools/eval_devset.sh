@@ -22,6 +22,6 @@ start=$(date +%s.%N)
 "$bin" search --db "$work/db" "$devset/queries" -k 100 --format tsv >"$work/results.tsv" || [ $? -eq 1 ]
 end=$(date +%s.%N)
 nq=$(cut -f1 "$work/results.tsv" | sort -u | wc -l)
-echo "search: $nq queries in $(echo "$end - $start" | bc) s (one call, index loaded once)" >&2
+echo "search: $nq queries in $(awk "BEGIN{print $end - $start}") s (one call, index loaded once)" >&2
 scorer=$(dirname "$devset")/evaluate.py
 python3 "$scorer" "$devset/gt.csv" "$work/results.tsv" --groups "$devset/queries_meta.csv"

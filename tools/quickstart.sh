@@ -1,0 +1,28 @@
+#!/bin/sh
+# Quick start: install dependencies, build, index real sample photos (OpenCV's
+# sample images from Debian's opencv-doc package, fetched now, never committed)
+# and search the index with a transformed copy of one of them.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/tools/install_deps.sh"
+"$root/tools/build.sh"
+bin=$root/build/tools
+samples=$root/samples
+if [ ! -d "$samples/photos" ]; then
+  echo "quickstart: fetching sample photos (Debian package opencv-doc)" >&2
+  deb=$(mktemp -d)
+  chmod 755 "$deb"  # apt's sandbox user must be able to write here
+  (cd "$deb" && apt-get download opencv-doc >/dev/null 2>&1)
+  dpkg-deb -x "$deb"/opencv-doc_*.deb "$deb/x"
+  mkdir -p "$samples/photos"
+  find "$deb/x" -path '*examples/data/*' \( -name '*.jpg' -o -name '*.png' \) \
+    -size +20k -exec cp {} "$samples/photos/" \;
+  rm -rf "$deb"
+fi
+# The query: a cropped, rotated, downscaled, brightened JPEG copy of one photo.
+"$bin/lookalike-make-copy" "$samples/photos/building.jpg" "$samples/query-building-copy.jpg"
+rm -rf "$samples/db"
+"$bin/lookalike" index "$samples/photos" --db "$samples/db" || [ $? -eq 1 ]
+echo
+echo "searching for $samples/query-building-copy.jpg (a transformed copy of building.jpg):"
+"$bin/lookalike" search --db "$samples/db" "$samples/query-building-copy.jpg" -k 5
