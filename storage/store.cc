@@ -248,6 +248,10 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
   if (!fs::is_directory(path, ec) || !fs::exists(fs::path(path) / "CURRENT", ec))
     throw StoreError(StoreError::Kind::kNotADatabase,
                      path + " is not a lookalike database (no RocksDB CURRENT file)");
+  // Gate on the schema (and model) through a read-only open first: a
+  // read-write open rewrites CURRENT, the MANIFEST and the OPTIONS file, and a
+  // database this build refuses (e.g. from a newer version) must stay untouched.
+  if (mode == Mode::kReadWrite) Open(path, Mode::kReadOnly);
   auto impl = std::make_unique<Impl>();
   impl->read_only = mode == Mode::kReadOnly;
   rocksdb::Options options;

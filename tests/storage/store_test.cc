@@ -1,0 +1,649 @@
+// Tests of the RocksDB store: round trips, refusal of bad input, atomicity
+// under SIGKILL, the schema gate, corruption detection and locking. Every
+// test works in a fresh temporary directory; RocksDB is used directly (the
+// test links it) to forge the states a bug or a newer build would leave.
+#include "storage/store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "storage/encoding.h"
+#include "tests/test_images.h"
+
+namespace lookalike {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+constexpr uint32_t kClusters = 3;
+constexpr uint32_t kDim = 5;  // vlad_dim 15: not a multiple of anything convenient
+
+ModelRecord MakeModel(uint64_t seed = 7) {
+  ModelRecord m;
+  m.dim = kDim;
+  m.num_clusters = kClusters;
+  m.max_side = 640;
+  m.seed = seed;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  m.centroids.resize(m.vlad_dim());
+  for (float& v : m.centroids) v = u(rng);
+  m.codebook_hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
+  return m;
+}
+
+std::vector<float> MakeVector(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(kClusters * kDim);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+ImageRecord MakeRecord(const std::string& path, uint64_t n) {
+  ImageRecord r;
+  r.path = path;
+  r.size_bytes = 1000 + n;
+  r.mtime_ns = 1'700'000'000'000'000'000 + static_cast<int64_t>(n);
+  r.content_hash = 0xABCDEF00ull + n;
+  r.width = 640 + static_cast<uint32_t>(n);
+  r.height = 480;
+  r.num_descriptors = static_cast<uint32_t>(n * 3);
+  r.status = n % 4 == 3 ? ImageStatus::kNoFeatures : ImageStatus::kOk;
+  return r;
+}
+
+void ExpectSameRecord(const ImageRecord& a, const ImageRecord& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.path, b.path);
+  EXPECT_EQ(a.size_bytes, b.size_bytes);
+  EXPECT_EQ(a.mtime_ns, b.mtime_ns);
+  EXPECT_EQ(a.content_hash, b.content_hash);
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_EQ(a.height, b.height);
+  EXPECT_EQ(a.num_descriptors, b.num_descriptors);
+  EXPECT_EQ(a.status, b.status);
+}
+
+// Raw RocksDB access for forging states.
+std::unique_ptr<rocksdb::DB> OpenRaw(const std::string& path, bool read_only = false) {
+  rocksdb::Options options;
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = read_only ? rocksdb::DB::OpenForReadOnly(options, path, &raw)
+                                      : rocksdb::DB::Open(options, path, &raw);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return std::unique_ptr<rocksdb::DB>(raw);
+}
+
+std::map<std::string, std::string> DumpRaw(const std::string& path) {
+  std::map<std::string, std::string> kv;
+  auto db = OpenRaw(path, /*read_only=*/true);
+  if (!db) return kv;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next())
+    kv[it->key().ToString()] = it->value().ToString();
+  return kv;
+}
+
+// Name -> bytes of every file of a directory (RocksDB's LOG files excluded:
+// they are diagnostics, not data).
+std::map<std::string, std::string> DirSnapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("LOG", 0) == 0) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    files[name] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return files;
+}
+
+std::string Schema(uint32_t v) {
+  std::string s;
+  encoding::PutFixed32(&s, v);
+  return s;
+}
+
+TEST(StoreTest, CreateOpenRoundTrip) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  const ModelRecord model = MakeModel();
+  std::vector<ImageRecord> records;
+  std::vector<std::vector<float>> vectors;
+  {
+    auto store = Store::Create(db, model);
+    EXPECT_EQ(store->num_images(), 0u);
+    for (uint64_t i = 0; i < 9; ++i) {
+      ImageRecord r = MakeRecord("/photos/\xff raw bytes/img " + std::to_string(i) + ".jpg", i);
+      const auto v = MakeVector(100 + i);
+      store->PutImage(&r, v.data());
+      EXPECT_NE(r.id, 0u);
+      records.push_back(r);
+      vectors.push_back(v);
+    }
+    EXPECT_EQ(store->num_images(), 9u);
+    std::set<uint64_t> ids;
+    for (const auto& r : records) ids.insert(r.id);
+    EXPECT_EQ(ids.size(), records.size()) << "ids must be unique";
+  }
+  ASSERT_TRUE(Store::IsDatabase(db));
+  {
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    EXPECT_EQ(store->num_images(), 9u);
+    const ModelRecord& m = store->model();
+    EXPECT_EQ(m.descriptor_type, model.descriptor_type);
+    EXPECT_EQ(m.dim, model.dim);
+    EXPECT_EQ(m.num_clusters, model.num_clusters);
+    EXPECT_EQ(m.max_side, model.max_side);
+    EXPECT_EQ(m.contrast_threshold, model.contrast_threshold);
+    EXPECT_EQ(m.power_alpha, model.power_alpha);
+    EXPECT_EQ(m.intra_normalize, model.intra_normalize);
+    EXPECT_EQ(m.residual_normalize, model.residual_normalize);
+    EXPECT_EQ(m.seed, model.seed);
+    EXPECT_EQ(m.centroids, model.centroids);
+    EXPECT_EQ(m.codebook_hash, model.codebook_hash);
+
+    size_t n = 0;
+    store->ForEachVector([&](const ImageRecord& r, const float* v) {
+      ASSERT_LT(n, records.size());
+      ExpectSameRecord(r, records[n]);  // id order == insertion order
+      EXPECT_EQ(std::vector<float>(v, v + kClusters * kDim), vectors[n]);
+      ++n;
+    });
+    EXPECT_EQ(n, records.size());
+
+    for (const auto& r : records) {
+      const auto found = store->FindByPath(r.path);
+      ASSERT_TRUE(found.has_value()) << r.path;
+      ExpectSameRecord(*found, r);
+    }
+    EXPECT_FALSE(store->FindByPath("/photos/missing.jpg").has_value());
+    EXPECT_FALSE(store->FindByPath(records[0].path + "x").has_value());
+
+    // UpdateRecord keeps the vector.
+    ImageRecord touched = records[2];
+    touched.mtime_ns += 12345;
+    store->UpdateRecord(touched);
+    records[2] = touched;
+    // PutImage with an id replaces record and vector, keeps the count.
+    ImageRecord changed = records[4];
+    changed.content_hash ^= 0xFF;
+    vectors[4] = MakeVector(999);
+    store->PutImage(&changed, vectors[4].data());
+    EXPECT_EQ(changed.id, records[4].id);
+    records[4] = changed;
+    EXPECT_EQ(store->num_images(), 9u);
+
+    store->RemoveImage(records[6]);
+    EXPECT_EQ(store->num_images(), 8u);
+    EXPECT_FALSE(store->FindByPath(records[6].path).has_value());
+    records.erase(records.begin() + 6);
+    vectors.erase(vectors.begin() + 6);
+  }
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_EQ(store->num_images(), 8u);
+    size_t n = 0;
+    store->ForEachVector([&](const ImageRecord& r, const float* v) {
+      ASSERT_LT(n, records.size());
+      ExpectSameRecord(r, records[n]);
+      EXPECT_EQ(std::vector<float>(v, v + kClusters * kDim), vectors[n]) << r.path;
+      ++n;
+    });
+    EXPECT_EQ(n, 8u);
+    size_t m = 0;
+    store->ForEachImage([&](const ImageRecord& r) { ExpectSameRecord(r, records[m++]); });
+    EXPECT_EQ(m, 8u);
+    // A read-only store refuses writes.
+    EXPECT_THROW(
+        {
+          ImageRecord r = MakeRecord("/x", 1);
+          const auto v = MakeVector(1);
+          store->PutImage(&r, v.data());
+        },
+        StoreError);
+  }
+  {
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    ImageRecord r = MakeRecord("/photos/new.jpg", 50);
+    const auto v = MakeVector(50);
+    store->PutImage(&r, v.data());
+    for (const auto& old : records) EXPECT_GT(r.id, old.id);
+    EXPECT_EQ(store->num_images(), 9u);
+  }
+}
+
+TEST(StoreTest, PutImageRefusesNonFiniteAndLeavesNothing) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  auto store = Store::Create(db, MakeModel());
+  ImageRecord good = MakeRecord("/good.png", 1);
+  const auto gv = MakeVector(1);
+  store->PutImage(&good, gv.data());
+
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    for (size_t pos : {size_t{0}, size_t{kClusters * kDim - 1}}) {
+      ImageRecord r = MakeRecord("/bad.png", 2);
+      auto v = MakeVector(2);
+      v[pos] = bad;
+      try {
+        store->PutImage(&r, v.data());
+        FAIL() << "non-finite value " << bad << " at " << pos << " was stored";
+      } catch (const StoreError& e) {
+        EXPECT_NE(std::string(e.what()).find("/bad.png"), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(r.id, 0u);
+      EXPECT_EQ(store->num_images(), 1u);
+      EXPECT_FALSE(store->FindByPath("/bad.png").has_value());
+    }
+  }
+  // Replacing an existing image with a non-finite vector keeps the old one.
+  ImageRecord replace = good;
+  auto nan_vec = MakeVector(3);
+  nan_vec[7] = std::nanf("");
+  EXPECT_THROW(store->PutImage(&replace, nan_vec.data()), StoreError);
+  store.reset();
+
+  const auto kv = DumpRaw(db);
+  size_t images = 0, vectors = 0, paths = 0;
+  for (const auto& [k, v] : kv) {
+    images += k.rfind("i:", 0) == 0;
+    vectors += k.rfind("v:", 0) == 0;
+    paths += k.rfind("p:", 0) == 0;
+  }
+  EXPECT_EQ(images, 1u);
+  EXPECT_EQ(vectors, 1u);
+  EXPECT_EQ(paths, 1u);
+  auto reopened = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(reopened->num_images(), 1u);
+  reopened->ForEachVector([&](const ImageRecord& r, const float* v) {
+    EXPECT_EQ(r.path, "/good.png");
+    EXPECT_EQ(std::vector<float>(v, v + kClusters * kDim), gv);
+  });
+}
+
+// ---- atomicity under SIGKILL ----------------------------------------------
+//
+// The writer runs in a forked child that re-executes this binary (a fresh
+// process: no RocksDB threads inherited from earlier tests). It reports each
+// completed operation with one byte on a pipe; the parent kills it with
+// SIGKILL after a seeded random number of operations, i.e. in the middle of
+// the next one.
+
+constexpr char kChildDbEnv[] = "LOOKALIKE_STORE_TEST_CHILD_DB";
+constexpr char kChildFdEnv[] = "LOOKALIKE_STORE_TEST_CHILD_FD";
+constexpr char kChildRoundEnv[] = "LOOKALIKE_STORE_TEST_CHILD_ROUND";
+
+// The vector stored for (path, version): the record's content_hash is the
+// hash of this vector, so record and vector can be checked against each other.
+std::vector<float> VersionedVector(const std::string& path, uint64_t version) {
+  return MakeVector(encoding::Fnv1a64(path.data(), path.size()) ^ (version * 0x9E3779B97F4A7C15ull));
+}
+uint64_t VectorHash(const float* v) { return encoding::Fnv1a64(v, kClusters * kDim * sizeof(float)); }
+
+[[noreturn]] void RunChildWriter(const char* db, int fd, int round) {
+  try {
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    std::vector<std::string> mine;
+    for (uint64_t i = 0;; ++i) {
+      char op;
+      if (i % 7 == 6 && mine.size() > 2) {  // remove an earlier image
+        const auto rec = store->FindByPath(mine[i % mine.size()]);
+        op = 'n';  // nothing to remove
+        if (rec) {
+          store->RemoveImage(*rec);
+          op = 'r';
+        }
+      } else if (i % 3 == 2 && !mine.empty()) {  // replace record + vector
+        auto rec = store->FindByPath(mine[(i * 5) % mine.size()]);
+        if (rec) {
+          rec->size_bytes += 1;  // the version
+          const auto v = VersionedVector(rec->path, rec->size_bytes);
+          rec->content_hash = VectorHash(v.data());
+          store->PutImage(&*rec, v.data());
+        }
+        op = 'u';
+      } else {  // add
+        ImageRecord rec = MakeRecord("/round" + std::to_string(round) + "/img" + std::to_string(i), i);
+        rec.size_bytes = 0;
+        const auto v = VersionedVector(rec.path, 0);
+        rec.content_hash = VectorHash(v.data());
+        store->PutImage(&rec, v.data());
+        mine.push_back(rec.path);
+        op = 'a';
+      }
+      if (::write(fd, &op, 1) != 1) ::_exit(4);
+    }
+  } catch (...) {
+    ::_exit(3);
+  }
+}
+
+// Runs before main() in the re-executed child only.
+const bool kChildDispatch = [] {
+  const char* db = std::getenv(kChildDbEnv);
+  if (db != nullptr)
+    RunChildWriter(db, std::atoi(std::getenv(kChildFdEnv)), std::atoi(std::getenv(kChildRoundEnv)));
+  return true;
+}();
+
+TEST(StoreTest, AtomicUnderSigkill) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  Store::Create(db, MakeModel()).reset();
+  std::mt19937 rng(20240611);
+  int64_t count = 0;  // images in the store when the round starts (checked)
+  for (int round = 0; round < 6; ++round) {
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe(pipe_fds), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(pipe_fds[0]);
+      ::setenv(kChildDbEnv, db.c_str(), 1);
+      ::setenv(kChildFdEnv, std::to_string(pipe_fds[1]).c_str(), 1);
+      ::setenv(kChildRoundEnv, std::to_string(round).c_str(), 1);
+      ::execl("/proc/self/exe", "store_test", static_cast<char*>(nullptr));
+      ::_exit(5);
+    }
+    ::close(pipe_fds[1]);
+    const int kill_after = std::uniform_int_distribution<int>(1, 400)(rng);
+    int done = 0, adds = 0, removes = 0;
+    char op;
+    while (done < kill_after && ::read(pipe_fds[0], &op, 1) == 1) {
+      ++done;
+      adds += op == 'a';
+      removes += op == 'r';
+      if (round == 0 && done == 1) {
+        // A second writer, here from another process, is refused.
+        try {
+          Store::Open(db, Store::Mode::kReadWrite);
+          ADD_FAILURE() << "second read-write open succeeded while a writer runs";
+        } catch (const StoreError& e) {
+          EXPECT_EQ(e.kind(), StoreError::Kind::kLocked) << e.what();
+          EXPECT_NE(std::string(e.what()).find("in use by another process"), std::string::npos)
+              << e.what();
+        }
+      }
+    }
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    // The child runs ahead of the parent: count what it completed before it
+    // died (the pipe holds every acknowledgement it wrote).
+    while (::read(pipe_fds[0], &op, 1) == 1) {
+      adds += op == 'a';
+      removes += op == 'r';
+    }
+    ::close(pipe_fds[0]);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << "child writer ended on its own (status " << status << ") after " << done
+        << " operations";
+    ASSERT_EQ(done, kill_after);
+    // Every acknowledged operation is durable; the one in flight may or may
+    // not have landed (an add or a removal), but never half of it.
+    const int64_t acknowledged = count + adds - removes;
+    // After every kill: the store opens and everything is consistent.
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    std::set<uint64_t> ids;
+    store->ForEachVector([&](const ImageRecord& r, const float* v) {
+      EXPECT_EQ(r.content_hash, VectorHash(v)) << "record and vector of " << r.path
+                                               << " come from different writes";
+      EXPECT_EQ(VectorHash(VersionedVector(r.path, r.size_bytes).data()), r.content_hash)
+          << r.path;
+      const auto by_path = store->FindByPath(r.path);
+      ASSERT_TRUE(by_path.has_value()) << "no path entry for " << r.path;
+      EXPECT_EQ(by_path->id, r.id);
+      ids.insert(r.id);
+    });
+    EXPECT_EQ(store->num_images(), ids.size()) << "image counter disagrees with the records";
+    EXPECT_GE(static_cast<int64_t>(ids.size()), acknowledged - 1);
+    EXPECT_LE(static_cast<int64_t>(ids.size()), acknowledged + 1);
+    count = static_cast<int64_t>(ids.size());
+    store.reset();
+
+    // Raw view: every path entry points at a record, no stray vectors, and
+    // the id allocator is past every id.
+    const auto kv = DumpRaw(db);
+    uint64_t next_id = 0;
+    size_t paths = 0, vectors = 0;
+    for (const auto& [k, v] : kv) {
+      if (k == "m:next_id") next_id = encoding::Reader(v, "next").Fixed64();
+      if (k.rfind("p:", 0) == 0) {
+        ++paths;
+        const uint64_t id = encoding::Reader(v, "p").Fixed64();
+        EXPECT_TRUE(kv.count("i:" + encoding::BigEndian64(id))) << "dangling path entry " << k;
+      }
+      if (k.rfind("v:", 0) == 0) {
+        ++vectors;
+        EXPECT_TRUE(kv.count("i:" + k.substr(2))) << "vector without record";
+      }
+    }
+    EXPECT_EQ(paths, ids.size());
+    EXPECT_EQ(vectors, ids.size());
+    for (uint64_t id : ids) EXPECT_LT(id, next_id);
+  }
+}
+
+// ---- schema gate ------------------------------------------------------------
+
+void ExpectSchemaRefused(uint32_t version, const std::string& advice) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  {
+    auto store = Store::Create(db, MakeModel());
+    ImageRecord r = MakeRecord("/a.jpg", 1);
+    const auto v = MakeVector(1);
+    store->PutImage(&r, v.data());
+  }
+  {
+    auto raw = OpenRaw(db);
+    ASSERT_TRUE(raw);
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "m:schema", Schema(version)).ok());
+    ASSERT_TRUE(raw->Flush(rocksdb::FlushOptions()).ok());
+  }
+  const auto before_kv = DumpRaw(db);
+  const auto before_files = DirSnapshot(db);
+  for (Store::Mode mode : {Store::Mode::kReadWrite, Store::Mode::kReadOnly}) {
+    try {
+      Store::Open(db, mode);
+      ADD_FAILURE() << "schema " << version << " was accepted";
+    } catch (const StoreError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(e.kind(), StoreError::Kind::kSchema) << msg;
+      EXPECT_NE(msg.find("schema " + std::to_string(version)), std::string::npos) << msg;
+      EXPECT_NE(msg.find("(" + std::to_string(kSchemaVersion) + ")"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(advice), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(DumpRaw(db), before_kv) << "refusing the database changed its contents";
+  const auto after_files = DirSnapshot(db);
+  EXPECT_EQ(after_files.size(), before_files.size());
+  for (const auto& [name, bytes] : before_files) {
+    const auto it = after_files.find(name);
+    ASSERT_NE(it, after_files.end()) << name << " disappeared";
+    EXPECT_TRUE(it->second == bytes) << name << " was rewritten";
+  }
+  for (const auto& [name, bytes] : after_files)
+    EXPECT_TRUE(before_files.count(name)) << name << " was created by a refused open";
+}
+
+TEST(StoreTest, RefusesNewerSchema) { ExpectSchemaRefused(99, "upgrade lookalike"); }
+TEST(StoreTest, RefusesOlderSchema) { ExpectSchemaRefused(0, "re-index"); }
+
+TEST(StoreTest, DetectsCorruptedVector) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  uint64_t victim_id = 0;
+  {
+    auto store = Store::Create(db, MakeModel());
+    for (int i = 0; i < 4; ++i) {
+      ImageRecord r = MakeRecord("/img" + std::to_string(i), i);
+      const auto v = MakeVector(i);
+      store->PutImage(&r, v.data());
+      if (i == 2) victim_id = r.id;
+    }
+  }
+  {
+    auto raw = OpenRaw(db);
+    const std::string key = "v:" + encoding::BigEndian64(victim_id);
+    std::string value;
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), key, &value).ok());
+    value[4 + 4 * 7 + 1] ^= 0x10;  // one byte inside float 7
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), key, value).ok());
+  }
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  try {
+    store->ForEachVector([](const ImageRecord&, const float*) {});
+    FAIL() << "a flipped byte in a stored vector went unnoticed";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/img2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreTest, DetectsTruncatedVector) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  uint64_t id = 0;
+  {
+    auto store = Store::Create(db, MakeModel());
+    ImageRecord r = MakeRecord("/img", 1);
+    const auto v = MakeVector(1);
+    store->PutImage(&r, v.data());
+    id = r.id;
+  }
+  {
+    auto raw = OpenRaw(db);
+    const std::string key = "v:" + encoding::BigEndian64(id);
+    std::string value;
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), key, &value).ok());
+    value.resize(value.size() - 3);
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), key, value).ok());
+  }
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  try {
+    store->ForEachVector([](const ImageRecord&, const float*) {});
+    FAIL() << "a truncated vector went unnoticed";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+  }
+}
+
+TEST(StoreTest, ReadOnlyOpenCreatesNothing) {
+  TempDir tmp;
+  const std::string missing = tmp / "nothing-here";
+  EXPECT_FALSE(Store::IsDatabase(missing));
+  try {
+    Store::Open(missing, Store::Mode::kReadOnly);
+    FAIL() << "opened a missing database";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kNotFound) << e.what();
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(missing));
+  EXPECT_TRUE(fs::is_empty(tmp.path()));
+
+  const std::string empty = tmp / "empty";
+  fs::create_directory(empty);
+  EXPECT_FALSE(Store::IsDatabase(empty));
+  try {
+    Store::Open(empty, Store::Mode::kReadOnly);
+    FAIL() << "opened an empty folder as a database";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kNotADatabase) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(empty));
+}
+
+TEST(StoreTest, CreateRefusesNonEmptyFolderAndFile) {
+  TempDir tmp;
+  const std::string folder = tmp / "photos";
+  fs::create_directory(folder);
+  { std::ofstream(folder + "/keep.txt") << "precious"; }
+  try {
+    Store::Create(folder, MakeModel());
+    FAIL() << "created a database in a non-empty folder";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kNotADatabase) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not empty"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Store::CheckCanCreate(folder), StoreError);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(folder)) names.push_back(e.path().filename());
+  EXPECT_EQ(names, std::vector<std::string>{"keep.txt"});
+
+  const std::string file = tmp / "file.db";
+  { std::ofstream(file) << "x"; }
+  try {
+    Store::Create(file, MakeModel());
+    FAIL() << "created a database over a file";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kNotADatabase) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is a file"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_regular_file(file));
+  EXPECT_EQ(fs::file_size(file), 1u);
+
+  // Nothing else was left behind (no temporary .creating- folders).
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path())) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2u);
+
+  // An empty folder is accepted.
+  const std::string empty = tmp / "empty";
+  fs::create_directory(empty);
+  EXPECT_NO_THROW(Store::Create(empty, MakeModel()));
+  EXPECT_TRUE(Store::IsDatabase(empty));
+}
+
+TEST(StoreTest, SecondWriterIsLocked) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  auto first = Store::Create(db, MakeModel());
+  try {
+    Store::Open(db, Store::Mode::kReadWrite);
+    FAIL() << "a second read-write open succeeded";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kLocked) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in use by another process"), std::string::npos)
+        << e.what();
+  }
+  // Readers are welcome meanwhile, and see committed writes.
+  ImageRecord r = MakeRecord("/a", 1);
+  const auto v = MakeVector(1);
+  first->PutImage(&r, v.data());
+  auto reader = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(reader->num_images(), 1u);
+  EXPECT_TRUE(reader->FindByPath("/a").has_value());
+  // After the writer closes, a new writer may open.
+  first.reset();
+  EXPECT_NO_THROW(Store::Open(db, Store::Mode::kReadWrite));
+}
+
+}  // namespace
+}  // namespace lookalike
