@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -63,6 +64,48 @@ Codebook Codebook::Train(const float* descriptors, int64_t num, int dim,
         "codebook: need at least as many descriptors as clusters (" +
         std::to_string(options.num_clusters) + "), got " + std::to_string(num) +
         "; index more images or lower --clusters");
+  // k-means++ seeding (Arthur & Vassilvitskii, SODA 2007) on a seeded subsample
+  // of the size FAISS trains on: FAISS's own initialisation picks K random
+  // points, which often puts two centroids in one mode of the data and none in
+  // another, a local optimum Lloyd iterations never leave.
+  std::vector<float> init;
+  {
+    std::mt19937_64 rng(options.seed);
+    const int64_t k = options.num_clusters;
+    const int64_t m = std::min<int64_t>(num, k * options.max_points_per_cluster);
+    std::vector<int64_t> pick(num);
+    for (int64_t i = 0; i < num; ++i) pick[i] = i;
+    for (int64_t i = 0; i < m && m < num; ++i)
+      std::swap(pick[i], pick[std::uniform_int_distribution<int64_t>(i, num - 1)(rng)]);
+    pick.resize(m);
+    auto row = [&](int64_t i) { return descriptors + pick[i] * dim; };
+    auto dist2 = [&](const float* a, const float* b) {
+      double d = 0;
+      for (int j = 0; j < dim; ++j) d += (double{a[j]} - b[j]) * (double{a[j]} - b[j]);
+      return d;
+    };
+    init.reserve(static_cast<size_t>(k) * dim);
+    std::vector<double> nearest(m, std::numeric_limits<double>::infinity());
+    int64_t chosen = std::uniform_int_distribution<int64_t>(0, m - 1)(rng);
+    for (int64_t c = 0; c < k; ++c) {
+      init.insert(init.end(), row(chosen), row(chosen) + dim);
+      double total = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        nearest[i] = std::min(nearest[i], dist2(row(i), row(chosen)));
+        total += nearest[i];
+      }
+      if (c + 1 == k) break;
+      // Next centre with probability proportional to the squared distance to
+      // the nearest chosen one; uniformly if every point is already a centre.
+      double target = std::uniform_real_distribution<double>(0.0, total)(rng);
+      chosen = std::uniform_int_distribution<int64_t>(0, m - 1)(rng);
+      for (int64_t i = 0; i < m && total > 0; ++i) {
+        if (nearest[i] > 0) chosen = i;  // rounding fallback: last candidate
+        target -= nearest[i];
+        if (target < 0 && nearest[i] > 0) break;
+      }
+    }
+  }
   faiss::ClusteringParameters params;
   params.niter = options.num_iterations;
   params.seed = static_cast<int>(options.seed & 0x7fffffff);
@@ -70,6 +113,7 @@ Codebook Codebook::Train(const float* descriptors, int64_t num, int dim,
   params.min_points_per_centroid = 1;  // small collections are legitimate
   params.verbose = false;
   faiss::Clustering clustering(dim, options.num_clusters, params);
+  clustering.centroids = std::move(init);  // FAISS starts from given centroids
   faiss::IndexFlatL2 index(dim);
   clustering.train(num, descriptors, index);
   return Codebook(options.num_clusters, dim, std::move(clustering.centroids));

@@ -34,6 +34,7 @@ class SiftExtractor final : public DescriptorExtractor {
  public:
   explicit SiftExtractor(const ExtractorOptions& options)
       : root_(options.type == "rootsift"),
+        max_features_(options.max_features),
         sift_(cv::SIFT::create(options.max_features, 3, options.contrast_threshold)) {}
 
   Descriptors Extract(const GrayImage& image) override {
@@ -47,6 +48,10 @@ class SiftExtractor final : public DescriptorExtractor {
     sift_->detectAndCompute(gray, cv::noArray(), keypoints, desc);
     if (desc.empty()) return out;
     CV_Assert(desc.type() == CV_32F && desc.cols == 128);
+    // OpenCV's retainBest keeps every keypoint tied with the N-th response
+    // (orientation duplicates share it), so it can return more than N; it
+    // puts the N strongest first, so the cap is a row truncation.
+    if (max_features_ > 0 && desc.rows > max_features_) desc = desc.rowRange(0, max_features_);
     if (!desc.isContinuous()) desc = desc.clone();
     out.num = desc.rows;
     out.values.assign(desc.ptr<float>(), desc.ptr<float>() + desc.total());
@@ -57,6 +62,7 @@ class SiftExtractor final : public DescriptorExtractor {
 
  private:
   bool root_;
+  int max_features_;
   cv::Ptr<cv::SIFT> sift_;
 };
 
