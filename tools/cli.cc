@@ -500,8 +500,17 @@ std::string JsonString(const std::string& s) {
     else if ((c >> 3) == 0x1E) len = 4;
     if (len > 1) {
       if (i + len > s.size()) len = 0;
-      for (size_t j = 1; len && j < len; ++j)
-        if ((static_cast<unsigned char>(s[i + j]) >> 6) != 0x2) len = 0;
+      uint32_t cp = c & (0x7F >> len);
+      for (size_t j = 1; len && j < len; ++j) {
+        const unsigned char cc = static_cast<unsigned char>(s[i + j]);
+        if ((cc >> 6) != 0x2) len = 0;
+        cp = (cp << 6) | (cc & 0x3F);
+      }
+      // Overlong forms, UTF-16 surrogates and code points above U+10FFFF are
+      // not UTF-8 either (RFC 3629); passing them would make the JSON invalid.
+      static const uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+      if (len && (cp < kMinForLength[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF))
+        len = 0;
     }
     if (len == 1) {
       char buf[8];
