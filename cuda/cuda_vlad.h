@@ -26,7 +26,7 @@ struct CudaVladConfig {
   int num_clusters = 0;               // K
   int dim = 0;                        // descriptor dimension
   const float* centroids = nullptr;   // K x dim, row-major (host memory)
-  float power_alpha = 0.5f;           // see VladOptions
+  float power_alpha = 1.0f;           // see VladOptions
   bool intra_normalize = true;
   bool residual_normalize = false;
   // Device buffers, CUB temporary storage and pinned host staging are sized

@@ -2,6 +2,7 @@
 
 #include <faiss/Clustering.h>
 #include <faiss/IndexFlat.h>
+#include <faiss/utils/distances.h>
 
 #include <algorithm>
 #include <cmath>
@@ -64,37 +65,42 @@ Codebook Codebook::Train(const float* descriptors, int64_t num, int dim,
         "codebook: need at least as many descriptors as clusters (" +
         std::to_string(options.num_clusters) + "), got " + std::to_string(num) +
         "; index more images or lower --clusters");
-  // k-means++ seeding (Arthur & Vassilvitskii, SODA 2007) on a seeded subsample
-  // of the size FAISS trains on: FAISS's own initialisation picks K random
-  // points, which often puts two centroids in one mode of the data and none in
-  // another, a local optimum Lloyd iterations never leave.
+  // k-means++ seeding (Arthur & Vassilvitskii, SODA 2007) on a seeded
+  // subsample: FAISS's own initialisation picks K random points, which often
+  // puts two centroids in one mode of the data and none in another, a local
+  // optimum Lloyd iterations never leave. 64 points per centroid are plenty to
+  // place the seeds and keep this step small next to the Lloyd iterations.
   std::vector<float> init;
   {
     std::mt19937_64 rng(options.seed);
     const int64_t k = options.num_clusters;
-    const int64_t m = std::min<int64_t>(num, k * options.max_points_per_cluster);
+    const int64_t m = std::min<int64_t>(num, k * 64);
     std::vector<int64_t> pick(num);
     for (int64_t i = 0; i < num; ++i) pick[i] = i;
     for (int64_t i = 0; i < m && m < num; ++i)
       std::swap(pick[i], pick[std::uniform_int_distribution<int64_t>(i, num - 1)(rng)]);
-    pick.resize(m);
-    auto row = [&](int64_t i) { return descriptors + pick[i] * dim; };
-    auto dist2 = [&](const float* a, const float* b) {
-      double d = 0;
-      for (int j = 0; j < dim; ++j) d += (double{a[j]} - b[j]) * (double{a[j]} - b[j]);
-      return d;
-    };
+    std::vector<float> sample(static_cast<size_t>(m) * dim);
+    for (int64_t i = 0; i < m; ++i)
+      std::copy(descriptors + pick[i] * dim, descriptors + (pick[i] + 1) * dim,
+                sample.begin() + i * dim);
+    const float* row0 = sample.data();
     init.reserve(static_cast<size_t>(k) * dim);
-    std::vector<double> nearest(m, std::numeric_limits<double>::infinity());
+    std::vector<float> nearest(m, std::numeric_limits<float>::infinity());
+    std::vector<float> dist(m);
     int64_t chosen = std::uniform_int_distribution<int64_t>(0, m - 1)(rng);
     for (int64_t c = 0; c < k; ++c) {
-      init.insert(init.end(), row(chosen), row(chosen) + dim);
-      double total = 0;
-      for (int64_t i = 0; i < m; ++i) {
-        nearest[i] = std::min(nearest[i], dist2(row(i), row(chosen)));
-        total += nearest[i];
-      }
+      const float* centre = row0 + chosen * dim;
+      init.insert(init.end(), centre, centre + dim);
       if (c + 1 == k) break;
+      constexpr int64_t kChunk = 4096;
+#pragma omp parallel for schedule(static)
+      for (int64_t start = 0; start < m; start += kChunk) {
+        const int64_t n = std::min(kChunk, m - start);
+        faiss::fvec_L2sqr_ny(dist.data() + start, centre, row0 + start * dim, dim, n);
+        for (int64_t i = start; i < start + n; ++i) nearest[i] = std::min(nearest[i], dist[i]);
+      }
+      double total = 0;
+      for (int64_t i = 0; i < m; ++i) total += nearest[i];
       // Next centre with probability proportional to the squared distance to
       // the nearest chosen one; uniformly if every point is already a centre.
       double target = std::uniform_real_distribution<double>(0.0, total)(rng);

@@ -15,7 +15,7 @@ namespace lookalike {
 
 struct ExtractorOptions {
   std::string type = "rootsift";   // "rootsift" | "sift"
-  float contrast_threshold = 0.02f;  // SIFT DoG contrast threshold, (0, 1)
+  float contrast_threshold = 0.04f;  // SIFT DoG contrast threshold, (0, 1); lower = more keypoints
   int max_features = 0;            // keep the strongest N keypoints; 0 = all
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;

@@ -66,7 +66,7 @@ struct ModelRecord {
   uint32_t max_side = 0;              // longest image side after downscaling, px
   float contrast_threshold = 0.04f;   // SIFT detector setting
   uint32_t max_features = 0;          // SIFT keypoint cap, 0 = none
-  float power_alpha = 0.5f;           // VLAD power normalisation exponent
+  float power_alpha = 1.0f;           // VLAD power normalisation exponent (1 = off)
   bool intra_normalize = true;
   bool residual_normalize = false;
   uint64_t seed = 0;                  // k-means seed the codebook came from

@@ -11,8 +11,7 @@ samples=$root/samples
 if [ ! -d "$samples/photos" ]; then
   echo "quickstart: fetching sample photos (Debian package opencv-doc)" >&2
   deb=$(mktemp -d)
-  chmod 755 "$deb"  # apt's sandbox user must be able to write here
-  (cd "$deb" && apt-get download opencv-doc >/dev/null 2>&1)
+  (cd "$deb" && apt-get download -o APT::Sandbox::User=root opencv-doc >/dev/null)
   dpkg-deb -x "$deb"/opencv-doc_*.deb "$deb/x"
   mkdir -p "$samples/photos"
   find "$deb/x" -path '*examples/data/*' \( -name '*.jpg' -o -name '*.png' \) \
