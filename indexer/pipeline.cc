@@ -360,8 +360,12 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
       std::sort(order.begin(), order.end());
       for (size_t i : order) sample.push_back(Task{walk.files[i], std::nullopt});
     }
-    if (observer) observer->OnPhase("learning the codebook from " +
-                                    std::to_string(sample.size()) + " images");
+    if (observer) {
+      observer->OnPhase("sampling " + std::to_string(sample.size()) +
+                        " images to learn the codebook");
+      observer->OnStart(static_cast<int64_t>(sample.size()));
+    }
+    int64_t sampled = 0;
     const int64_t target = int64_t{options.codebook.num_clusters} *
                            options.codebook.max_points_per_cluster;
     const int64_t quota = std::max<int64_t>(
@@ -373,6 +377,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     std::vector<FileError> training_errors;
     RunWorkers(sample, threads, options.encoding.max_side, options.encoding.extractor,
                options.limits, cancel, [&](Processed&& p) {
+                 if (observer) observer->OnProgress(++sampled, static_cast<int64_t>(sample.size()));
                  if (p.error) return;  // reported in the encoding pass
                  SampleDescriptors(p.descriptors, quota,
                                    options.codebook.seed ^ encoding::Fnv1a64(p.path.data(), p.path.size()),
@@ -402,6 +407,9 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
           " clusters from " + std::to_string(num_training) + " descriptors found in " +
           std::to_string(sample.size()) + " sampled images of " + root +
           "; add images or lower --clusters");
+    if (observer)
+      observer->OnPhase("k-means: " + std::to_string(options.codebook.num_clusters) +
+                        " clusters from " + std::to_string(num_training) + " descriptors");
     const auto t_train = Clock::now();
     SetLibraryThreads(threads);
     const Codebook codebook =

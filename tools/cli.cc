@@ -69,12 +69,20 @@ class CliObserver final : public IndexObserver {
       : err_(err), tty_(tty && !quiet), verbose_(verbose), errors_jsonl_(errors_jsonl) {}
 
   void OnPhase(const std::string& phase) override {
+    phase_ = phase;
     if (verbose_) {
       ClearLine();
       err_ << "lookalike: " << phase << "\n";
+    } else if (tty_) {
+      ClearLine();
+      err_ << "\r" << phase.substr(0, 78) << std::flush;
+      drawn_ = true;
     }
   }
-  void OnStart(int64_t) override { start_ = Clock::now(); }
+  void OnStart(int64_t) override {
+    start_ = Clock::now();
+    last_draw_ = Clock::time_point{};
+  }
   void OnProgress(int64_t done, int64_t total) override {
     if (!tty_) return;
     const auto now = Clock::now();
@@ -86,7 +94,7 @@ class CliObserver final : public IndexObserver {
     constexpr int kWidth = 30;
     const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
     std::ostringstream line;
-    line << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] "
+    line << "\r" << Label() << " [" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] "
          << done << "/" << total << "  " << std::fixed << std::setprecision(1) << rate
          << " img/s  ETA " << FormatSeconds(eta) << "   ";
     err_ << line.str() << std::flush;
@@ -103,6 +111,8 @@ class CliObserver final : public IndexObserver {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // First word of the phase ("sampling", "encoding") labels the bar.
+  std::string Label() const { return phase_.substr(0, phase_.find(' ')); }
   void ClearLine() {
     if (drawn_) err_ << "\r" << std::string(79, ' ') << "\r";
     drawn_ = false;
@@ -111,6 +121,7 @@ class CliObserver final : public IndexObserver {
   bool tty_, verbose_;
   std::ostream* errors_jsonl_;
   bool drawn_ = false;
+  std::string phase_;
   Clock::time_point start_ = Clock::now();
   Clock::time_point last_draw_{};
 };

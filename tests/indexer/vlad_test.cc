@@ -247,10 +247,6 @@ class VladEncoderTest
 TEST_P(VladEncoderTest, MatchesNaiveReference) {
   const EncoderCase& c = EncoderCases()[std::get<0>(GetParam())];
   const VladOptions& o = NormCases()[std::get<1>(GetParam())].options;
-  if (c.dim == 1 && o.residual_normalize)
-    GTEST_SKIP() << "ill-conditioned: in 1-d every normalised residual is exactly +-1, sums "
-                    "cancel to 0 and intra/power normalisation then amplify pure rounding "
-                    "noise (in the reference as much as in the encoder)";
   const Problem p = MakeProblem(c.k, c.dim, c.counts, c.mode, 17 + c.k * 31 + c.dim);
   ASSERT_EQ(RefAssign(p.x, p.dim, p.centroids, p.k), p.labels) << "test data is ambiguous";
 
@@ -311,8 +307,17 @@ TEST_P(VladEncoderTest, MatchesNaiveReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, VladEncoderTest,
-    ::testing::Combine(::testing::Range<size_t>(0, EncoderCases().size()),
-                       ::testing::Range<size_t>(0, NormCases().size())),
+    // Every case x option set except 1-d with residual normalisation: there
+    // every normalised residual is exactly +-1, sums cancel to rounding noise
+    // and no comparison with the reference is meaningful.
+    ::testing::ValuesIn([] {
+      std::vector<std::tuple<size_t, size_t>> params;
+      for (size_t c = 0; c < EncoderCases().size(); ++c)
+        for (size_t o = 0; o < NormCases().size(); ++o)
+          if (!(EncoderCases()[c].dim == 1 && NormCases()[o].options.residual_normalize))
+            params.emplace_back(c, o);
+      return params;
+    }()),
     [](const ::testing::TestParamInfo<std::tuple<size_t, size_t>>& info) {
       return std::string(EncoderCases()[std::get<0>(info.param)].name) + "_" +
              NormCases()[std::get<1>(info.param)].name;
