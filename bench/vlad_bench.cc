@@ -198,7 +198,10 @@ int main(int argc, char** argv) {
     for (int k = 0; k < K; ++k)  // centroids: K descriptors spread over the data
       std::copy_n(x.data() + (int64_t{k} * n / K) * d, d, cent.data() + int64_t{k} * d);
     const lookalike::Codebook codebook(K, d, cent);
-    lookalike::VladOptions options;  // signed square root + intra + L2
+    // Signed square root + intra + L2: the heaviest normalisation we offer
+    // (the default skips the root), and the one VLFeat's flags below ask for.
+    lookalike::VladOptions options;
+    options.power_alpha = 0.5f;
     const int64_t vd = int64_t{K} * d;
     std::vector<int32_t> labels(n);
     std::vector<int64_t> order, segment_offsets;
