@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <opencv2/core.hpp>
@@ -131,6 +132,46 @@ std::optional<ImageSize> ReadHeaderSize(ImageFormat format,
       const int32_t h = static_cast<int32_t>(Le32(d + 22));
       s.width = static_cast<uint32_t>(w < 0 ? -static_cast<int64_t>(w) : w);
       s.height = static_cast<uint32_t>(h < 0 ? -static_cast<int64_t>(h) : h);
+      return s;
+    }
+    case ImageFormat::kTiff: {
+      // First IFD: tags 256 (ImageWidth) and 257 (ImageLength), SHORT or LONG.
+      if (n < 8) return std::nullopt;
+      const bool le = d[0] == 'I';
+      auto u16 = [&](size_t o) { return le ? Le16(d + o) : Be16(d + o); };
+      auto u32 = [&](size_t o) { return le ? Le32(d + o) : Be32(d + o); };
+      const size_t ifd = u32(4);
+      if (ifd + 2 > n) return std::nullopt;
+      const size_t entries = u16(ifd);
+      for (size_t e = 0; e < entries && ifd + 2 + 12 * (e + 1) <= n; ++e) {
+        const size_t o = ifd + 2 + 12 * e;
+        const uint32_t tag = u16(o), type = u16(o + 2);
+        const uint32_t value = type == 3 ? u16(o + 8) : type == 4 ? u32(o + 8) : 0;
+        if (tag == 256) s.width = value;
+        if (tag == 257) s.height = value;
+      }
+      if (s.width == 0 && s.height == 0) return std::nullopt;
+      return s;
+    }
+    case ImageFormat::kPnm: {
+      // "P5 <width> <height> ..." with '#' comments between fields.
+      size_t pos = 2;
+      uint64_t fields[2] = {0, 0};
+      for (uint64_t& field : fields) {
+        for (;;) {
+          while (pos < n && std::isspace(d[pos])) ++pos;
+          if (pos < n && d[pos] == '#') {
+            while (pos < n && d[pos] != '\n') ++pos;
+            continue;
+          }
+          break;
+        }
+        if (pos >= n || !std::isdigit(d[pos])) return std::nullopt;
+        while (pos < n && std::isdigit(d[pos]) && field < (uint64_t{1} << 32))
+          field = field * 10 + (d[pos++] - '0');
+      }
+      s.width = static_cast<uint32_t>(std::min<uint64_t>(fields[0], UINT32_MAX));
+      s.height = static_cast<uint32_t>(std::min<uint64_t>(fields[1], UINT32_MAX));
       return s;
     }
     default:

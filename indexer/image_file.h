@@ -39,8 +39,9 @@ const char* ImageFormatName(ImageFormat format);
 // Recognises a format from the first bytes of a file (>= 12 bytes for WebP).
 ImageFormat DetectImageFormat(const unsigned char* data, size_t size);
 
-// Dimensions from the header when the format allows reading them cheaply
-// (JPEG, PNG, WebP, BMP); nullopt otherwise.
+// Dimensions from the header (JPEG SOF, PNG IHDR, WebP VP8/VP8L/VP8X, BMP,
+// TIFF first IFD, PNM), so oversized images are refused before any pixel is
+// allocated; nullopt if the header is unreadable.
 struct ImageSize {
   uint32_t width = 0;
   uint32_t height = 0;

@@ -257,6 +257,7 @@ class BatchCommitter {
       record.status = p.descriptors.num == 0 ? ImageStatus::kNoFeatures : ImageStatus::kOk;
       store_->PutImage(&record, vlad_.data() + i * encoder_->vlad_dim());
       ++summary_->indexed;
+      if (observer_) observer_->OnCommitted(record);
       if (p.descriptors.num == 0) {
         ++summary_->no_features;
         Report(FileError{FileErrorCode::kNoFeatures, p.path,
@@ -378,7 +379,10 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     RunWorkers(sample, threads, options.encoding.max_side, options.encoding.extractor,
                options.limits, cancel, [&](Processed&& p) {
                  if (observer) observer->OnProgress(++sampled, static_cast<int64_t>(sample.size()));
-                 if (p.error) return;  // reported in the encoding pass
+                 if (p.error) {  // reported in the encoding pass
+                   training_errors.push_back(*p.error);
+                   return;
+                 }
                  SampleDescriptors(p.descriptors, quota,
                                    options.codebook.seed ^ encoding::Fnv1a64(p.path.data(), p.path.size()),
                                    &per_image[p.task_index]);
@@ -401,12 +405,17 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     }
     const int dim = 128;
     const int64_t num_training = static_cast<int64_t>(training.size()) / dim;
-    if (num_training < options.codebook.num_clusters)
+    if (num_training < options.codebook.num_clusters) {
+      for (const FileError& e : training_errors) report(e);
       throw std::runtime_error(
           "cannot learn a codebook of " + std::to_string(options.codebook.num_clusters) +
           " clusters from " + std::to_string(num_training) + " descriptors found in " +
           std::to_string(sample.size()) + " sampled images of " + root +
+          (training_errors.empty() ? std::string()
+                                   : " (" + std::to_string(training_errors.size()) +
+                                         " of them could not be used, see above)") +
           "; add images or lower --clusters");
+    }
     if (observer)
       observer->OnPhase("k-means: " + std::to_string(options.codebook.num_clusters) +
                         " clusters from " + std::to_string(num_training) + " descriptors");

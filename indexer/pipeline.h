@@ -11,6 +11,7 @@
 #include "indexer/image_file.h"
 #include "indexer/model.h"
 #include "indexer/vlad.h"
+#include "storage/store.h"
 
 namespace lookalike {
 
@@ -64,6 +65,9 @@ class IndexObserver {
   virtual void OnPhase(const std::string& /*phase*/) {}
   virtual void OnProgress(int64_t /*done*/, int64_t /*total*/) {}
   virtual void OnFileError(const FileError& /*error*/) {}
+  // An image's record and vector were committed (its WriteBatch returned):
+  // from here on it survives a crash of the process.
+  virtual void OnCommitted(const ImageRecord& /*record*/) {}
 };
 
 // Creates the database if needed (learning the codebook on a seeded sample),

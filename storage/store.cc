@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -257,6 +258,7 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
   rocksdb::Options options;
   options.create_if_missing = false;
   options.paranoid_checks = true;
+  options.keep_log_file_num = 4;  // RocksDB's info LOG rotates at every open
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s =
       impl->read_only ? rocksdb::DB::OpenForReadOnly(options, path, &raw)
@@ -413,6 +415,95 @@ void Store::RemoveImage(const ImageRecord& record) {
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
   --num_images_;
+}
+
+std::vector<std::string> Store::Verify(size_t max_problems) const {
+  std::vector<std::string> problems;
+  auto problem = [&](std::string p) {
+    if (problems.size() < max_problems) problems.push_back(std::move(p));
+  };
+  const rocksdb::Status checksums = impl_->db->VerifyChecksum();
+  if (!checksums.ok()) problem("block checksums: " + checksums.ToString());
+
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  const uint64_t dim = model_.vlad_dim();
+  uint64_t num_records = 0;
+  std::string value;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(ro));
+  for (it->Seek("i:"); it->Valid() && it->key().starts_with("i:"); it->Next()) {
+    ++num_records;
+    ImageRecord rec;
+    try {
+      rec = DecodeRecord(it->value().data(), it->value().size());
+    } catch (const encoding::CorruptValue& e) {
+      problem("record key " + it->key().ToString(true) + ": " + e.what());
+      continue;
+    }
+    const std::string where = "image " + std::to_string(rec.id) + " (" + rec.path + ")";
+    if (it->key().size() != 10 || encoding::ParseBigEndian64(it->key().data() + 2) != rec.id)
+      problem(where + ": record stored under another id's key");
+    if (rec.id == 0 || rec.id >= next_id_)
+      problem(where + ": id outside the allocated range 1.." + std::to_string(next_id_ - 1));
+    rocksdb::Status s = impl_->db->Get(ro, PathKey(rec.path), &value);
+    if (!s.ok() || value.size() != 8 || Reader(value, "path entry").Fixed64() != rec.id)
+      problem(where + ": path entry missing or pointing elsewhere");
+    s = impl_->db->Get(ro, VectorKey(rec.id), &value);
+    if (!s.ok()) {
+      problem(where + ": vector missing (" + s.ToString() + ")");
+      continue;
+    }
+    try {
+      Reader r(value, "vector");
+      if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
+      const char* raw = r.Raw(dim * 4);
+      if (r.Fixed64() != encoding::Fnv1a64(raw, dim * 4))
+        throw encoding::CorruptValue("checksum mismatch");
+      r.ExpectEnd();
+      double norm2 = 0;
+      bool finite = true;
+      for (uint64_t j = 0; j < dim; ++j) {
+        float v;
+        std::memcpy(&v, raw + 4 * j, 4);
+        finite = finite && std::isfinite(v);
+        norm2 += double{v} * v;
+      }
+      if (!finite) throw encoding::CorruptValue("non-finite value");
+      if (rec.status == ImageStatus::kNoFeatures ? norm2 != 0 : std::fabs(norm2 - 1.0) > 1e-3)
+        throw encoding::CorruptValue("squared norm " + std::to_string(norm2) +
+                                     (rec.status == ImageStatus::kNoFeatures
+                                          ? ", expected 0 for an image without features"
+                                          : ", expected 1"));
+    } catch (const encoding::CorruptValue& e) {
+      problem(where + ": vector: " + e.what());
+    }
+  }
+  if (!it->status().ok()) problem("reading records: " + it->status().ToString());
+  if (num_records != num_images_)
+    problem("stored image count " + std::to_string(num_images_) + " but " +
+            std::to_string(num_records) + " records");
+  // Orphans: path entries and vectors without their record.
+  for (it->Seek("p:"); it->Valid() && it->key().starts_with("p:"); it->Next()) {
+    const std::string path = it->key().ToString().substr(2);
+    if (it->value().size() != 8) {
+      problem("path entry " + path + ": malformed");
+      continue;
+    }
+    const uint64_t id = Reader(it->value().data(), 8, "path entry").Fixed64();
+    if (!impl_->db->Get(ro, ImageKey(id), &value).ok())
+      problem("path entry " + path + ": no record for id " + std::to_string(id));
+  }
+  for (it->Seek("v:"); it->Valid() && it->key().starts_with("v:"); it->Next()) {
+    if (it->key().size() != 10) {
+      problem("vector key " + it->key().ToString(true) + ": malformed");
+      continue;
+    }
+    const uint64_t id = encoding::ParseBigEndian64(it->key().data() + 2);
+    if (!impl_->db->Get(ro, ImageKey(id), &value).ok())
+      problem("vector of id " + std::to_string(id) + " has no record");
+  }
+  if (!it->status().ok()) problem("reading: " + it->status().ToString());
+  return problems;
 }
 
 uint64_t Store::SizeOnDisk() const {

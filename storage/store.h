@@ -133,6 +133,14 @@ class Store {
   // Atomically removes an image's record, vector and path entry.
   void RemoveImage(const ImageRecord& record);
 
+  // Full consistency check, for `lookalike verify`: RocksDB block checksums,
+  // every record decodes and has its vector (right size, checksum, finite,
+  // unit L2 norm or all zero for kNoFeatures) and its path entry, every path
+  // entry and vector has its record, ids are below the allocator and the
+  // stored count equals the number of records. Returns one line per problem
+  // (empty = consistent); stops listing after `max_problems`.
+  std::vector<std::string> Verify(size_t max_problems = 100) const;
+
   // Bytes used by the database directory.
   uint64_t SizeOnDisk() const;
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -55,9 +56,37 @@ std::string FormatBytes(uint64_t b) {
   return buf;
 }
 
+// `"key":"…"` for a path, plus `"key_bytes":"<hex>"` when the path is not
+// valid UTF-8, so that every byte of any file name round-trips through JSON.
+// JsonString writes a byte that is not valid UTF-8 (always >= 0x80) as
+// \u0080..\u00ff, and control characters as \u0000..\u001f / \u007f, which
+// round-trip already; so the path is lossy exactly when such a high escape
+// appears.
+std::string JsonPathField(const std::string& key, const std::string& path) {
+  const std::string json = JsonString(path);
+  std::string out = "\"" + key + "\":" + json;
+  bool lossy = false;
+  for (size_t p = json.find("\\u00"); p != std::string::npos && !lossy;
+       p = json.find("\\u00", p + 1)) {
+    // Skip an escaped backslash followed by "u00" (the text \u00 in a name).
+    size_t slashes = 0;
+    for (size_t q = p; q > 0 && json[q - 1] == '\\'; --q) ++slashes;
+    if (slashes % 2 == 0 && p + 5 < json.size() && std::strchr("89abcdef", json[p + 4]))
+      lossy = true;
+  }
+  if (!lossy) return out;
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : path) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
+  }
+  return out + ",\"" + key + "_bytes\":\"" + hex + "\"";
+}
+
 std::string ErrorJson(const FileError& e) {
-  return std::string("{\"code\":\"") + FileErrorCodeName(e.code) + "\",\"path\":" +
-         JsonString(e.path) + ",\"message\":" + JsonString(e.message) + "}";
+  return std::string("{\"code\":\"") + FileErrorCodeName(e.code) + "\"," +
+         JsonPathField("path", e.path) + ",\"message\":" + JsonString(e.message) + "}";
 }
 
 // Progress and per-file errors of `index`. On a terminal: one self-updating
@@ -65,8 +94,10 @@ std::string ErrorJson(const FileError& e) {
 // phase lines when verbose.
 class CliObserver final : public IndexObserver {
  public:
-  CliObserver(std::ostream& err, bool tty, bool verbose, bool quiet, std::ostream* errors_jsonl)
-      : err_(err), tty_(tty && !quiet), verbose_(verbose), errors_jsonl_(errors_jsonl) {}
+  CliObserver(std::ostream& err, bool tty, bool verbose, bool quiet, std::ostream* errors_jsonl,
+              std::ostream* committed)
+      : err_(err), tty_(tty && !quiet), verbose_(verbose), errors_jsonl_(errors_jsonl),
+        committed_(committed) {}
 
   void OnPhase(const std::string& phase) override {
     phase_ = phase;
@@ -107,6 +138,10 @@ class CliObserver final : public IndexObserver {
          << e.message << "\n";
     if (errors_jsonl_) *errors_jsonl_ << ErrorJson(e) << "\n";
   }
+  void OnCommitted(const ImageRecord& record) override {
+    // Flushed per image: a line here means the image survives a crash.
+    if (committed_) *committed_ << EscapeField(record.path) << std::endl;
+  }
   void Finish() { ClearLine(); }
 
  private:
@@ -120,6 +155,7 @@ class CliObserver final : public IndexObserver {
   std::ostream& err_;
   bool tty_, verbose_;
   std::ostream* errors_jsonl_;
+  std::ostream* committed_;
   bool drawn_ = false;
   std::string phase_;
   Clock::time_point start_ = Clock::now();
@@ -132,7 +168,8 @@ void PrintGlobalHelp(std::ostream& out) {
          "commands:\n"
          "  index DIR --db DB     index (or update the index of) a folder of images\n"
          "  search --db DB QUERY  rank indexed images by similarity to query images\n"
-         "  info --db DB          describe a database\n\n"
+         "  info --db DB          describe a database\n"
+         "  verify --db DB        check a database for corruption (exit 2 if corrupt)\n\n"
          "Run 'lookalike <command> --help' for the options of a command.\n"
          "Exit codes: 0 success, 1 finished but some inputs were skipped, 2 usage or fatal error.\n";
 }
@@ -155,7 +192,8 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
              bool tty, const std::atomic<bool>* cancel) {
   const IndexOptions d;  // defaults shown in --help come from the structs
   IndexOptions o;
-  std::string backend = "auto", descriptor = d.encoding.extractor.type, errors_path, format;
+  std::string backend = "auto", descriptor = d.encoding.extractor.type, errors_path, format,
+              committed_path;
   std::string intra = d.encoding.vlad.intra_normalize ? "on" : "off";
   std::string residual = d.encoding.vlad.residual_normalize ? "on" : "off";
   double max_file_mb = static_cast<double>(d.limits.max_file_bytes) / (1 << 20);
@@ -199,6 +237,8 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ("allow-truncated", po::bool_switch(&o.limits.allow_truncated),
        "decode truncated JPEG/PNG files instead of skipping them")
       ("errors", po::value(&errors_path), "also write per-file errors as JSON lines to FILE")
+      ("committed", po::value(&committed_path),
+       "append each image's path to FILE once it is committed (crash-safe from then on)")
       ("format", po::value(&format)->default_value("table"), "summary format: table | json")
       ("verbose,v", "print phases, backend and stage timings")
       ("quiet,q", "no progress bar");
@@ -254,8 +294,14 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
     errors_file.open(errors_path, std::ios::out | std::ios::trunc);
     if (!errors_file) throw UsageError("cannot write --errors file " + errors_path);
   }
+  std::ofstream committed_file;
+  if (!committed_path.empty()) {
+    committed_file.open(committed_path, std::ios::out | std::ios::app);
+    if (!committed_file) throw UsageError("cannot write --committed file " + committed_path);
+  }
   CliObserver observer(err, tty, verbose, vm.count("quiet") > 0,
-                       errors_file.is_open() ? &errors_file : nullptr);
+                       errors_file.is_open() ? &errors_file : nullptr,
+                       committed_file.is_open() ? &committed_file : nullptr);
   IndexSummary s;
   try {
     s = BuildIndex(o, &observer, cancel);
@@ -370,7 +416,7 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
       err << "lookalike: query skipped: " << EscapeField(r.query) << ": "
           << FileErrorCodeName(r.error->code) << ": " << r.error->message << "\n";
       if (format == "json")
-        out << "{\"query\":" << JsonString(r.query) << ",\"error\":" << ErrorJson(*r.error)
+        out << "{" << JsonPathField("query", r.query) << ",\"error\":" << ErrorJson(*r.error)
             << ",\"results\":[]}\n";
       continue;
     }
@@ -385,11 +431,11 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
             << '\t' << score << '\n';
       }
     } else if (format == "json") {
-      out << "{\"query\":" << JsonString(r.query) << ",\"results\":[";
+      out << "{" << JsonPathField("query", r.query) << ",\"results\":[";
       for (size_t i = 0; i < r.hits.size(); ++i) {
         char score[32];
         std::snprintf(score, sizeof score, "%.6f", r.hits[i].score);
-        out << (i ? "," : "") << "{\"rank\":" << i + 1 << ",\"path\":" << JsonString(r.hits[i].path)
+        out << (i ? "," : "") << "{\"rank\":" << i + 1 << "," << JsonPathField("path", r.hits[i].path)
             << ",\"score\":" << score << "}";
       }
       out << "]}\n";
@@ -472,6 +518,46 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << "backend       auto -> " << auto_backend << " (" << backend.detail << ")\n";
   }
   return kExitOk;
+}
+
+// -------------------------------------------------------------------- verify
+
+int RunVerify(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string db, format = "table";
+  po::options_description opts("options");
+  opts.add_options()
+      ("help,h", "show this help")
+      ("db", po::value(&db), "database folder")
+      ("format", po::value(&format)->default_value(format), "table | json");
+  const po::variables_map vm = Parse(args, opts, po::positional_options_description());
+  if (vm.count("help")) {
+    out << "usage: lookalike verify --db DB [--format table|json]\n\n"
+           "Checks a database without changing it: RocksDB block checksums, the model's\n"
+           "codebook checksum, and that every image has its record, vector (right size,\n"
+           "checksum, finite, unit norm or zero) and path entry, with no orphans and\n"
+           "matching counts. Exit 0 when consistent, 2 on corruption.\n\n"
+        << opts;
+    return kExitOk;
+  }
+  if (db.empty()) throw UsageError("missing --db DB: the database to verify");
+  if (format != "table" && format != "json")
+    throw UsageError("--format must be table or json, got '" + format + "'");
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  const std::vector<std::string> problems = store->Verify();
+  if (format == "json") {
+    out << "{\"ok\":" << (problems.empty() ? "true" : "false")
+        << ",\"images\":" << store->num_images() << ",\"problems\":[";
+    for (size_t i = 0; i < problems.size(); ++i) out << (i ? "," : "") << JsonString(problems[i]);
+    out << "]}\n";
+  } else if (problems.empty()) {
+    out << "ok: " << store->num_images() << " images, database consistent\n";
+  } else {
+    for (const std::string& p : problems) err << "lookalike verify: corrupt: " << EscapeField(p) << "\n";
+    err << "lookalike verify: " << db << " is corrupt (" << problems.size()
+        << (problems.size() >= 100 ? "+" : "")
+        << " problems); re-index the folder into a new --db\n";
+  }
+  return problems.empty() ? kExitOk : kExitFatal;
 }
 
 }  // namespace
@@ -573,6 +659,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     if (command == "index") return RunIndex(rest, out, err, stderr_is_tty, cancel);
     if (command == "search") return RunSearch(rest, out, err);
     if (command == "info") return RunInfo(rest, out, err);
+    if (command == "verify") return RunVerify(rest, out, err);
     err << "lookalike: unknown command '" << command << "'\n";
     PrintGlobalHelp(err);
     return kExitFatal;
