@@ -3,7 +3,12 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 
 #include <cmath>
 #include <cstring>
@@ -75,8 +80,13 @@ ModelRecord DecodeModel(const std::string& value) {
   for (uint64_t i = 0; i < n; ++i) m.centroids[i] = r.Float();
   r.ExpectEnd();
   const uint64_t hash = encoding::Fnv1a64(m.centroids.data(), n * sizeof(float));
-  if (hash != m.codebook_hash)
-    throw encoding::CorruptValue("model: codebook checksum mismatch");
+  if (hash != m.codebook_hash) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
+                  static_cast<unsigned long long>(m.codebook_hash),
+                  static_cast<unsigned long long>(hash));
+    throw encoding::CorruptValue(std::string("model: codebook checksum mismatch (") + buf + ")");
+  }
   return m;
 }
 
@@ -198,8 +208,16 @@ std::unique_ptr<Store> Store::Create(const std::string& path,
   std::error_code ec;
   const fs::path target(path);
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path temp = parent / (target.filename().string() + ".creating-" +
-                                  std::to_string(::getpid()));
+  // Remove what earlier creators killed mid-way left behind (their pid is gone).
+  const std::string prefix = target.filename().string() + ".creating-";
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      fs::remove_all(entry.path(), ec);
+  }
+  const fs::path temp = parent / (prefix + std::to_string(::getpid()));
   fs::remove_all(temp, ec);
   {
     rocksdb::Options options;

@@ -229,6 +229,60 @@ TEST(ImageFileTest, PixelLimitFromHeaderBeforeDecoding) {
   EXPECT_EQ(jpeg_over.error->code, FileErrorCode::kTooManyPixels);
 }
 
+// EXIF orientation is applied when decoding (OpenCV does it in imdecode, at
+// full and reduced size), so a photo taken sideways is indexed and queried
+// upright. The header check still sees the stored (unrotated) size.
+TEST(ImageFileTest, ExifOrientationApplied) {
+  cv::Mat image = MakeSyntheticImage(5, 400, 300);
+  std::vector<uchar> jpeg;
+  ASSERT_TRUE(cv::imencode(".jpg", image, jpeg));
+  // APP1 "Exif": big-endian TIFF header, one IFD entry 0x0112 (Orientation)
+  // SHORT count 1 value 6 (rotate 90 degrees clockwise to display).
+  const unsigned char exif[] = {'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 0x2a, 0, 0, 0, 8,
+                                0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0};
+  std::string bytes(reinterpret_cast<const char*>(jpeg.data()), 2);
+  bytes += "\xff\xe1";
+  bytes += static_cast<char>(0);
+  bytes += static_cast<char>(sizeof(exif) + 2);
+  bytes.append(reinterpret_cast<const char*>(exif), sizeof(exif));
+  bytes.append(reinterpret_cast<const char*>(jpeg.data()) + 2, jpeg.size() - 2);
+
+  ImageFileLimits limits;
+  const LoadResult full = DecodeImageBytes("rotated.jpg", bytes, 0, limits);
+  ASSERT_TRUE(full.image) << full.error->message;
+  EXPECT_EQ(full.image->gray.width, 300);
+  EXPECT_EQ(full.image->gray.height, 400);
+  EXPECT_EQ(full.image->original_width, 400u);  // as stored in the header
+  // max_side 150 makes the decoder use libjpeg's 1/2 scaling: still upright.
+  const LoadResult reduced = DecodeImageBytes("rotated.jpg", bytes, 150, limits);
+  ASSERT_TRUE(reduced.image);
+  EXPECT_EQ(reduced.image->gray.width, 113);
+  EXPECT_EQ(reduced.image->gray.height, 150);
+}
+
+TEST(ImageFileTest, TiffAndPnmHeaderSizes) {
+  TempDir dir;
+  const cv::Mat image = MakeSyntheticImage(9, 123, 77);
+  for (const char* ext : {".tif", ".pgm", ".ppm"}) {
+    SCOPED_TRACE(ext);
+    std::vector<uchar> buf;
+    cv::Mat gray;
+    cv::cvtColor(image, gray, cv::COLOR_BGR2GRAY);
+    ASSERT_TRUE(cv::imencode(ext, std::string(ext) == ".pgm" ? gray : image, buf));
+    const auto format = DetectImageFormat(buf.data(), buf.size());
+    const auto size = ReadHeaderSize(format, buf.data(), buf.size());
+    ASSERT_TRUE(size.has_value());
+    EXPECT_EQ(size->width, 123u);
+    EXPECT_EQ(size->height, 77u);
+    ImageFileLimits limits;
+    limits.max_pixels = 123 * 77 - 1;
+    const std::string bytes(buf.begin(), buf.end());
+    const LoadResult r = DecodeImageBytes(std::string("x") + ext, bytes, 0, limits);
+    ASSERT_TRUE(r.error);
+    EXPECT_EQ(r.error->code, FileErrorCode::kTooManyPixels);
+  }
+}
+
 TEST(ImageFileTest, FileTooLarge) {
   TempDir tmp;
   const std::string path = tmp / "a.png";
