@@ -454,26 +454,38 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
   return failed > 0 ? kExitPartial : kExitOk;
 }
 
-// ---------------------------------------------------------------------- info
-
-int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
-  std::string db, format = "table";
+// Options of the read-only subcommands that take just --db and --format
+// table|json (info, verify). Returns false when --help was printed.
+bool ParseDbAndFormat(const std::vector<std::string>& args, const char* usage,
+                      const char* what_db_is_for, std::ostream& out, std::string* db,
+                      std::string* format) {
+  *format = "table";
   po::options_description opts("options");
   opts.add_options()
       ("help,h", "show this help")
-      ("db", po::value(&db), "database folder")
-      ("format", po::value(&format)->default_value(format), "table | json");
+      ("db", po::value(db), "database folder")
+      ("format", po::value(format)->default_value(*format), "table | json");
   const po::variables_map vm = Parse(args, opts, po::positional_options_description());
   if (vm.count("help")) {
-    out << "usage: lookalike info --db DB [--format table|json]\n\n"
-           "Describes a database: images, model settings, schema version, size on disk,\n"
-           "and which VLAD backend this machine would use.\n\n"
-        << opts;
-    return kExitOk;
+    out << usage << opts;
+    return false;
   }
-  if (db.empty()) throw UsageError("missing --db DB: the database to describe");
-  if (format != "table" && format != "json")
-    throw UsageError("--format must be table or json, got '" + format + "'");
+  if (db->empty()) throw UsageError(std::string("missing --db DB: the database to ") + what_db_is_for);
+  if (*format != "table" && *format != "json")
+    throw UsageError("--format must be table or json, got '" + *format + "'");
+  return true;
+}
+
+// ---------------------------------------------------------------------- info
+
+int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
+  std::string db, format;
+  if (!ParseDbAndFormat(args,
+                        "usage: lookalike info --db DB [--format table|json]\n\n"
+                        "Describes a database: images, model settings, schema version, size on disk,\n"
+                        "and which VLAD backend this machine would use.\n\n",
+                        "describe", out, &db, &format))
+    return kExitOk;
   auto store = Store::Open(db, Store::Mode::kReadOnly);
   const ModelRecord& m = store->model();
   int64_t no_features = 0, descriptors = 0;
@@ -523,25 +535,15 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 // -------------------------------------------------------------------- verify
 
 int RunVerify(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string db, format = "table";
-  po::options_description opts("options");
-  opts.add_options()
-      ("help,h", "show this help")
-      ("db", po::value(&db), "database folder")
-      ("format", po::value(&format)->default_value(format), "table | json");
-  const po::variables_map vm = Parse(args, opts, po::positional_options_description());
-  if (vm.count("help")) {
-    out << "usage: lookalike verify --db DB [--format table|json]\n\n"
-           "Checks a database without changing it: RocksDB block checksums, the model's\n"
-           "codebook checksum, and that every image has its record, vector (right size,\n"
-           "checksum, finite, unit norm or zero) and path entry, with no orphans and\n"
-           "matching counts. Exit 0 when consistent, 2 on corruption.\n\n"
-        << opts;
+  std::string db, format;
+  if (!ParseDbAndFormat(args,
+                        "usage: lookalike verify --db DB [--format table|json]\n\n"
+                        "Checks a database without changing it: RocksDB block checksums, the model's\n"
+                        "codebook checksum, and that every image has its record, vector (right size,\n"
+                        "checksum, finite, unit norm or zero) and path entry, with no orphans and\n"
+                        "matching counts. Exit 0 when consistent, 2 on corruption.\n\n",
+                        "verify", out, &db, &format))
     return kExitOk;
-  }
-  if (db.empty()) throw UsageError("missing --db DB: the database to verify");
-  if (format != "table" && format != "json")
-    throw UsageError("--format must be table or json, got '" + format + "'");
   auto store = Store::Open(db, Store::Mode::kReadOnly);
   const std::vector<std::string> problems = store->Verify();
   if (format == "json") {
