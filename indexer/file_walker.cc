@@ -1,7 +1,12 @@
 #include "indexer/file_walker.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cctype>
@@ -62,52 +67,72 @@ WalkResult ListImageFiles(const std::string& root_arg,
   for (const auto& e : exclude_args) exclude.push_back(AbsolutePath(e));
 
   WalkResult result;
-  fs::recursive_directory_iterator it(root, fs::directory_options::none, ec);
-  if (ec) throw std::runtime_error("cannot read folder " + root + ": " + ec.message());
-  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) {
-      result.errors.push_back(FileError{FileErrorCode::kPermissionDenied,
-                                        it->path().string(), "cannot list folder: " + ec.message()});
-      ec.clear();
+  // An explicit stack of folders instead of recursive_directory_iterator: that
+  // iterator ends the whole walk when one subfolder cannot be opened, which
+  // would silently skip (and, on re-runs, remove) everything after it.
+  std::vector<std::string> folders = {root};
+  while (!folders.empty()) {
+    const std::string folder = folders.back();
+    folders.pop_back();
+    DIR* dir = ::opendir(folder.c_str());
+    if (!dir) {
+      const int err = errno;
+      result.errors.push_back(FileError{
+          err == EACCES || err == EPERM ? FileErrorCode::kPermissionDenied
+                                        : FileErrorCode::kReadFailed,
+          folder, std::string("cannot list folder: ") + std::strerror(err) +
+                      "; its images are skipped and their records kept"});
       continue;
     }
-    const std::string path = it->path().lexically_normal().string();
-    bool excluded = false;
-    for (const auto& e : exclude) excluded = excluded || IsUnder(path, e);
-    if (excluded) {
-      if (it->is_directory(ec)) it.disable_recursion_pending();
-      continue;
-    }
-    const fs::file_status link_status = it->symlink_status(ec);
-    if (fs::is_directory(link_status)) continue;
-    if (fs::is_symlink(link_status)) {
-      // Directory symlinks are not followed; dangling links are reported
-      // only if they look like images.
-      const fs::file_status target = fs::status(it->path(), ec);
-      if (fs::is_directory(target)) continue;
-      if (!fs::exists(target) ) {
+    while (const dirent* entry = ::readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string path = folder == "/" ? "/" + name : folder + "/" + name;
+      bool excluded = false;
+      for (const auto& e : exclude) excluded = excluded || IsUnder(path, e);
+      if (excluded) continue;
+      struct stat link_st;
+      if (::lstat(path.c_str(), &link_st) != 0) {
+        if (errno != ENOENT && HasImageExtension(path))
+          result.errors.push_back(FileError{FileErrorCode::kPermissionDenied, path,
+                                            std::string("cannot stat: ") + std::strerror(errno)});
+        continue;  // ENOENT: vanished while listing
+      }
+      if (S_ISDIR(link_st.st_mode)) {
+        folders.push_back(path);
+        continue;
+      }
+      struct stat st = link_st;
+      if (S_ISLNK(link_st.st_mode)) {
+        // Directory symlinks are not followed (no cycles); dangling or looping
+        // links are reported only if they look like images.
+        if (::stat(path.c_str(), &st) != 0) {
+          const int err = errno;
+          if (HasImageExtension(path))
+            result.errors.push_back(FileError{
+                err == EACCES ? FileErrorCode::kPermissionDenied : FileErrorCode::kNotRegular,
+                path, err == EACCES ? "permission denied" : "dangling or looping symbolic link"});
+          else
+            ++result.ignored;
+          continue;
+        }
+        if (S_ISDIR(st.st_mode)) continue;
+      }
+      if (!S_ISREG(st.st_mode)) {
+        // FIFOs, sockets, devices: never opened by content sniffing.
         if (HasImageExtension(path))
           result.errors.push_back(FileError{FileErrorCode::kNotRegular, path,
-                                            "dangling or looping symbolic link"});
+                                            "not a regular file (FIFO, device or socket)"});
         else
           ++result.ignored;
         continue;
       }
-    }
-    const fs::file_status status = fs::status(it->path(), ec);
-    if (!fs::is_regular_file(status)) {
-      // FIFOs, sockets, devices: never opened by content sniffing.
-      if (HasImageExtension(path))
-        result.errors.push_back(FileError{FileErrorCode::kNotRegular, path,
-                                          "not a regular file (FIFO, device or socket)"});
+      if (HasImageExtension(path) || HasImageSignature(path))
+        result.files.push_back(path);
       else
         ++result.ignored;
-      continue;
     }
-    if (HasImageExtension(path) || HasImageSignature(path))
-      result.files.push_back(path);
-    else
-      ++result.ignored;
+    ::closedir(dir);
   }
   std::sort(result.files.begin(), result.files.end());
   return result;

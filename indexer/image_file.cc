@@ -6,12 +6,19 @@
 
 #include <cctype>
 #include <cerrno>
+#include <csetjmp>
+#include <cstdio>
 #include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "storage/encoding.h"
+
+// libjpeg needs FILE and size_t declared first.
+#include <jerror.h>
+#include <jpeglib.h>
+#include <zlib.h>
 
 namespace lookalike {
 
@@ -209,6 +216,96 @@ LoadResult Fail(FileErrorCode code, const std::string& path, std::string message
 
 }  // namespace
 
+namespace {
+
+// Decodes a JPEG with libjpeg at 1/8 scale (entropy decoding runs in full,
+// the inverse DCT is tiny) to find what OpenCV only prints to stderr: libjpeg
+// reports corrupt entropy data and data that ends early as *warnings* and pads
+// the rest with grey. Returns the first warning or error, or "" when clean.
+struct JpegCheckError {
+  jpeg_error_mgr mgr;
+  jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool warned;
+  bool premature_end;
+};
+
+extern "C" void JpegCheckErrorExit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegCheckError*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  longjmp(err->jump, 1);
+}
+
+extern "C" void JpegCheckEmitMessage(j_common_ptr cinfo, int level) {
+  auto* err = reinterpret_cast<JpegCheckError*>(cinfo->err);
+  if (level >= 0 || err->warned) return;  // trace messages; keep the first warning
+  err->warned = true;
+  err->premature_end = cinfo->err->msg_code == JWRN_JPEG_EOF;
+  (*cinfo->err->format_message)(cinfo, err->message);
+}
+
+extern "C" void JpegCheckOutputMessage(j_common_ptr) {}  // never print
+
+// "" when the stream decodes without warnings; otherwise libjpeg's message.
+// *premature_end tells a file cut short from corrupt data.
+std::string CheckJpegStream(const unsigned char* data, size_t size, bool* premature_end) {
+  jpeg_decompress_struct cinfo;
+  JpegCheckError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = JpegCheckErrorExit;
+  err.mgr.emit_message = JpegCheckEmitMessage;
+  err.mgr.output_message = JpegCheckOutputMessage;
+  err.warned = false;
+  err.premature_end = false;
+  err.message[0] = '\0';
+  *premature_end = false;
+  std::vector<JSAMPLE> row;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return err.message[0] ? err.message : "libjpeg error";
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = 8;
+  cinfo.dct_method = JDCT_IFAST;
+  cinfo.do_fancy_upsampling = FALSE;
+  if (cinfo.jpeg_color_space != JCS_CMYK && cinfo.jpeg_color_space != JCS_YCCK)
+    cinfo.out_color_space = JCS_GRAYSCALE;
+  jpeg_start_decompress(&cinfo);
+  row.resize(static_cast<size_t>(cinfo.output_width) * cinfo.output_components);
+  while (cinfo.output_scanline < cinfo.output_height && !err.warned) {
+    JSAMPROW rows[1] = {row.data()};
+    jpeg_read_scanlines(&cinfo, rows, 1);
+  }
+  if (!err.warned) jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  *premature_end = err.premature_end;
+  return err.warned ? err.message : "";
+}
+
+// Walks PNG chunks and checks their CRCs (libpng reports a bad CRC only on
+// stderr). Returns "" when every chunk up to IEND is whole and intact.
+std::string CheckPngChunks(const unsigned char* d, size_t n) {
+  size_t pos = 8;
+  while (pos + 12 <= n) {
+    const uint32_t len = Be32(d + pos);
+    if (len > n - pos - 12) return "PNG chunk runs past the end of the file";
+    const uint32_t stored = Be32(d + pos + 8 + len);
+    const uint32_t computed = static_cast<uint32_t>(
+        crc32(crc32(0L, Z_NULL, 0), d + pos + 4, static_cast<uInt>(len + 4)));
+    if (stored != computed)
+      return "PNG chunk " + std::string(reinterpret_cast<const char*>(d + pos + 4), 4) +
+             " has a bad CRC (corrupt file)";
+    if (std::memcmp(d + pos + 4, "IEND", 4) == 0) return "";
+    pos += 12 + len;
+  }
+  return "PNG has no IEND chunk (truncated file)";
+}
+
+}  // namespace
+
 LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
                             int max_side, const ImageFileLimits& limits) {
   const auto* d = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -229,12 +326,25 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
     if (pixels == 0)
       return Fail(FileErrorCode::kDecodeFailed, name, "header claims a 0-pixel image");
   }
-  if (format == ImageFormat::kJpeg && !limits.allow_truncated && !JpegLooksComplete(d, n))
-    return Fail(FileErrorCode::kTruncated, name,
-                "JPEG data ends before the end-of-image marker (truncated file)");
-  if (format == ImageFormat::kPng && !limits.allow_truncated &&
-      (n < 12 || std::memcmp(d + n - 8, "IEND", 4) != 0))
-    return Fail(FileErrorCode::kTruncated, name, "PNG has no IEND chunk (truncated file)");
+  if (format == ImageFormat::kJpeg && !limits.allow_truncated) {
+    if (!JpegLooksComplete(d, n))
+      return Fail(FileErrorCode::kTruncated, name,
+                  "JPEG data ends before the end-of-image marker (truncated file)");
+    bool premature_end = false;
+    const std::string problem = CheckJpegStream(d, n, &premature_end);
+    if (!problem.empty())
+      return Fail(premature_end ? FileErrorCode::kTruncated : FileErrorCode::kDecodeFailed, name,
+                  "corrupt JPEG data (libjpeg: " + problem + ")");
+  }
+  if (format == ImageFormat::kPng && !limits.allow_truncated) {
+    const std::string problem = CheckPngChunks(d, n);
+    if (!problem.empty())
+      return Fail(problem.find("truncated") != std::string::npos ||
+                          problem.find("past the end") != std::string::npos
+                      ? FileErrorCode::kTruncated
+                      : FileErrorCode::kDecodeFailed,
+                  name, problem);
+  }
 
   int flags = cv::IMREAD_GRAYSCALE;
   if (format == ImageFormat::kJpeg && header && max_side > 0) {

@@ -56,7 +56,7 @@ bool JpegLooksComplete(const unsigned char* data, size_t size);
 struct ImageFileLimits {
   uint64_t max_file_bytes = 256ull << 20;  // larger files: FILE_TOO_LARGE
   uint64_t max_pixels = 100'000'000;       // width x height above: TOO_MANY_PIXELS
-  bool allow_truncated = false;            // decode truncated JPEGs anyway
+  bool allow_truncated = false;            // decode truncated or corrupt JPEG/PNG anyway
 };
 
 // 8-bit single-channel image, row-major, width * height bytes.

@@ -345,8 +345,14 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
 
   std::unique_ptr<Store> store;
   std::unordered_map<std::string, Processed> cached;  // training images, reused
-  if (Store::IsDatabase(db_path)) {
+  std::unique_ptr<CreationLock> creation_lock;
+  if (!Store::IsDatabase(db_path)) {
+    Store::CheckCanCreate(db_path);
+    creation_lock = std::make_unique<CreationLock>(db_path);
+  }
+  if (Store::IsDatabase(db_path)) {  // (again: another process may just have created it)
     store = Store::Open(db_path, Store::Mode::kReadWrite);
+    creation_lock.reset();
   } else {
     Store::CheckCanCreate(db_path);
     summary.created = true;
@@ -426,6 +432,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     summary.stages.train = Seconds(t_train, Clock::now());
     store = Store::Create(db_path, MakeModelRecord(options.encoding, codebook,
                                                    options.codebook.seed));
+    creation_lock.reset();  // the store's own lock protects it from here on
   }
   SetLibraryThreads(1);
 

@@ -3,7 +3,9 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -148,6 +150,33 @@ StoreError IoError(const std::string& path, const rocksdb::Status& s,
 }
 
 }  // namespace
+
+CreationLock::CreationLock(const std::string& db_path) {
+  const fs::path target(db_path);
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  lock_path_ = (parent / ("." + target.filename().string() + ".lock")).string();
+  fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw StoreError(StoreError::Kind::kIo, "cannot create database " + db_path + ": " +
+                                                lock_path_ + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw StoreError(StoreError::Kind::kLocked,
+                     "index in use by another process: " + db_path +
+                         " is being created by a running 'lookalike index'; wait for it "
+                         "to finish");
+  }
+}
+
+CreationLock::~CreationLock() {
+  if (fd_ < 0) return;
+  // Unlink while still holding the lock: a process that opened the old file
+  // fails its flock and reports "in use"; one that comes later finds the
+  // database itself, locked by RocksDB.
+  ::unlink(lock_path_.c_str());
+  ::close(fd_);
+}
 
 struct Store::Impl {
   std::unique_ptr<rocksdb::DB> db;

@@ -76,6 +76,24 @@ struct ModelRecord {
   uint64_t vlad_dim() const { return uint64_t{num_clusters} * dim; }
 };
 
+// Held by the one process building a new database (sampling, k-means,
+// creation), so a second `index` on the same path is refused at once instead
+// of learning its own codebook in parallel. An flock on `.<name>.lock` beside
+// the database; the file is removed when the lock is released.
+class CreationLock {
+ public:
+  // Throws StoreError(kLocked) if another process holds it, kIo if the lock
+  // file cannot be created (e.g. read-only parent folder).
+  explicit CreationLock(const std::string& db_path);
+  ~CreationLock();
+  CreationLock(const CreationLock&) = delete;
+  CreationLock& operator=(const CreationLock&) = delete;
+
+ private:
+  std::string lock_path_;
+  int fd_ = -1;
+};
+
 class Store {
  public:
   enum class Mode { kReadWrite, kReadOnly };
