@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -34,6 +36,7 @@ const char* FileErrorCodeName(FileErrorCode code) {
     case FileErrorCode::kPermissionDenied: return "PERMISSION_DENIED";
     case FileErrorCode::kVanished: return "VANISHED";
     case FileErrorCode::kReadFailed: return "READ_FAILED";
+    case FileErrorCode::kTimeout: return "TIMEOUT";
   }
   return "UNKNOWN";
 }
@@ -426,8 +429,17 @@ ReadResult ReadImageBytes(const std::string& path, const ImageFileLimits& limits
   }
   result.bytes.resize(static_cast<size_t>(st.st_size));
   size_t got = 0;
+  const auto start = std::chrono::steady_clock::now();
   while (got < result.bytes.size()) {
-    const ssize_t r = ::read(fd, &result.bytes[got], result.bytes.size() - got);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+        limits.max_seconds) {
+      ::close(fd);
+      return fail(FileErrorCode::kTimeout, "reading took longer than the budget of " +
+                                               std::to_string(limits.max_seconds) + " s");
+    }
+    constexpr size_t kChunk = 1 << 20;
+    const ssize_t r =
+        ::read(fd, &result.bytes[got], std::min(kChunk, result.bytes.size() - got));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       const int err = errno;

@@ -23,6 +23,7 @@ enum class FileErrorCode {
   kPermissionDenied,   // PERMISSION_DENIED: cannot open for reading
   kVanished,           // VANISHED: removed between listing and reading
   kReadFailed,         // READ_FAILED: other I/O error
+  kTimeout,            // TIMEOUT: reading, decoding or extraction exceeded the time budget
 };
 const char* FileErrorCodeName(FileErrorCode code);
 
@@ -57,6 +58,11 @@ struct ImageFileLimits {
   uint64_t max_file_bytes = 256ull << 20;  // larger files: FILE_TOO_LARGE
   uint64_t max_pixels = 100'000'000;       // width x height above: TOO_MANY_PIXELS
   bool allow_truncated = false;            // decode truncated or corrupt JPEG/PNG anyway
+  // Per-file time budget, seconds (> 0). Checked while reading (between 1 MiB
+  // chunks, so a stalled network share is abandoned) and after decoding and
+  // extraction; decoding and extraction are bounded in any case by
+  // max_pixels and the database's max side.
+  double max_seconds = 60.0;
 };
 
 // 8-bit single-channel image, row-major, width * height bytes.

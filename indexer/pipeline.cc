@@ -34,6 +34,9 @@ void IndexOptions::Validate() const {
   if (threads < 0 || threads > 1024)
     throw std::invalid_argument("threads must be in 0..1024 (0 = all cores), got " +
                                 std::to_string(threads));
+  if (!(limits.max_seconds > 0))
+    throw std::invalid_argument("seconds per file must be > 0, got " +
+                                std::to_string(limits.max_seconds));
   if (batch_images < 1 || batch_images > 4096)
     throw std::invalid_argument("batch images must be in 1..4096, got " +
                                 std::to_string(batch_images));
@@ -121,7 +124,15 @@ Processed ProcessFile(const Task& task, size_t index, int max_side,
   p.record.height = loaded.image->original_height;
   p.descriptors = extractor->Extract(loaded.image->gray);
   p.record.num_descriptors = static_cast<uint32_t>(p.descriptors.num);
-  p.extract_seconds = Seconds(t1, Clock::now());
+  const auto t2 = Clock::now();
+  p.extract_seconds = Seconds(t1, t2);
+  if (Seconds(t0, t2) > limits.max_seconds) {
+    p.error = FileError{FileErrorCode::kTimeout, task.path,
+                        "reading, decoding and extraction took " +
+                            std::to_string(Seconds(t0, t2)) + " s, more than the budget of " +
+                            std::to_string(limits.max_seconds) + " s"};
+    p.descriptors = Descriptors();
+  }
   return p;
 }
 

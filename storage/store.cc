@@ -305,6 +305,12 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
   rocksdb::Options options;
   options.create_if_missing = false;
   options.paranoid_checks = true;
+  // Test hook: a tiny memtable makes flushes and compactions happen every few
+  // images, so crash tests can kill the writer in the middle of them.
+  if (const char* bytes = std::getenv("LOOKALIKE_TEST_WRITE_BUFFER_BYTES")) {
+    const long long n = std::atoll(bytes);
+    if (n >= 4096) options.write_buffer_size = static_cast<size_t>(n);
+  }
   options.keep_log_file_num = 4;  // RocksDB's info LOG rotates at every open
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s =

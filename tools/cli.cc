@@ -235,7 +235,9 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ("max-pixels", po::value(&o.limits.max_pixels)->default_value(d.limits.max_pixels),
        "skip images whose header claims more pixels (TOO_MANY_PIXELS)")
       ("allow-truncated", po::bool_switch(&o.limits.allow_truncated),
-       "decode truncated JPEG/PNG files instead of skipping them")
+       "decode truncated or corrupt JPEG/PNG files instead of skipping them")
+      ("max-seconds-per-file", po::value(&o.limits.max_seconds)->default_value(d.limits.max_seconds),
+       "skip a file whose reading, decoding and extraction take longer (TIMEOUT)")
       ("errors", po::value(&errors_path), "also write per-file errors as JSON lines to FILE")
       ("committed", po::value(&committed_path),
        "append each image's path to FILE once it is committed (crash-safe from then on)")

@@ -5,6 +5,10 @@
 // pass `lookalike verify`, and every image the indexer acknowledged through
 // `--committed` must be present and whole. The run is then finished and its
 // vectors must equal those of an uninterrupted run over the same folder.
+// The indexer runs with a 64 KiB RocksDB memtable (LOOKALIKE_TEST_WRITE_BUFFER_BYTES),
+// so memtable flushes happen every few images and L0 compactions every few
+// flushes: the kills land in the middle of those too, not only between
+// write-ahead-log appends.
 // A second test sends SIGINT/SIGTERM and expects a clean, prompt exit 1 that
 // keeps the committed work.
 //
@@ -413,6 +417,7 @@ struct Checker {
 
 TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
   ChildGuard guard;
+  ::setenv("LOOKALIKE_TEST_WRITE_BUFFER_BYTES", "65536", 1);  // inherited by every run
   const uint64_t seed = Seed();
   std::printf("[ kill     ] LOOKALIKE_KILL_SEED=%llu\n", static_cast<unsigned long long>(seed));
   SCOPED_TRACE("replay with LOOKALIKE_KILL_SEED=" + std::to_string(seed));
