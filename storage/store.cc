@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <filesystem>
 #include <system_error>
 
@@ -312,10 +314,21 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
     if (n >= 4096) options.write_buffer_size = static_cast<size_t>(n);
   }
   options.keep_log_file_num = 4;  // RocksDB's info LOG rotates at every open
+  options.max_open_files = -1;  // open every table file now: a running writer may
+                                // delete obsolete ones later, open ones stay readable
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s =
-      impl->read_only ? rocksdb::DB::OpenForReadOnly(options, path, &raw)
-                      : rocksdb::DB::Open(options, path, &raw);
+  rocksdb::Status s;
+  for (int attempt = 0;; ++attempt) {
+    s = impl->read_only ? rocksdb::DB::OpenForReadOnly(options, path, &raw)
+                        : rocksdb::DB::Open(options, path, &raw);
+    // A read-only open races with a live writer that flushes or compacts and
+    // deletes the files the MANIFEST it just read still names; a fresh
+    // attempt reads the new MANIFEST.
+    const bool vanished_file = (s.IsIOError() || s.IsCorruption() || s.IsPathNotFound()) &&
+                               s.ToString().find("No such file") != std::string::npos;
+    if (s.ok() || !impl->read_only || !vanished_file || attempt == 20) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
+  }
   if (!s.ok()) throw IoError(path, s, "open");
   impl->db.reset(raw);
   std::unique_ptr<Store> store(new Store(path, std::move(impl)));
