@@ -235,34 +235,5 @@ std::vector<std::string> SplitLines(const std::string &text) {
   return lines;
 }
 
-std::string EscapeForTsv(const std::string &path) {
-  std::string out;
-  for (unsigned char c : path) {
-    switch (c) {
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    default:
-      if (c < 0x20 || c == 0x7f) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        out += buf;
-      } else {
-        out += static_cast<char>(c);
-      }
-    }
-  }
-  return out;
-}
-
 } // namespace testing
 } // namespace lookalike

@@ -87,10 +87,5 @@ std::string ReadFileBytes(const std::string &path);
 std::vector<std::string> SplitLines(const std::string &text);
 std::vector<std::string> SplitOn(const std::string &s, char sep);
 
-// The CLI's escaping of a path in TSV, tables and stderr (README): backslash,
-// tab, newline, CR as \\ \t \n \r; other control bytes as \xHH; other bytes
-// (including non-UTF-8 ones) unchanged.
-std::string EscapeForTsv(const std::string &path);
-
 } // namespace testing
 } // namespace lookalike

@@ -44,6 +44,7 @@
 #include "tests/hostile_corpus.h"
 #include "tests/json_lite.h"
 #include "tests/subprocess.h"
+#include "tools/cli.h"
 #include "tests/test_images.h"
 
 namespace lookalike {
@@ -94,7 +95,7 @@ bool ValidUtf8(const std::string &s) {
 
 // Printable form of a path for failure messages.
 std::string Show(const std::string &path) {
-  return testing::EscapeForTsv(path);
+  return EscapeField(path);
 }
 
 ProcessResult Lookalike(std::vector<std::string> args, double timeout = 60,
@@ -123,7 +124,7 @@ struct Outcomes {
         joined += (joined.empty() ? "" : "+") + c;
       return joined;
     }
-    auto c = committed.find(testing::EscapeForTsv(path));
+    auto c = committed.find(EscapeField(path));
     return c != committed.end() ? testing::kIndexed : testing::kIgnored;
   }
 };
