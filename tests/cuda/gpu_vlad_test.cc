@@ -65,6 +65,32 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<2>(info.param) ? "_tiny_batches" : "");
     });
 
+// Through the indexer's adapter (CreateVladEncoder): a batch mixing ordinary
+// images with one larger than the device buffers (2^18 rows) must match the
+// oracle; the large image is routed to the CPU encoder, the rest to the GPU.
+TEST(GpuVladAdapterTest, OversizeImageInABatchMatchesTheOracle) {
+  const int k = 8, dim = 128;
+  std::vector<float> centroids(k * dim);
+  for (size_t i = 0; i < centroids.size(); ++i) centroids[i] = std::sin(0.37 * i) * 0.5f + 0.5f;
+  const Codebook codebook(k, dim, centroids);
+  const std::vector<int64_t> counts = {100, (1 << 18) + 5, 0, 333};
+  std::vector<int64_t> offsets = {0};
+  for (int64_t c : counts) offsets.push_back(offsets.back() + c);
+  std::vector<float> x(offsets.back() * dim);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::fmod(0.6180339f * i, 1.0f);
+  const VladOptions options;
+  const int64_t n = static_cast<int64_t>(counts.size()), vd = int64_t{k} * dim;
+  std::vector<float> want(n * vd), got(n * vd, std::nanf(""));
+  CreateVladEncoder(Backend::kCpu, codebook, options)
+      ->Encode(x.data(), offsets.data(), n, want.data());
+  auto gpu = CreateVladEncoder(Backend::kCuda, codebook, options);
+  ASSERT_EQ(gpu->backend(), Backend::kCuda);
+  gpu->Encode(x.data(), offsets.data(), n, got.data());
+  const double tol = testing_cases::Tolerance(dim);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "component " << i;
+}
+
 }  // namespace
 }  // namespace lookalike
 
