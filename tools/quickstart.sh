@@ -11,7 +11,8 @@ samples=$root/samples
 if [ ! -d "$samples/photos" ]; then
   echo "quickstart: fetching sample photos (Debian package opencv-doc)" >&2
   deb=$(mktemp -d)
-  (cd "$deb" && apt-get download -o APT::Sandbox::User=root opencv-doc >/dev/null)
+  fetch() { (cd "$deb" && apt-get download -o APT::Sandbox::User=root opencv-doc >/dev/null); }
+  fetch || { apt-get update -qq && fetch; }  # package lists may be missing or stale
   dpkg-deb -x "$deb"/opencv-doc_*.deb "$deb/x"
   mkdir -p "$samples/photos"
   find "$deb/x" -path '*examples/data/*' \( -name '*.jpg' -o -name '*.png' \) \
