@@ -331,6 +331,19 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
   }
   if (!s.ok()) throw IoError(path, s, "open");
   impl->db.reset(raw);
+  if (!impl->read_only) {
+    // We hold the database's own lock now, so a creation lock file left by a
+    // creator killed after the rename is stale: remove it.
+    const fs::path target(path);
+    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::error_code ignored;
+    const fs::path stale = parent / ("." + target.filename().string() + ".lock");
+    const int fd = ::open(stale.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) fs::remove(stale, ignored);
+      ::close(fd);
+    }
+  }
   std::unique_ptr<Store> store(new Store(path, std::move(impl)));
   store->LoadMeta();
   return store;
