@@ -34,6 +34,21 @@ bool ParseBool(const std::string& name, const std::string& v) {
   throw UsageError("--" + name + " must be on or off, got '" + v + "'");
 }
 
+// A default shown in --help: the shortest decimal that reads back as the
+// value (0.04f prints as 0.04, not 0.0399999991).
+std::string Shortest(double v) {
+  char buf[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (static_cast<float>(std::strtod(buf, nullptr)) == static_cast<float>(v)) break;
+  }
+  return buf;
+}
+
 std::string FormatSeconds(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   const int64_t t = static_cast<int64_t>(s + 0.5);
@@ -206,12 +221,13 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ("descriptor", po::value(&descriptor)->default_value(descriptor), "rootsift | sift")
       ("contrast-threshold",
        po::value(&o.encoding.extractor.contrast_threshold)
-           ->default_value(d.encoding.extractor.contrast_threshold),
+           ->default_value(d.encoding.extractor.contrast_threshold,
+                                          Shortest(d.encoding.extractor.contrast_threshold)),
        "SIFT detector contrast threshold (lower = more keypoints)")
       ("max-features", po::value(&o.encoding.extractor.max_features)
                            ->default_value(d.encoding.extractor.max_features),
        "keep at most N strongest keypoints per image (0 = all)")
-      ("power", po::value(&o.encoding.vlad.power_alpha)->default_value(d.encoding.vlad.power_alpha),
+      ("power", po::value(&o.encoding.vlad.power_alpha)->default_value(d.encoding.vlad.power_alpha, Shortest(d.encoding.vlad.power_alpha)),
        "VLAD power-normalisation exponent in (0, 1] (0.5 = signed square root, 1 = off)")
       ("intra-norm", po::value(&intra)->default_value(intra), "VLAD intra-normalisation on|off")
       ("residual-norm", po::value(&residual)->default_value(residual),
@@ -230,13 +246,13 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
        "decode/extract threads (0 = all cores)")
       ("batch", po::value(&o.batch_images)->default_value(d.batch_images), "images per encoder batch")
       ("backend", po::value(&backend)->default_value(backend), "VLAD encoder: auto | cpu | cuda")
-      ("max-file-mb", po::value(&max_file_mb)->default_value(max_file_mb),
+      ("max-file-mb", po::value(&max_file_mb)->default_value(max_file_mb, Shortest(max_file_mb)),
        "skip files larger than this (FILE_TOO_LARGE)")
       ("max-pixels", po::value(&o.limits.max_pixels)->default_value(d.limits.max_pixels),
        "skip images whose header claims more pixels (TOO_MANY_PIXELS)")
       ("allow-truncated", po::bool_switch(&o.limits.allow_truncated),
        "decode truncated or corrupt JPEG/PNG files instead of skipping them")
-      ("max-seconds-per-file", po::value(&o.limits.max_seconds)->default_value(d.limits.max_seconds),
+      ("max-seconds-per-file", po::value(&o.limits.max_seconds)->default_value(d.limits.max_seconds, Shortest(d.limits.max_seconds)),
        "skip a file whose reading, decoding and extraction take longer (TIMEOUT)")
       ("errors", po::value(&errors_path), "also write per-file errors as JSON lines to FILE")
       ("committed", po::value(&committed_path),
