@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cuda/vlad_math.h"
+#include "storage/encoding.h"
 
 // Fortran BLAS, provided by the BLAS that FAISS links (OpenBLAS on Debian).
 extern "C" int sgemm_(const char* transa, const char* transb, const int* m,
@@ -186,13 +187,7 @@ void Codebook::Assign(const float* descriptors, int64_t num,
 }
 
 uint64_t Codebook::Fingerprint() const {
-  uint64_t h = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(centroids_.data());
-  for (size_t i = 0; i < centroids_.size() * sizeof(float); ++i) {
-    h ^= bytes[i];
-    h *= 1099511628211ull;
-  }
-  return h;
+  return encoding::Fnv1a64(centroids_.data(), centroids_.size() * sizeof(float));
 }
 
 }  // namespace lookalike

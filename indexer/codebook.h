@@ -46,7 +46,8 @@ class Codebook {
   // the lower index. labels must hold num entries.
   void Assign(const float* descriptors, int64_t num, int32_t* labels) const;
 
-  // 64-bit FNV-1a hash of the centroid bytes: the codebook's identity.
+  // 64-bit FNV-1a hash of the centroid bytes: the codebook's identity, as
+  // stored in ModelRecord::codebook_hash.
   uint64_t Fingerprint() const;
 
  private:

@@ -50,12 +50,12 @@ bool HasImageSignature(const std::string& path) {
   return n > 0 && DetectImageFormat(head, static_cast<size_t>(n)) != ImageFormat::kUnknown;
 }
 
+}  // namespace
+
 bool IsUnder(const std::string& path, const std::string& dir) {
   return path.size() >= dir.size() && path.compare(0, dir.size(), dir) == 0 &&
          (path.size() == dir.size() || path[dir.size()] == '/');
 }
-
-}  // namespace
 
 WalkResult ListImageFiles(const std::string& root_arg,
                           const std::vector<std::string>& exclude_args) {

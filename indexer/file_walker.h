@@ -28,6 +28,10 @@ WalkResult ListImageFiles(const std::string& root,
 // (case-insensitive).
 bool HasImageExtension(const std::string& path);
 
+// True if `path` is `dir` or lies inside it (both absolute and normalised,
+// compared as strings, so "/a/bc" is not under "/a/b").
+bool IsUnder(const std::string& path, const std::string& dir);
+
 // Absolute, lexically normalised form of a path (symlinks kept as named).
 std::string AbsolutePath(const std::string& path);
 

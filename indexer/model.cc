@@ -2,7 +2,6 @@
 
 #include <stdexcept>
 
-#include "storage/encoding.h"
 
 namespace lookalike {
 
@@ -28,8 +27,7 @@ ModelRecord MakeModelRecord(const EncodingSettings& settings,
   m.residual_normalize = settings.vlad.residual_normalize;
   m.seed = seed;
   m.centroids = codebook.centroids();
-  m.codebook_hash =
-      encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
+  m.codebook_hash = codebook.Fingerprint();
   return m;
 }
 
