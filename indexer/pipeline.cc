@@ -204,11 +204,6 @@ void RunWorkers(const std::vector<Task>& tasks, int threads, int max_side,
   if (worker_error) std::rethrow_exception(worker_error);
 }
 
-bool IsUnder(const std::string& path, const std::string& dir) {
-  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-         path[dir.size()] == '/';
-}
-
 // Encodes batches of processed images and commits each image atomically.
 class BatchCommitter {
  public:
@@ -357,15 +352,16 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
   std::unique_ptr<Store> store;
   std::unordered_map<std::string, Processed> cached;  // training images, reused
   std::unique_ptr<CreationLock> creation_lock;
-  if (!Store::IsDatabase(db_path)) {
+  bool exists = Store::IsDatabase(db_path);
+  if (!exists) {
     Store::CheckCanCreate(db_path);
     creation_lock = std::make_unique<CreationLock>(db_path);
+    exists = Store::IsDatabase(db_path);  // another process may just have created it
   }
-  if (Store::IsDatabase(db_path)) {  // (again: another process may just have created it)
+  if (exists) {
     store = Store::Open(db_path, Store::Mode::kReadWrite);
     creation_lock.reset();
   } else {
-    Store::CheckCanCreate(db_path);
     summary.created = true;
     // Learn the codebook on a seeded sample of the folder.
     std::vector<Task> sample;
@@ -480,7 +476,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
   store->ForEachImage([&](const ImageRecord& r) {
     if (!IsUnder(r.path, root) || listed.count(r.path)) return;
     for (const FileError& e : walk.errors)
-      if (r.path == e.path || IsUnder(r.path, e.path)) return;
+      if (IsUnder(r.path, e.path)) return;
     gone.push_back(r);
   });
   for (const ImageRecord& r : gone) {

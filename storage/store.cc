@@ -151,12 +151,20 @@ StoreError IoError(const std::string& path, const rocksdb::Status& s,
                     "cannot " + doing + " database " + path + ": " + msg);
 }
 
+// The folder a database folder lives in ("." for a bare name).
+fs::path ParentFolder(const fs::path& target) {
+  return target.has_parent_path() ? target.parent_path() : fs::path(".");
+}
+
+// The creation lock beside a database: "<parent>/.<name>.lock".
+fs::path CreationLockPath(const fs::path& target) {
+  return ParentFolder(target) / ("." + target.filename().string() + ".lock");
+}
+
 }  // namespace
 
 CreationLock::CreationLock(const std::string& db_path) {
-  const fs::path target(db_path);
-  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  lock_path_ = (parent / ("." + target.filename().string() + ".lock")).string();
+  lock_path_ = CreationLockPath(db_path).string();
   fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw StoreError(StoreError::Kind::kIo, "cannot create database " + db_path + ": " +
@@ -226,7 +234,7 @@ void Store::CheckCanCreate(const std::string& path) {
                            ": the folder is not empty and is not a lookalike "
                            "database; choose an empty or new --db folder");
   }
-  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path parent = ParentFolder(target);
   if (!fs::is_directory(parent, ec))
     throw StoreError(StoreError::Kind::kIo,
                      "cannot create database " + path + ": parent folder " +
@@ -238,7 +246,7 @@ std::unique_ptr<Store> Store::Create(const std::string& path,
   CheckCanCreate(path);
   std::error_code ec;
   const fs::path target(path);
-  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path parent = ParentFolder(target);
   // Remove what earlier creators killed mid-way left behind (their pid is gone).
   const std::string prefix = target.filename().string() + ".creating-";
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
@@ -334,10 +342,8 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
   if (!impl->read_only) {
     // We hold the database's own lock now, so a creation lock file left by a
     // creator killed after the rename is stale: remove it.
-    const fs::path target(path);
-    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
     std::error_code ignored;
-    const fs::path stale = parent / ("." + target.filename().string() + ".lock");
+    const fs::path stale = CreationLockPath(path);
     const int fd = ::open(stale.c_str(), O_RDWR | O_CLOEXEC);
     if (fd >= 0) {
       if (::flock(fd, LOCK_EX | LOCK_NB) == 0) fs::remove(stale, ignored);
