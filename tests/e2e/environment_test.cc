@@ -261,6 +261,9 @@ void ReadOnlyDbFolder(Env &env) {
       << "the read-only DB was modified";
 }
 
+// Images the run of WithRunningIndexer adds.
+constexpr int kRunningIndexerPhotos = 240;
+
 // Starts an index run that adds many images, waits until it is committing,
 // runs `during` while it still runs, then checks it finishes cleanly.
 void WithRunningIndexer(
@@ -268,9 +271,11 @@ void WithRunningIndexer(
     const std::function<void(testing::ChildProcess &)> &during) {
   if (!creating)
     env.Index();
-  env.AddPhotos(90, 3000, 480, 360);
+  // Enough work that the run outlasts the checks even when ctest runs other
+  // tests beside it (90 images was not: the run ended first under load).
+  env.AddPhotos(kRunningIndexerPhotos, 3000, 480, 360);
   const std::string committed = env.tmp / "committed.txt";
-  // One thread, so the run lasts a few seconds on any machine.
+  // One thread, so the run lasts several seconds on any machine.
   std::vector<std::string> args = {
       "index", env.photos,  "--db", env.db,        "--clusters",
       "16",    "--threads", "1",    "--committed", committed};
@@ -300,7 +305,8 @@ void WithRunningIndexer(
   EXPECT_EQ(v.exit_code, 0) << v.Describe();
   const ProcessResult i =
       Lookalike({"info", "--db", env.db, "--format", "json"});
-  EXPECT_EQ(JsonNumber(i.out, "images"), Env::kNumPhotos + 90) << i.Describe();
+  EXPECT_EQ(JsonNumber(i.out, "images"), Env::kNumPhotos + kRunningIndexerPhotos)
+      << i.Describe();
 }
 
 void SecondWriterRefused(Env &env, bool creating) {
