@@ -55,6 +55,11 @@ class SiftExtractor final : public DescriptorExtractor {
     if (!desc.isContinuous()) desc = desc.clone();
     out.num = desc.rows;
     out.values.assign(desc.ptr<float>(), desc.ptr<float>() + desc.total());
+    out.keypoints.resize(static_cast<size_t>(out.num));
+    for (int64_t i = 0; i < out.num; ++i) {
+      const cv::KeyPoint& k = keypoints[static_cast<size_t>(i)];
+      out.keypoints[static_cast<size_t>(i)] = Keypoint{k.pt.x, k.pt.y, k.size, k.angle};
+    }
     if (root_) RootSiftInPlace(out.values.data(), out.num, out.dim);
     return out;
   }

@@ -21,11 +21,20 @@ struct ExtractorOptions {
   void Validate() const;
 };
 
-// Row-major num x dim descriptors of one image.
+// Where a descriptor was found, in the pixels of the (downscaled) image it
+// was extracted from; what spatial verification needs.
+struct Keypoint {
+  float x = 0, y = 0;  // centre, pixels
+  float size = 0;      // diameter of the described region, pixels
+  float angle = 0;     // dominant orientation, degrees in [0, 360)
+};
+
+// Row-major num x dim descriptors of one image, and the keypoint of each row.
 struct Descriptors {
   int64_t num = 0;
   int dim = 0;
   std::vector<float> values;
+  std::vector<Keypoint> keypoints;  // num entries
 };
 
 // Not thread-safe (OpenCV detectors keep state); create one per thread.

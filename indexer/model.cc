@@ -74,6 +74,8 @@ ImageEncoder::Result ImageEncoder::EncodeFile(const std::string& path,
   }
   const Descriptors d = extractor_->Extract(loaded.image->gray);
   result.num_descriptors = d.num;
+  result.features = MakeLocalFeatures(d, static_cast<uint32_t>(loaded.image->gray.width),
+                                      static_cast<uint32_t>(loaded.image->gray.height));
   result.vlad.assign(static_cast<size_t>(encoder_->vlad_dim()), 0.0f);
   const int64_t offsets[2] = {0, d.num};
   encoder_->Encode(d.values.data(), offsets, 1, result.vlad.data());

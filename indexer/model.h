@@ -11,6 +11,7 @@
 #include "indexer/codebook.h"
 #include "indexer/extractor.h"
 #include "indexer/image_file.h"
+#include "indexer/local_features.h"
 #include "indexer/vlad.h"
 #include "storage/store.h"
 
@@ -52,6 +53,7 @@ class ImageEncoder {
   struct Result {
     std::vector<float> vlad;  // vlad_dim() floats, L2-normalised or all zero
     int64_t num_descriptors = 0;
+    LocalFeatures features;   // for spatial verification
     std::optional<FileError> error;
   };
   Result EncodeFile(const std::string& path, const ImageFileLimits& limits);

@@ -19,6 +19,7 @@
 
 #include "indexer/extractor.h"
 #include "indexer/file_walker.h"
+#include "indexer/local_features.h"
 #include "storage/encoding.h"
 #include "storage/store.h"
 
@@ -87,6 +88,7 @@ struct Processed {
   bool touched_only = false;  // same content as the stored record
   ImageRecord record;
   Descriptors descriptors;
+  std::string features;  // EncodeLocalFeatures blob, empty without keypoints
   double read_decode_seconds = 0;
   double extract_seconds = 0;
 };
@@ -124,6 +126,10 @@ Processed ProcessFile(const Task& task, size_t index, int max_side,
   p.record.height = loaded.image->original_height;
   p.descriptors = extractor->Extract(loaded.image->gray);
   p.record.num_descriptors = static_cast<uint32_t>(p.descriptors.num);
+  if (p.descriptors.num > 0)
+    p.features = EncodeLocalFeatures(p.descriptors,
+                                     static_cast<uint32_t>(loaded.image->gray.width),
+                                     static_cast<uint32_t>(loaded.image->gray.height));
   const auto t2 = Clock::now();
   p.extract_seconds = Seconds(t1, t2);
   if (Seconds(t0, t2) > limits.max_seconds) {
@@ -132,6 +138,7 @@ Processed ProcessFile(const Task& task, size_t index, int max_side,
                             std::to_string(Seconds(t0, t2)) + " s, more than the budget of " +
                             std::to_string(limits.max_seconds) + " s"};
     p.descriptors = Descriptors();
+    p.features.clear();
   }
   return p;
 }
@@ -261,7 +268,7 @@ class BatchCommitter {
       ImageRecord record = p.record;
       record.id = p.existing ? p.existing->id : 0;
       record.status = p.descriptors.num == 0 ? ImageStatus::kNoFeatures : ImageStatus::kOk;
-      store_->PutImage(&record, vlad_.data() + i * encoder_->vlad_dim());
+      store_->PutImage(&record, vlad_.data() + i * encoder_->vlad_dim(), p.features);
       ++summary_->indexed;
       if (observer_) observer_->OnCommitted(record);
       if (p.descriptors.num == 0) {
@@ -399,7 +406,9 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
                  SampleDescriptors(p.descriptors, quota,
                                    options.codebook.seed ^ encoding::Fnv1a64(p.path.data(), p.path.size()),
                                    &per_image[p.task_index]);
-                 const size_t bytes = p.descriptors.values.size() * sizeof(float);
+                 const size_t bytes = p.descriptors.values.size() * sizeof(float) +
+                                      p.descriptors.keypoints.size() * sizeof(Keypoint) +
+                                      p.features.size();
                  if (cached_bytes + bytes <= kCacheBudgetBytes) {
                    cached_bytes += bytes;
                    std::string path = p.path;

@@ -1,10 +1,14 @@
 #include "search/searcher.h"
 
 #include <faiss/IndexFlat.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <exception>
 #include <filesystem>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
@@ -15,6 +19,17 @@ namespace fs = std::filesystem;
 void SearchOptions::Validate() const {
   if (k < 1 || k > 100000)
     throw std::invalid_argument("-k must be in 1..100000, got " + std::to_string(k));
+  if (rerank < 0 || rerank > 10000)
+    throw std::invalid_argument("--rerank must be in 0..10000, got " + std::to_string(rerank));
+  if (min_inliers < 5)
+    throw std::invalid_argument("--min-inliers must be >= 5 (four matches always fit a "
+                                "homography), got " + std::to_string(min_inliers));
+  if (expansion < 0 || expansion > 100)
+    throw std::invalid_argument("--expansion must be in 0..100, got " +
+                                std::to_string(expansion));
+  if (threads < 0)
+    throw std::invalid_argument("threads must be >= 0, got " + std::to_string(threads));
+  verify.Validate();
 }
 
 struct Searcher::Impl {
@@ -75,16 +90,117 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors,
     for (int64_t r = 0; r < k; ++r) {
       const faiss::Index::idx_t row = labels[q * k + r];
       if (row < 0) continue;
-      out[q].push_back(Hit{impl_->ids[row], impl_->paths[row], scores[q * k + r]});
+      out[q].push_back(Hit{impl_->ids[row], impl_->paths[row], scores[q * k + r], -1});
     }
   }
   return out;
 }
 
+namespace {
+
+// Extra score of a verified result: above any cosine similarity (<= 1), and
+// growing with the inlier count so a near-copy outranks a loosely verified view.
+float VerifiedBonus(int inliers) {
+  return 1.0f + static_cast<float>(inliers) / (static_cast<float>(inliers) + 20.0f);
+}
+
+struct Candidate {
+  int64_t row = 0;
+  float similarity = 0;  // VLAD cosine with the (possibly expanded) query
+  float score = 0;
+};
+
+}  // namespace
+
+std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& features) const {
+  const SearchOptions& opt = impl_->options;
+  const faiss::IndexFlatIP& index = *impl_->index;
+  const int64_t n_index = index.ntotal;
+  std::vector<Hit> hits;
+  if (n_index == 0) return hits;
+  const int64_t dim = index.d;
+  const int64_t depth = std::min<int64_t>(n_index, std::max(opt.k, opt.rerank));
+  const bool rerank = opt.rerank > 0 && features.num() >= 5;
+
+  auto vlad_search = [&](const float* q) {
+    std::vector<float> scores(depth);
+    std::vector<faiss::Index::idx_t> labels(depth);
+    index.search(1, q, depth, scores.data(), labels.data());
+    std::vector<Candidate> c;
+    for (int64_t r = 0; r < depth; ++r)
+      if (labels[r] >= 0) c.push_back(Candidate{labels[r], scores[r], scores[r]});
+    return c;
+  };
+  std::unordered_map<int64_t, int> inliers;  // row -> inliers (-1: no stored features)
+  auto verify_and_sort = [&](std::vector<Candidate>* list) {
+    const size_t n = std::min<size_t>(list->size(), static_cast<size_t>(opt.rerank));
+    std::vector<int64_t> todo;
+    for (size_t i = 0; i < n; ++i)
+      if (!inliers.count((*list)[i].row)) todo.push_back((*list)[i].row);
+    std::vector<int> found(todo.size(), -1);
+    std::exception_ptr failure;
+    const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (size_t t = 0; t < todo.size(); ++t) {
+      try {
+        const auto blob = impl_->store->GetFeatures(impl_->ids[todo[t]]);
+        if (blob) found[t] = VerifyPair(features, DecodeLocalFeatures(*blob), opt.verify).inliers;
+      } catch (...) {
+#pragma omp critical(lookalike_search_failure)
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
+    for (size_t t = 0; t < todo.size(); ++t) inliers[todo[t]] = found[t];
+    for (size_t i = 0; i < list->size(); ++i) {
+      Candidate& c = (*list)[i];
+      c.score = c.similarity;
+      const auto it = inliers.find(c.row);
+      if (it != inliers.end() && it->second >= opt.min_inliers)
+        c.score += VerifiedBonus(it->second);
+    }
+    std::stable_sort(list->begin(), list->end(),
+                     [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+  };
+
+  std::vector<Candidate> list = vlad_search(vlad);
+  if (rerank) {
+    verify_and_sort(&list);
+    if (opt.expansion > 0) {
+      // Average query expansion over verified results only: unverified
+      // neighbours would drag the query towards false matches.
+      std::vector<float> expanded(vlad, vlad + dim);
+      int used = 0;
+      for (const Candidate& c : list) {
+        if (used == opt.expansion) break;
+        const auto it = inliers.find(c.row);
+        if (it == inliers.end() || it->second < opt.min_inliers) continue;
+        const auto v = impl_->store->GetVector(impl_->ids[c.row]);
+        if (!v || static_cast<int64_t>(v->size()) != dim) continue;
+        for (int64_t j = 0; j < dim; ++j) expanded[j] += (*v)[j];
+        ++used;
+      }
+      if (used > 0) {
+        double norm2 = 0;
+        for (float x : expanded) norm2 += double{x} * x;
+        const float inv = static_cast<float>(1.0 / std::sqrt(std::max(norm2, 1e-30)));
+        for (float& x : expanded) x *= inv;
+        list = vlad_search(expanded.data());
+        verify_and_sort(&list);
+      }
+    }
+  }
+  for (const Candidate& c : list) {
+    if (static_cast<int>(hits.size()) == opt.k) break;
+    const auto it = inliers.find(c.row);
+    hits.push_back(Hit{impl_->ids[c.row], impl_->paths[c.row], c.score,
+                       it == inliers.end() ? -1 : it->second});
+  }
+  return hits;
+}
+
 std::vector<QueryResult> Searcher::SearchFiles(const std::vector<std::string>& queries) {
   std::vector<QueryResult> results(queries.size());
-  std::vector<float> vectors;
-  std::vector<size_t> rows;  // result index of each encoded query
   for (size_t i = 0; i < queries.size(); ++i) {
     results[i].query = queries[i];
     ImageEncoder::Result enc = impl_->encoder->EncodeFile(queries[i], impl_->options.limits);
@@ -92,11 +208,8 @@ std::vector<QueryResult> Searcher::SearchFiles(const std::vector<std::string>& q
       results[i].error = enc.error;
       continue;
     }
-    vectors.insert(vectors.end(), enc.vlad.begin(), enc.vlad.end());
-    rows.push_back(i);
+    results[i].hits = SearchQuery(enc.vlad.data(), enc.features);
   }
-  auto hits = SearchVectors(vectors.data(), static_cast<int64_t>(rows.size()));
-  for (size_t j = 0; j < rows.size(); ++j) results[rows[j]].hits = std::move(hits[j]);
   return results;
 }
 

@@ -35,6 +35,23 @@ const char kCountKey[] = "m:count";
 std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(id); }
 std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(id); }
 std::string PathKey(const std::string& path) { return "p:" + path; }
+std::string FeaturesKey(uint64_t id) { return "f:" + encoding::BigEndian64(id); }
+
+std::string EncodeFeatures(const std::string& blob) {
+  std::string s = blob;
+  encoding::PutFixed64(&s, encoding::Fnv1a64(blob.data(), blob.size()));
+  return s;
+}
+
+// The blob of an f: value, or CorruptValue if it is short or fails its checksum.
+std::string DecodeFeatures(const std::string& value) {
+  if (value.size() < 8) throw encoding::CorruptValue("local features: too short");
+  const size_t n = value.size() - 8;
+  if (Reader(value.data() + n, 8, "local features").Fixed64() !=
+      encoding::Fnv1a64(value.data(), n))
+    throw encoding::CorruptValue("local features: checksum mismatch");
+  return value.substr(0, n);
+}
 
 std::string EncodeU64(uint64_t v) {
   std::string s;
@@ -452,7 +469,39 @@ void Store::ForEachVector(
   if (!s.ok()) throw IoError(path_, s, "read");
 }
 
-void Store::PutImage(ImageRecord* record, const float* vector) {
+std::optional<std::vector<float>> Store::GetVector(uint64_t id) const {
+  const auto value = impl_->Get(VectorKey(id));
+  if (!value) return std::nullopt;
+  const uint64_t dim = model_.vlad_dim();
+  std::vector<float> vec(dim);
+  try {
+    Reader r(*value, "vector");
+    if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
+    const char* raw = r.Raw(dim * 4);
+    if (r.Fixed64() != encoding::Fnv1a64(raw, dim * 4))
+      throw encoding::CorruptValue("checksum mismatch");
+    std::memcpy(vec.data(), raw, dim * 4);
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": vector of id " +
+                                                     std::to_string(id) + ": " + e.what() +
+                                                     "; run `lookalike verify`");
+  }
+  return vec;
+}
+
+std::optional<std::string> Store::GetFeatures(uint64_t id) const {
+  const auto value = impl_->Get(FeaturesKey(id));
+  if (!value) return std::nullopt;
+  try {
+    return DecodeFeatures(*value);
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": image id " +
+                                                     std::to_string(id) + ": " + e.what() +
+                                                     "; run `lookalike verify`");
+  }
+}
+
+void Store::PutImage(ImageRecord* record, const float* vector, const std::string& features) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   const uint64_t dim = model_.vlad_dim();
@@ -470,6 +519,10 @@ void Store::PutImage(ImageRecord* record, const float* vector) {
   }
   batch.Put(ImageKey(record->id), EncodeRecord(*record));
   batch.Put(VectorKey(record->id), EncodeVector(vector, dim));
+  if (features.empty())
+    batch.Delete(FeaturesKey(record->id));  // a replaced image keeps no stale features
+  else
+    batch.Put(FeaturesKey(record->id), EncodeFeatures(features));
   batch.Put(PathKey(record->path), EncodeU64(record->id));
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) {
@@ -495,6 +548,7 @@ void Store::RemoveImage(const ImageRecord& record) {
   rocksdb::WriteBatch batch;
   batch.Delete(ImageKey(record.id));
   batch.Delete(VectorKey(record.id));
+  batch.Delete(FeaturesKey(record.id));
   batch.Delete(PathKey(record.path));
   batch.Put(kCountKey, EncodeU64(num_images_ - 1));
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
@@ -562,6 +616,16 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
     } catch (const encoding::CorruptValue& e) {
       problem(where + ": vector: " + e.what());
     }
+    s = impl_->db->Get(ro, FeaturesKey(rec.id), &value);
+    if (s.ok()) {
+      try {
+        DecodeFeatures(value);
+      } catch (const encoding::CorruptValue& e) {
+        problem(where + ": " + e.what());
+      }
+    } else if (!s.IsNotFound()) {
+      problem(where + ": local features unreadable (" + s.ToString() + ")");
+    }
   }
   if (!it->status().ok()) problem("reading records: " + it->status().ToString());
   if (num_records != num_images_)
@@ -578,14 +642,17 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
     if (!impl_->db->Get(ro, ImageKey(id), &value).ok())
       problem("path entry " + path + ": no record for id " + std::to_string(id));
   }
-  for (it->Seek("v:"); it->Valid() && it->key().starts_with("v:"); it->Next()) {
-    if (it->key().size() != 10) {
-      problem("vector key " + it->key().ToString(true) + ": malformed");
-      continue;
+  for (const char* prefix : {"v:", "f:"}) {
+    const char* what = prefix[0] == 'v' ? "vector" : "local features";
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      if (it->key().size() != 10) {
+        problem(std::string(what) + " key " + it->key().ToString(true) + ": malformed");
+        continue;
+      }
+      const uint64_t id = encoding::ParseBigEndian64(it->key().data() + 2);
+      if (!impl_->db->Get(ro, ImageKey(id), &value).ok())
+        problem(std::string(what) + " of id " + std::to_string(id) + " has no record");
     }
-    const uint64_t id = encoding::ParseBigEndian64(it->key().data() + 2);
-    if (!impl_->db->Get(ro, ImageKey(id), &value).ok())
-      problem("vector of id " + std::to_string(id) + " has no record");
   }
   if (!it->status().ok()) problem("reading: " + it->status().ToString());
   return problems;

@@ -9,6 +9,9 @@
 //   i:<id BE64>         ImageRecord
 //   v:<id BE64>         u32 dim, dim x f32, u64 FNV-1a of the floats
 //   p:<path bytes>      u64 id
+//   f:<id BE64>         local features for spatial verification (an opaque
+//                       blob the indexer encodes), u64 FNV-1a of the blob;
+//                       optional per image
 // Every image's record, vector, path entry and counters are written in one
 // atomic WriteBatch (WAL on), so an image is either wholly present or absent.
 #pragma once
@@ -140,9 +143,19 @@ class Store {
       const std::function<void(const ImageRecord&, const float*)>& fn) const;
 
   // Atomically stores (or replaces, when record->id != 0) an image's record,
-  // vector and path entry. Assigns record->id for new images. vector must
-  // have model().vlad_dim() finite floats. Throws StoreError(kIo).
-  void PutImage(ImageRecord* record, const float* vector);
+  // vector, path entry and local features (none if `features` is empty).
+  // Assigns record->id for new images. vector must have model().vlad_dim()
+  // finite floats. Throws StoreError(kIo).
+  void PutImage(ImageRecord* record, const float* vector,
+                const std::string& features = std::string());
+
+  // The vector of image `id` (model().vlad_dim() floats), or nullopt if
+  // there is no such image. Throws StoreError(kCorrupt) on a bad checksum.
+  std::optional<std::vector<float>> GetVector(uint64_t id) const;
+
+  // The local-features blob stored with image `id`, or nullopt if it has
+  // none. Throws StoreError(kCorrupt) if the blob fails its checksum.
+  std::optional<std::string> GetFeatures(uint64_t id) const;
 
   // Replaces the record of an already stored image (e.g. a new mtime for the
   // same content), keeping its vector.

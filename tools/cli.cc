@@ -392,6 +392,12 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
        "table | tsv (query<TAB>rank<TAB>path<TAB>score, one line per hit) | json (one object "
        "per query per line)")
       ("backend", po::value(&backend)->default_value(backend), "VLAD encoder: auto | cpu | cuda")
+      ("rerank", po::value(&o.rerank)->default_value(d.rerank),
+       "spatially verify the top N results against the query (0 = off)")
+      ("min-inliers", po::value(&o.min_inliers)->default_value(d.min_inliers),
+       "RANSAC inliers a result needs to count as verified")
+      ("expansion", po::value(&o.expansion)->default_value(d.expansion),
+       "query expansion from up to N verified results (0 = off)")
       ("verbose,v", "print the backend and the number of indexed images");
   po::options_description hidden;
   hidden.add_options()("query", po::value(&queries)->composing());
@@ -454,16 +460,19 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
         char score[32];
         std::snprintf(score, sizeof score, "%.6f", r.hits[i].score);
         out << (i ? "," : "") << "{\"rank\":" << i + 1 << "," << JsonPathField("path", r.hits[i].path)
-            << ",\"score\":" << score << "}";
+            << ",\"score\":" << score;
+        if (r.hits[i].inliers >= 0) out << ",\"inliers\":" << r.hits[i].inliers;
+        out << "}";
       }
       out << "]}\n";
     } else {
       out << "query " << EscapeField(r.query) << "\n";
       if (r.hits.empty()) out << "  (no results)\n";
-      out << "  rank  score     path\n";
+      out << "  rank  score   inliers  path\n";
       for (size_t i = 0; i < r.hits.size(); ++i) {
-        char line[64];
-        std::snprintf(line, sizeof line, "  %4zu  %.4f    ", i + 1, r.hits[i].score);
+        char line[64], inl[16] = "      -";
+        if (r.hits[i].inliers >= 0) std::snprintf(inl, sizeof inl, "%7d", r.hits[i].inliers);
+        std::snprintf(line, sizeof line, "  %4zu  %.4f %s  ", i + 1, r.hits[i].score, inl);
         out << line << EscapeField(r.hits[i].path) << "\n";
       }
     }

@@ -41,9 +41,10 @@ class SearcherTest : public ::testing::Test {
     ASSERT_EQ(s.indexed, kImages + 1);
     ASSERT_EQ(s.no_features, 1);
   }
-  std::unique_ptr<Searcher> Open(int k) {
+  std::unique_ptr<Searcher> Open(int k, int rerank = 0) {
     SearchOptions o;
     o.k = k;
+    o.rerank = rerank;
     o.backend = Backend::kCpu;
     return Searcher::Open(db(), o);
   }

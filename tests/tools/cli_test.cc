@@ -187,12 +187,13 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
     EXPECT_EQ(f[1], std::to_string(i % k + 1)) << "ranks start at 1";
     EXPECT_EQ(f[2].front(), '/') << "paths are absolute";
     EXPECT_TRUE(fs::exists(f[2])) << f[2];
+    // Cosine in [-1, 1], plus 1 + inliers / (inliers + 20) (< 2) when verified.
     const double score = std::stod(f[3]);
     EXPECT_GE(score, -1.0001);
-    EXPECT_LE(score, 1.0001);
+    EXPECT_LT(score, 3.0001);
     if (i % k == 0) {
       EXPECT_EQ(f[2], AbsolutePath(queries[i / k])) << "an indexed image finds itself first";
-      EXPECT_GT(score, 0.999);
+      EXPECT_GT(score, 2.5) << "an image verifies against itself with many inliers";
     }
   }
 

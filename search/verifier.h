@@ -1,0 +1,36 @@
+// Spatial verification of a candidate match between two images: nearest-
+// neighbour matching of local descriptors with Lowe's ratio test, one-to-one
+// matches, then a RANSAC homography (OpenCV). The number of inliers is the
+// evidence that two images show the same planar scene or a copy.
+//
+// One-to-one matching matters: without it, a text overlay or a repeated
+// pattern sends many query features to one candidate feature, and RANSAC
+// finds degenerate "homographies" with dozens of inliers between unrelated
+// images (measured on the dev set: 99.9th percentile of unrelated pairs 36
+// inliers many-to-one, 5 one-to-one; README, "Re-ranking").
+#pragma once
+
+#include <cstdint>
+
+#include "indexer/local_features.h"
+
+namespace lookalike {
+
+struct VerifyOptions {
+  float ratio = 0.8f;              // Lowe's ratio test on descriptor distances, (0, 1]
+  float ransac_threshold = 5.0f;   // reprojection error, pixels of the downscaled frame
+  int ransac_iterations = 2000;
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+struct Verification {
+  int matches = 0;  // one-to-one matches passing the ratio test
+  int inliers = 0;  // of those, consistent with the RANSAC homography
+};
+
+// Thread-safe (no shared state); single-threaded inside.
+Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candidate,
+                        const VerifyOptions& options);
+
+}  // namespace lookalike
