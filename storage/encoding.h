@@ -49,6 +49,56 @@ inline uint64_t ParseBigEndian64(const char* p) {
   return v;
 }
 
+// IEEE-754 binary16 <-> binary32, round to nearest even; used for large
+// matrices stored at half precision. Overflow becomes infinity.
+inline uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u)  // inf or NaN
+    return static_cast<uint16_t>(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u));
+  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520
+  if (x < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    if (x < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t mant = (x & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(x >> 23);  // 14..24 (+ 10-bit target)
+    const uint32_t half_mant = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    uint32_t r = half_mant;
+    if (rem > halfway || (rem == halfway && (half_mant & 1u))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  uint32_t r = ((x >> 13) - (112u << 10));  // rebias exponent 127 -> 15
+  const uint32_t rem = x & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+  return static_cast<uint16_t>(sign | r);
+}
+inline float HalfToFloat(uint16_t h) {
+  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    x = sign | ((exp + 112u) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    x = sign;
+  } else {  // subnormal: normalise
+    exp = 113;
+    while (!(mant & 0x400u)) {
+      mant <<= 1;
+      --exp;
+    }
+    x = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 // Sequential reader over an encoded value.
 class Reader {
  public:

@@ -31,6 +31,8 @@ const char kSchemaKey[] = "m:schema";
 const char kModelKey[] = "m:model";
 const char kNextIdKey[] = "m:next_id";
 const char kCountKey[] = "m:count";
+const char kProjectionKey[] = "m:pca";
+constexpr uint32_t kProjectionFormat = 1;
 
 std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(id); }
 std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(id); }
@@ -109,6 +111,101 @@ ModelRecord DecodeModel(const std::string& value) {
     throw encoding::CorruptValue(std::string("model: codebook checksum mismatch (") + buf + ")");
   }
   return m;
+}
+
+// m:pca: u32 format, u32 in_dim, u32 out_dim, u32 num_samples, u32 flags
+// (1 whiten, 2 half precision), f32 eigen regularisation, f32 power alpha,
+// in_dim f32 mean, out_dim f32 eigenvalues, out_dim x in_dim components (f16
+// or f32), u64 FNV-1a of everything before it.
+std::string EncodeProjection(const ProjectionRecord& p) {
+  const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
+  if (p.mean.size() != p.in_dim || p.eigenvalues.size() != p.out_dim ||
+      p.components.size() != n)
+    throw StoreError(StoreError::Kind::kIo, "projection has inconsistent sizes");
+  std::string s;
+  s.reserve(36 + 4 * (p.in_dim + p.out_dim) + n * (p.half_precision ? 2 : 4) + 8);
+  encoding::PutFixed32(&s, kProjectionFormat);
+  encoding::PutFixed32(&s, p.in_dim);
+  encoding::PutFixed32(&s, p.out_dim);
+  encoding::PutFixed32(&s, p.num_samples);
+  encoding::PutFixed32(&s, (p.whiten ? 1u : 0u) | (p.half_precision ? 2u : 0u));
+  encoding::PutFloat(&s, p.eigen_regularization);
+  encoding::PutFloat(&s, p.power_alpha);
+  for (float v : p.mean) encoding::PutFloat(&s, v);
+  for (float v : p.eigenvalues) encoding::PutFloat(&s, v);
+  const size_t at = s.size();
+  if (p.half_precision) {
+    s.resize(at + 2 * n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint16_t h = encoding::FloatToHalf(p.components[i]);
+      s[at + 2 * i] = static_cast<char>(h & 0xff);
+      s[at + 2 * i + 1] = static_cast<char>(h >> 8);
+    }
+  } else {
+    s.resize(at + 4 * n);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &p.components[i], 4);
+      for (int b = 0; b < 4; ++b) s[at + 4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+    }
+  }
+  encoding::PutFixed64(&s, encoding::Fnv1a64(s.data(), s.size()));
+  return s;
+}
+
+ProjectionRecord DecodeProjection(const std::string& value, uint64_t vlad_dim) {
+  if (value.size() < 8) throw encoding::CorruptValue("projection: too short");
+  const size_t body = value.size() - 8;
+  const uint64_t stored = Reader(value.data() + body, 8, "projection").Fixed64();
+  const uint64_t computed = encoding::Fnv1a64(value.data(), body);
+  if (stored != computed) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
+                  static_cast<unsigned long long>(stored),
+                  static_cast<unsigned long long>(computed));
+    throw encoding::CorruptValue(std::string("projection (m:pca): checksum mismatch (") + buf +
+                                 ")");
+  }
+  Reader r(value.data(), body, "projection");
+  const uint32_t format = r.Fixed32();
+  if (format != kProjectionFormat)
+    throw encoding::CorruptValue("projection: format " + std::to_string(format) +
+                                 ", this build reads " + std::to_string(kProjectionFormat));
+  ProjectionRecord p;
+  p.in_dim = r.Fixed32();
+  p.out_dim = r.Fixed32();
+  p.num_samples = r.Fixed32();
+  const uint32_t flags = r.Fixed32();
+  p.whiten = flags & 1u;
+  p.half_precision = flags & 2u;
+  p.eigen_regularization = r.Float();
+  p.power_alpha = r.Float();
+  if (p.in_dim != vlad_dim || p.out_dim == 0 || p.out_dim > p.in_dim)
+    throw encoding::CorruptValue("projection: maps " + std::to_string(p.in_dim) + " -> " +
+                                 std::to_string(p.out_dim) +
+                                 " dimensions, the model's VLAD has " +
+                                 std::to_string(vlad_dim));
+  p.mean.resize(p.in_dim);
+  for (float& v : p.mean) v = r.Float();
+  p.eigenvalues.resize(p.out_dim);
+  for (float& v : p.eigenvalues) v = r.Float();
+  const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
+  p.components.resize(n);
+  if (p.half_precision) {
+    const auto* raw = reinterpret_cast<const unsigned char*>(r.Raw(2 * n));
+    for (uint64_t i = 0; i < n; ++i)
+      p.components[i] = encoding::HalfToFloat(
+          static_cast<uint16_t>(raw[2 * i] | (uint16_t{raw[2 * i + 1]} << 8)));
+  } else {
+    const char* raw = r.Raw(4 * n);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint32_t bits = 0;
+      for (int b = 3; b >= 0; --b) bits = (bits << 8) | static_cast<unsigned char>(raw[4 * i + b]);
+      std::memcpy(&p.components[i], &bits, 4);
+    }
+  }
+  r.ExpectEnd();
+  return p;
 }
 
 std::string EncodeRecord(const ImageRecord& r) {
@@ -259,7 +356,8 @@ void Store::CheckCanCreate(const std::string& path) {
 }
 
 std::unique_ptr<Store> Store::Create(const std::string& path,
-                                     const ModelRecord& model) {
+                                     const ModelRecord& model,
+                                     const ProjectionRecord* projection) {
   CheckCanCreate(path);
   std::error_code ec;
   const fs::path target(path);
@@ -288,6 +386,7 @@ std::unique_ptr<Store> Store::Create(const std::string& path,
     std::unique_ptr<rocksdb::DB> db(raw);
     rocksdb::WriteBatch batch;
     batch.Put(kModelKey, EncodeModel(model));
+    if (projection) batch.Put(kProjectionKey, EncodeProjection(*projection));
     batch.Put(kNextIdKey, EncodeU64(1));
     batch.Put(kCountKey, EncodeU64(0));
     std::string schema;
@@ -489,6 +588,18 @@ std::optional<std::vector<float>> Store::GetVector(uint64_t id) const {
   return vec;
 }
 
+std::optional<ProjectionRecord> Store::GetProjection() const {
+  const auto value = impl_->Get(kProjectionKey);
+  if (!value) return std::nullopt;
+  try {
+    return DecodeProjection(*value, model_.vlad_dim());
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt,
+                     "database " + path_ + " is corrupt: " + e.what() +
+                         "; run 'lookalike index' into a new --db");
+  }
+}
+
 std::optional<std::string> Store::GetFeatures(uint64_t id) const {
   const auto value = impl_->Get(FeaturesKey(id));
   if (!value) return std::nullopt;
@@ -569,6 +680,21 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
   const uint64_t dim = model_.vlad_dim();
   uint64_t num_records = 0;
   std::string value;
+  {
+    const rocksdb::Status s = impl_->db->Get(ro, kProjectionKey, &value);
+    if (s.ok()) {
+      try {
+        const ProjectionRecord p = DecodeProjection(value, dim);
+        for (const auto* v : {&p.mean, &p.eigenvalues, &p.components})
+          for (float x : *v)
+            if (!std::isfinite(x)) throw encoding::CorruptValue("projection: non-finite value");
+      } catch (const encoding::CorruptValue& e) {
+        problem(e.what());
+      }
+    } else if (!s.IsNotFound()) {
+      problem("projection (m:pca) unreadable (" + s.ToString() + ")");
+    }
+  }
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(ro));
   for (it->Seek("i:"); it->Valid() && it->key().starts_with("i:"); it->Next()) {
     ++num_records;

@@ -12,6 +12,8 @@
 //   f:<id BE64>         local features for spatial verification (an opaque
 //                       blob the indexer encodes), u64 FNV-1a of the blob;
 //                       optional per image
+//   m:pca               ProjectionRecord, u64 FNV-1a of the value; optional
+//                       (written only at creation; absent = search full VLAD)
 // Every image's record, vector, path entry and counters are written in one
 // atomic WriteBatch (WAL on), so an image is either wholly present or absent.
 #pragma once
@@ -79,6 +81,22 @@ struct ModelRecord {
   uint64_t vlad_dim() const { return uint64_t{num_clusters} * dim; }
 };
 
+// PCA(-whitening) of the VLAD vectors, learned when the database was created
+// (indexer/projection.h learns and applies it). Optional: a database without
+// one searches its full VLAD vectors, as every database did before.
+struct ProjectionRecord {
+  uint32_t in_dim = 0;             // VLAD dimension it reads (model vlad_dim)
+  uint32_t out_dim = 0;            // components kept, >= 1
+  uint32_t num_samples = 0;        // vectors it was learned from
+  bool whiten = true;              // scale component i by (eigenvalue_i + reg x mean)^-1/2
+  bool half_precision = true;      // components stored as float16 (else float32)
+  float eigen_regularization = 0;  // relative eigenvalue floor for whitening, >= 0
+  float power_alpha = 1.0f;        // signed power after projection (1 = off)
+  std::vector<float> mean;         // in_dim
+  std::vector<float> eigenvalues;  // out_dim, descending
+  std::vector<float> components;   // out_dim x in_dim, orthonormal rows, row-major
+};
+
 // Held by the one process building a new database (sampling, k-means,
 // creation), so a second `index` on the same path is refused at once instead
 // of learning its own codebook in parallel. An flock on `.<name>.lock` beside
@@ -109,8 +127,10 @@ class Store {
   // built in a sibling temporary directory and renamed into place, so a crash
   // leaves either nothing or a complete empty database. Throws StoreError if
   // `path` exists and is not an empty directory.
+  // `projection`, if given, is written in the same atomic creation.
   static std::unique_ptr<Store> Create(const std::string& path,
-                                       const ModelRecord& model);
+                                       const ModelRecord& model,
+                                       const ProjectionRecord* projection = nullptr);
 
   // Throws the StoreError Create would throw for `path` (a file, a non-empty
   // folder that is not a database, a missing parent), without creating anything.
@@ -157,6 +177,12 @@ class Store {
   // none. Throws StoreError(kCorrupt) if the blob fails its checksum.
   std::optional<std::string> GetFeatures(uint64_t id) const;
 
+  // The PCA projection stored at creation, or nullopt if the database has
+  // none. Reads and checks it at every call (tens of MiB at K = 512): callers
+  // keep the result. Throws StoreError(kCorrupt) if it fails its checksum or
+  // does not fit the model.
+  std::optional<ProjectionRecord> GetProjection() const;
+
   // Replaces the record of an already stored image (e.g. a new mtime for the
   // same content), keeping its vector.
   void UpdateRecord(const ImageRecord& record);
@@ -166,7 +192,8 @@ class Store {
 
   // Full consistency check, for `lookalike verify`: RocksDB block checksums,
   // every record decodes and has its vector (right size, checksum, finite,
-  // unit L2 norm or all zero for kNoFeatures) and its path entry, every path
+  // unit L2 norm or all zero for kNoFeatures) and its path entry, the PCA
+  // projection if any (checksum, fits the model, finite), every path
   // entry and vector has its record, ids are below the allocator and the
   // stored count equals the number of records. Returns one line per problem
   // (empty = consistent); stops listing after `max_problems`.

@@ -1,0 +1,248 @@
+#include "indexer/projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+extern "C" {
+int sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+           const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+           const float* beta, float* c, const int* ldc);
+void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda,
+            double* w, double* work, const int* lwork, int* info);
+}
+
+namespace lookalike {
+
+void ProjectionOptions::Validate() const {
+  if (out_dim < 0 || out_dim > 65536)
+    throw std::invalid_argument("--pca-dim must be 0 (off) or in 1..65536, got " +
+                                std::to_string(out_dim));
+  if (!(eigen_regularization >= 0.0f) || !std::isfinite(eigen_regularization))
+    throw std::invalid_argument("--pca-regularization must be >= 0, got " +
+                                std::to_string(eigen_regularization));
+  if (!(power_alpha > 0.0f && power_alpha <= 1.0f))
+    throw std::invalid_argument("--pca-power must be in (0, 1], got " +
+                                std::to_string(power_alpha));
+}
+
+namespace {
+
+// C (row-major m x n) = A (row-major m x k) x B^T (B row-major n x k), through
+// column-major BLAS: C^T = B x A^T.
+void GemmABt(const float* a, const float* b, int64_t m, int64_t n, int64_t k, float* c) {
+  const float one = 1.0f, zero = 0.0f;
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  sgemm_("T", "N", &ni, &mi, &ki, &one, b, &ki, a, &ki, &zero, c, &ni);
+}
+
+}  // namespace
+
+ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
+                                 const ProjectionOptions& options) {
+  options.Validate();
+  if (options.out_dim == 0) throw std::invalid_argument("LearnProjection: out_dim is 0");
+  if (dim < 2 || dim > (int64_t{1} << 30))
+    throw std::invalid_argument("LearnProjection: bad dimension " + std::to_string(dim));
+  // Images without features are stored as zero vectors; they say nothing
+  // about the distribution of real ones.
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < num; ++i) {
+    const float* v = vectors + i * dim;
+    if (std::any_of(v, v + dim, [](float x) { return x != 0.0f; })) rows.push_back(i);
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n < 2)
+    throw std::invalid_argument("cannot learn a PCA projection from " + std::to_string(n) +
+                                " vector(s); it needs at least 2 images with features");
+  // Gather the usable rows only when some were skipped (avoids a copy of the
+  // usual n x dim block, 256 MiB for 1,000 images at K = 512).
+  std::vector<float> gathered;
+  const float* x = vectors;
+  if (n != num) {
+    gathered.resize(static_cast<size_t>(n * dim));
+    for (int64_t i = 0; i < n; ++i)
+      std::copy(vectors + rows[i] * dim, vectors + (rows[i] + 1) * dim,
+                gathered.begin() + i * dim);
+    x = gathered.data();
+  }
+  // Mean, in double.
+  std::vector<double> mean_d(dim, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < dim; ++j) mean_d[j] += x[i * dim + j];
+  std::vector<float> mean(dim);
+  for (int64_t j = 0; j < dim; ++j) mean[j] = static_cast<float>(mean_d[j] / n);
+
+  // Centred Gram matrix without centring a copy of the data (Gram trick for
+  // n << dim): Gc = X X^T - s 1^T - 1 s^T + |m|^2, s = X m. The eigenvectors
+  // of the covariance are Xc^T v / sqrt(lambda) for Gc's eigenpairs (v, lambda).
+  std::vector<float> gram(static_cast<size_t>(n * n));
+  GemmABt(x, x, n, n, dim, gram.data());
+  std::vector<double> s(n, 0.0);
+  double mm = 0;
+  for (int64_t j = 0; j < dim; ++j) mm += double{mean[j]} * mean[j];
+  for (int64_t i = 0; i < n; ++i) {
+    double acc = 0;
+    for (int64_t j = 0; j < dim; ++j) acc += double{x[i * dim + j]} * mean[j];
+    s[i] = acc;
+  }
+  std::vector<double> gc(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      gc[i * n + j] = 0.5 * (double{gram[i * n + j]} + gram[j * n + i]) - s[i] - s[j] + mm;
+  std::vector<float>().swap(gram);
+
+  std::vector<double> eig(n);
+  {
+    const int ni = static_cast<int>(n);
+    int info = 0, lwork = -1;
+    double query = 0;
+    dsyev_("V", "U", &ni, gc.data(), &ni, eig.data(), &query, &lwork, &info);
+    lwork = static_cast<int>(query);
+    std::vector<double> work(std::max(1, lwork));
+    dsyev_("V", "U", &ni, gc.data(), &ni, eig.data(), work.data(), &lwork, &info);
+    if (info != 0)
+      throw std::runtime_error("PCA: eigen decomposition failed (LAPACK dsyev info " +
+                               std::to_string(info) + ")");
+  }
+  // dsyev returns ascending eigenvalues; column c of gc (column-major, so
+  // row c of the row-major buffer) is the eigenvector. Keep the largest,
+  // dropping numerically null ones (centring removes one dimension).
+  const double top = std::max(eig[n - 1], 0.0);
+  int64_t keep = 0;
+  while (keep < std::min<int64_t>(options.out_dim, n - 1) &&
+         eig[n - 1 - keep] > 1e-7 * top && top > 0)
+    ++keep;
+  if (keep == 0)
+    throw std::invalid_argument("cannot learn a PCA projection: the " + std::to_string(n) +
+                                " training vectors are identical");
+
+  // Components U = diag(lambda^-1/2) V^T Xc = diag(lambda^-1/2) (V^T X - (V^T 1) m^T).
+  std::vector<float> vt(static_cast<size_t>(keep * n));  // keep x n, row-major
+  std::vector<double> vsum(keep, 0.0);
+  for (int64_t c = 0; c < keep; ++c) {
+    const double* col = gc.data() + (n - 1 - c) * n;
+    for (int64_t i = 0; i < n; ++i) {
+      vt[c * n + i] = static_cast<float>(col[i]);
+      vsum[c] += col[i];
+    }
+  }
+  ProjectionRecord p;
+  p.in_dim = static_cast<uint32_t>(dim);
+  p.out_dim = static_cast<uint32_t>(keep);
+  p.num_samples = static_cast<uint32_t>(n);
+  p.whiten = options.whiten;
+  p.half_precision = options.half_precision;
+  p.eigen_regularization = options.eigen_regularization;
+  p.power_alpha = options.power_alpha;
+  p.mean = mean;
+  p.eigenvalues.resize(keep);
+  p.components.resize(static_cast<size_t>(keep * dim));
+  {
+    // (keep x n) x (n x dim): C^T (dim x keep, col-major) = X^T (dim x n) V.
+    const float one = 1.0f, zero = 0.0f;
+    const int ki = static_cast<int>(keep), ni = static_cast<int>(n), di = static_cast<int>(dim);
+    sgemm_("N", "N", &di, &ki, &ni, &one, x, &di, vt.data(), &ni, &zero, p.components.data(),
+           &di);
+  }
+  for (int64_t c = 0; c < keep; ++c) {
+    const double lambda = eig[n - 1 - c];
+    p.eigenvalues[c] = static_cast<float>(lambda / n);  // covariance eigenvalue
+    float* u = p.components.data() + c * dim;
+    double norm2 = 0;
+    for (int64_t j = 0; j < dim; ++j) {
+      const double v = double{u[j]} - vsum[c] * mean[j];
+      u[j] = static_cast<float>(v);
+      norm2 += v * v;
+    }
+    // |Xc^T v| = sqrt(lambda) in exact arithmetic; normalise by the measured
+    // norm so rows are unit length despite rounding.
+    const float inv = static_cast<float>(1.0 / std::sqrt(std::max(norm2, 1e-300)));
+    for (int64_t j = 0; j < dim; ++j) u[j] *= inv;
+  }
+  return p;
+}
+
+SearchProjection SearchProjection::FromStore(const Store& store) {
+  const auto record = store.GetProjection();
+  return FromRecord(record ? &*record : nullptr,
+                    static_cast<int64_t>(store.model().vlad_dim()));
+}
+
+SearchProjection SearchProjection::FromRecord(const ProjectionRecord* record, int64_t in_dim) {
+  SearchProjection sp;
+  sp.in_dim_ = in_dim;
+  sp.out_dim_ = in_dim;
+  if (!record) return sp;
+  const ProjectionRecord& p = *record;
+  const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
+  if (static_cast<int64_t>(p.in_dim) != in_dim || p.out_dim == 0 || p.out_dim > p.in_dim ||
+      p.mean.size() != p.in_dim || p.eigenvalues.size() != p.out_dim || p.components.size() != n)
+    throw std::runtime_error("the database's PCA projection (" + std::to_string(p.in_dim) +
+                             " -> " + std::to_string(p.out_dim) +
+                             ") does not fit its VLAD vectors (" + std::to_string(in_dim) +
+                             " dimensions); re-index into a new --db");
+  if (!(p.power_alpha > 0.0f && p.power_alpha <= 1.0f) || !(p.eigen_regularization >= 0.0f))
+    throw std::runtime_error("the database's PCA projection has unusable settings; "
+                             "re-index into a new --db");
+  sp.identity_ = false;
+  sp.out_dim_ = p.out_dim;
+  sp.power_alpha_ = p.power_alpha;
+  sp.matrix_ = p.components;
+  if (p.whiten) {
+    double mean_eig = 0;
+    for (float e : p.eigenvalues) mean_eig += e;
+    mean_eig /= p.out_dim;
+    const double floor = std::max(1e-12 * p.eigenvalues[0], 1e-30);
+    for (uint32_t c = 0; c < p.out_dim; ++c) {
+      const double e = std::max<double>(p.eigenvalues[c], 0.0) +
+                       double{p.eigen_regularization} * mean_eig;
+      const float scale = static_cast<float>(1.0 / std::sqrt(std::max(e, floor)));
+      float* row = sp.matrix_.data() + uint64_t{c} * p.in_dim;
+      for (uint32_t j = 0; j < p.in_dim; ++j) row[j] *= scale;
+    }
+  }
+  sp.offset_.resize(p.out_dim);
+  for (uint32_t c = 0; c < p.out_dim; ++c) {
+    const float* row = sp.matrix_.data() + uint64_t{c} * p.in_dim;
+    double acc = 0;
+    for (uint32_t j = 0; j < p.in_dim; ++j) acc += double{row[j]} * p.mean[j];
+    sp.offset_[c] = static_cast<float>(acc);
+  }
+  return sp;
+}
+
+void SearchProjection::Apply(const float* in, int64_t n, float* out) const {
+  if (n <= 0) return;
+  if (identity_) {
+    // Stored vectors are already L2-normalised (or zero); copy unless in place.
+    if (in != out) std::copy(in, in + n * in_dim_, out);
+    return;
+  }
+  // Bounded chunks keep each sgemm's int arguments in range.
+  constexpr int64_t kChunk = 4096;
+  for (int64_t start = 0; start < n; start += kChunk) {
+    const int64_t m = std::min(kChunk, n - start);
+    GemmABt(in + start * in_dim_, matrix_.data(), m, out_dim_, in_dim_, out + start * out_dim_);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float* v = in + i * in_dim_;
+    float* o = out + i * out_dim_;
+    if (std::all_of(v, v + in_dim_, [](float x) { return x == 0.0f; })) {
+      std::fill(o, o + out_dim_, 0.0f);
+      continue;
+    }
+    double norm2 = 0;
+    for (int64_t c = 0; c < out_dim_; ++c) {
+      float y = o[c] - offset_[c];
+      if (power_alpha_ != 1.0f) y = std::copysign(std::pow(std::fabs(y), power_alpha_), y);
+      o[c] = y;
+      norm2 += double{y} * y;
+    }
+    const float inv = norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
+    for (int64_t c = 0; c < out_dim_; ++c) o[c] *= inv;
+  }
+}
+
+}  // namespace lookalike

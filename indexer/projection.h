@@ -1,0 +1,76 @@
+// PCA(-whitening) of VLAD vectors (Jégou & Chum, "Negative evidence and
+// co-occurrences in image retrieval", ECCV 2012): learned once, when a
+// database is created, from the VLAD vectors of the codebook's training
+// sample; stored with the model (m:pca); applied to the stored vectors when
+// the search index is built and to every query. Stored vectors stay full
+// VLAD, so a database can always be searched without it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "storage/store.h"
+
+namespace lookalike {
+
+// How the projection is learned when a database is created.
+struct ProjectionOptions {
+  // Components kept; 0 = no projection (search uses full VLAD vectors).
+  // Capped at (training vectors - 1) when learned, since more components
+  // would only span noise. 0 by default: on the development set (97 images,
+  // so at most 96 components) every projection measured lowered mAP (README,
+  // "PCA-whitening").
+  int out_dim = 0;
+  // Divide each component by sqrt(eigenvalue + eigen_regularization x mean
+  // eigenvalue), so frequent, co-occurring directions count less.
+  bool whiten = true;
+  // Relative floor added to every eigenvalue before whitening, >= 0; keeps the
+  // smallest components (mostly noise) from being amplified.
+  float eigen_regularization = 0.0f;
+  // Signed power applied to each projected component before the final L2
+  // normalisation; in (0, 1], 1 = off.
+  float power_alpha = 1.0f;
+  // Matrix stored as float16 (half the bytes; rows are orthonormal, so the
+  // rounding error is ~5e-4 relative) instead of float32.
+  bool half_precision = true;
+
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+// Learns the projection from `num` VLAD vectors (row-major, `dim` floats each,
+// all-zero rows are ignored) with FAISS's PCAMatrix. out_dim is capped at
+// (usable rows - 1). Throws std::invalid_argument if fewer than 2 usable rows
+// remain or options are invalid.
+ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
+                                 const ProjectionOptions& options);
+
+// Maps stored VLAD vectors (model.vlad_dim() floats) to the vectors the search
+// index holds: PCA(-whitening) to out_dim, then L2; identity when the database
+// has no projection. Thread-safe after construction.
+class SearchProjection {
+ public:
+  // Throws StoreError(kCorrupt) / std::runtime_error for an unusable projection.
+  static SearchProjection FromStore(const Store& store);  // loads it (or identity)
+  // From a record (e.g. one just learned); identity for nullptr. `in_dim` is
+  // the VLAD dimension of the model it must apply to. Throws
+  // std::runtime_error if the record does not fit it.
+  static SearchProjection FromRecord(const ProjectionRecord* record, int64_t in_dim);
+
+  int64_t in_dim() const { return in_dim_; }
+  int64_t out_dim() const { return out_dim_; }
+  bool identity() const { return identity_; }
+  // n x in_dim -> n x out_dim, rows L2-normalised; zero rows stay zero.
+  // In-place (in == out) is allowed only for the identity.
+  void Apply(const float* in, int64_t n, float* out) const;
+
+ private:
+  int64_t in_dim_ = 0;
+  int64_t out_dim_ = 0;
+  bool identity_ = true;
+  float power_alpha_ = 1.0f;
+  std::vector<float> matrix_;  // out_dim x in_dim, whitening folded in
+  std::vector<float> offset_;  // matrix_ x mean, out_dim
+};
+
+}  // namespace lookalike
