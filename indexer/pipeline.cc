@@ -30,6 +30,7 @@ void IndexOptions::Validate() const {
   if (db_path.empty()) throw std::invalid_argument("--db must be given");
   encoding.Validate();
   codebook.Validate();
+  projection.Validate();
   if (train_images < 1)
     throw std::invalid_argument("train images must be >= 1, got " + std::to_string(train_images));
   if (threads < 0 || threads > 1024)
@@ -446,8 +447,40 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     const Codebook codebook =
         Codebook::Train(training.data(), num_training, dim, options.codebook);
     summary.stages.train = Seconds(t_train, Clock::now());
-    store = Store::Create(db_path, MakeModelRecord(options.encoding, codebook,
-                                                   options.codebook.seed));
+    std::optional<ProjectionRecord> projection;
+    if (options.projection.out_dim > 0) {
+      // PCA from the VLAD vectors of the training images whose descriptors
+      // are still held (the cache above; all of them up to its budget).
+      const auto t_pca = Clock::now();
+      std::vector<const Processed*> held;
+      for (const auto& entry : cached)
+        if (entry.second.descriptors.num > 0) held.push_back(&entry.second);
+      std::sort(held.begin(), held.end(),
+                [](const Processed* a, const Processed* b) { return a->path < b->path; });
+      if (observer)
+        observer->OnPhase("PCA: " + std::to_string(options.projection.out_dim) +
+                          " components from the VLAD vectors of " +
+                          std::to_string(held.size()) + " training images");
+      auto sample_encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
+      const int64_t vlad_dim = sample_encoder->vlad_dim();
+      std::vector<float> sample_vlad(held.size() * static_cast<size_t>(vlad_dim));
+      for (size_t i = 0; i < held.size(); ++i) {
+        const Descriptors& d = held[i]->descriptors;
+        const int64_t offsets[2] = {0, d.num};
+        sample_encoder->Encode(d.values.data(), offsets, 1, sample_vlad.data() + i * vlad_dim);
+      }
+      if (held.size() < 2)
+        throw std::runtime_error("cannot learn a PCA projection from " +
+                                 std::to_string(held.size()) +
+                                 " training image(s) with features; add images or "
+                                 "use --pca-dim 0");
+      projection = LearnProjection(sample_vlad.data(), static_cast<int64_t>(held.size()),
+                                   vlad_dim, options.projection);
+      summary.stages.pca = Seconds(t_pca, Clock::now());
+    }
+    store = Store::Create(db_path,
+                          MakeModelRecord(options.encoding, codebook, options.codebook.seed),
+                          projection ? &*projection : nullptr);
     creation_lock.reset();  // the store's own lock protects it from here on
   }
   SetLibraryThreads(1);

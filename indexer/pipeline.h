@@ -10,6 +10,7 @@
 #include "indexer/codebook.h"
 #include "indexer/image_file.h"
 #include "indexer/model.h"
+#include "indexer/projection.h"
 #include "indexer/vlad.h"
 #include "storage/store.h"
 
@@ -20,6 +21,7 @@ struct IndexOptions {
   std::string db_path;            // database folder (created if missing)
   EncodingSettings encoding;      // used for a new database only
   CodebookOptions codebook;       // used for a new database only
+  ProjectionOptions projection;   // PCA of VLAD vectors; new database only
   int train_images = 1000;        // images sampled to learn the codebook; >= 1
   int threads = 0;                // decode/extract threads; 0 = all cores
   int batch_images = 32;          // images per encoder batch; 1..4096
@@ -35,6 +37,7 @@ struct StageTimes {
   double read_decode = 0;  // read, hash, decode, downscale
   double extract = 0;      // SIFT + RootSIFT
   double train = 0;        // k-means (new database only)
+  double pca = 0;          // VLAD of the training sample + PCA (new database only)
   double encode = 0;       // assignment + VLAD (encoder thread)
   double store = 0;        // RocksDB writes (encoder thread)
 };

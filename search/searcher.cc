@@ -12,6 +12,7 @@
 
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
+#include "indexer/projection.h"
 
 namespace lookalike {
 namespace fs = std::filesystem;
@@ -37,6 +38,7 @@ struct Searcher::Impl {
   std::unique_ptr<Store> store;
   std::unique_ptr<ImageEncoder> encoder;
   std::unique_ptr<faiss::IndexFlatIP> index;
+  SearchProjection projection;       // stored VLAD -> index vectors (PCA or identity)
   std::vector<uint64_t> ids;         // faiss row -> image id
   std::vector<std::string> paths;    // faiss row -> path
   int64_t num_zero = 0;
@@ -53,14 +55,22 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path,
   impl->store = Store::Open(db_path, Store::Mode::kReadOnly);
   impl->encoder = std::make_unique<ImageEncoder>(impl->store->model(), options.backend);
   const int64_t dim = static_cast<int64_t>(impl->store->model().vlad_dim());
-  impl->index = std::make_unique<faiss::IndexFlatIP>(dim);
+  impl->projection = SearchProjection::FromStore(*impl->store);
+  impl->index = std::make_unique<faiss::IndexFlatIP>(impl->projection.out_dim());
   // Add in chunks so the staging buffer stays small.
-  std::vector<float> chunk;
+  std::vector<float> chunk, projected;
   constexpr int64_t kChunk = 256;
   chunk.reserve(kChunk * dim);
   auto flush = [&] {
     if (chunk.empty()) return;
-    impl->index->add(static_cast<faiss::Index::idx_t>(chunk.size() / dim), chunk.data());
+    const int64_t n = static_cast<int64_t>(chunk.size()) / dim;
+    const float* add = chunk.data();
+    if (!impl->projection.identity()) {
+      projected.resize(static_cast<size_t>(n * impl->projection.out_dim()));
+      impl->projection.Apply(chunk.data(), n, projected.data());
+      add = projected.data();
+    }
+    impl->index->add(static_cast<faiss::Index::idx_t>(n), add);
     chunk.clear();
   };
   impl->store->ForEachVector([&](const ImageRecord& rec, const float* v) {
@@ -85,6 +95,12 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors,
   const int64_t k = std::min<int64_t>(impl_->options.k, n_index);
   std::vector<float> scores(num * k);
   std::vector<faiss::Index::idx_t> labels(num * k);
+  std::vector<float> projected;
+  if (!impl_->projection.identity()) {
+    projected.resize(static_cast<size_t>(num * impl_->projection.out_dim()));
+    impl_->projection.Apply(vectors, num, projected.data());
+    vectors = projected.data();
+  }
   impl_->index->search(num, vectors, k, scores.data(), labels.data());
   for (int64_t q = 0; q < num; ++q) {
     for (int64_t r = 0; r < k; ++r) {
@@ -118,13 +134,19 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   const int64_t n_index = index.ntotal;
   std::vector<Hit> hits;
   if (n_index == 0) return hits;
-  const int64_t dim = index.d;
+  const int64_t dim = impl_->projection.in_dim();  // full VLAD (query, expansion)
   const int64_t depth = std::min<int64_t>(n_index, std::max(opt.k, opt.rerank));
   const bool rerank = opt.rerank > 0 && features.num() >= 5;
 
   auto vlad_search = [&](const float* q) {
     std::vector<float> scores(depth);
     std::vector<faiss::Index::idx_t> labels(depth);
+    std::vector<float> projected;
+    if (!impl_->projection.identity()) {
+      projected.resize(static_cast<size_t>(impl_->projection.out_dim()));
+      impl_->projection.Apply(q, 1, projected.data());
+      q = projected.data();
+    }
     index.search(1, q, depth, scores.data(), labels.data());
     std::vector<Candidate> c;
     for (int64_t r = 0; r < depth; ++r)

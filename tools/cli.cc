@@ -211,6 +211,8 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
               committed_path;
   std::string intra = d.encoding.vlad.intra_normalize ? "on" : "off";
   std::string residual = d.encoding.vlad.residual_normalize ? "on" : "off";
+  std::string whiten = d.projection.whiten ? "on" : "off";
+  std::string pca_half = d.projection.half_precision ? "on" : "off";
   double max_file_mb = static_cast<double>(d.limits.max_file_bytes) / (1 << 20);
   po::options_description model("model (used when the database is created; stored in it)");
   model.add_options()
@@ -234,6 +236,21 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
        "L2-normalise each residual before summing, on|off")
       ("train-images", po::value(&o.train_images)->default_value(d.train_images),
        "images sampled (seeded) to learn the codebook")
+      ("pca-dim", po::value(&o.projection.out_dim)->default_value(d.projection.out_dim),
+       "PCA of VLAD vectors learned from the training images: components kept for "
+       "search (0 = off; capped at training images - 1)")
+      ("whiten", po::value(&whiten)->default_value(whiten), "PCA-whitening on|off")
+      ("pca-regularization",
+       po::value(&o.projection.eigen_regularization)
+           ->default_value(d.projection.eigen_regularization,
+                           Shortest(d.projection.eigen_regularization)),
+       "whitening divides by sqrt(eigenvalue + R x mean eigenvalue)")
+      ("pca-power",
+       po::value(&o.projection.power_alpha)
+           ->default_value(d.projection.power_alpha, Shortest(d.projection.power_alpha)),
+       "signed power of the PCA components before L2, in (0, 1] (1 = off)")
+      ("pca-half", po::value(&pca_half)->default_value(pca_half),
+       "store the PCA matrix as float16 on|off")
       ("iterations", po::value(&o.codebook.num_iterations)->default_value(d.codebook.num_iterations),
        "k-means iterations")
       ("seed", po::value(&o.codebook.seed)->default_value(d.codebook.seed),
@@ -284,6 +301,8 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
     o.encoding.extractor.type = descriptor;
     o.encoding.vlad.intra_normalize = ParseBool("intra-norm", intra);
     o.encoding.vlad.residual_normalize = ParseBool("residual-norm", residual);
+    o.projection.whiten = ParseBool("whiten", whiten);
+    o.projection.half_precision = ParseBool("pca-half", pca_half);
     o.backend = ParseBackend(backend);
     if (!(max_file_mb > 0)) throw std::invalid_argument("--max-file-mb must be > 0");
     o.limits.max_file_bytes = static_cast<uint64_t>(max_file_mb * (1 << 20));
@@ -295,7 +314,8 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (Store::IsDatabase(o.db_path)) {
     // The model is fixed at creation; explicit model flags cannot change it.
     for (const char* flag : {"clusters", "max-side", "descriptor", "contrast-threshold",
-                             "max-features", "power", "intra-norm", "residual-norm"})
+                             "max-features", "power", "intra-norm", "residual-norm",
+                             "pca-dim", "whiten", "pca-regularization", "pca-power", "pca-half"})
       if (vm.count(flag) && !vm[flag].defaulted())
         err << "lookalike: note: --" << flag
             << " ignored: " << o.db_path
@@ -344,7 +364,8 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
         << ",\"images_per_second\":" << rate << ",\"threads\":" << s.threads
         << ",\"backend\":" << JsonString(s.backend) << ",\"stage_seconds\":{\"read_decode\":"
         << s.stages.read_decode << ",\"extract\":" << s.stages.extract
-        << ",\"train\":" << s.stages.train << ",\"encode\":" << s.stages.encode
+        << ",\"train\":" << s.stages.train << ",\"pca\":" << s.stages.pca
+        << ",\"encode\":" << s.stages.encode
         << ",\"store\":" << s.stages.store << "}}\n";
   } else {
     out << (s.cancelled ? "interrupted: committed work is kept; re-run to finish\n" : "")
@@ -369,7 +390,8 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (verbose) {
       out << std::setprecision(2) << "  stages     read+decode " << s.stages.read_decode
           << " s, extract " << s.stages.extract << " s (thread-seconds); train "
-          << s.stages.train << " s, encode " << s.stages.encode << " s, store "
+          << s.stages.train << " s, pca " << s.stages.pca << " s, encode "
+          << s.stages.encode << " s, store "
           << s.stages.store << " s\n";
     }
   }
@@ -515,6 +537,7 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitOk;
   auto store = Store::Open(db, Store::Mode::kReadOnly);
   const ModelRecord& m = store->model();
+  const std::optional<ProjectionRecord> pca = store->GetProjection();
   int64_t no_features = 0, descriptors = 0;
   store->ForEachImage([&](const ImageRecord& r) {
     no_features += r.status == ImageStatus::kNoFeatures;
@@ -536,6 +559,15 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << ",\"intra_norm\":" << (m.intra_normalize ? "true" : "false")
         << ",\"residual_norm\":" << (m.residual_normalize ? "true" : "false")
         << ",\"seed\":" << m.seed << ",\"codebook_hash\":\"" << hash << "\"}"
+        << ",\"pca\":";
+    if (pca)
+      out << "{\"out_dim\":" << pca->out_dim << ",\"whiten\":" << (pca->whiten ? "true" : "false")
+          << ",\"regularization\":" << pca->eigen_regularization
+          << ",\"power\":" << pca->power_alpha << ",\"samples\":" << pca->num_samples
+          << ",\"half_precision\":" << (pca->half_precision ? "true" : "false") << "}";
+    else
+      out << "null";
+    out
         << ",\"backend\":{\"auto\":\"" << auto_backend << "\",\"cuda_compiled\":"
         << (backend.cuda_compiled ? "true" : "false") << ",\"detail\":" << JsonString(backend.detail)
         << "}}\n";
@@ -554,6 +586,12 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << (m.intra_normalize ? "on" : "off") << ", residual-norm "
         << (m.residual_normalize ? "on" : "off") << ", seed " << m.seed << "\n"
         << "codebook      " << hash << "\n"
+        << "PCA           "
+        << (pca ? std::to_string(pca->out_dim) + "-d" + (pca->whiten ? ", whitened" : "") +
+                      ", learned from " + std::to_string(pca->num_samples) + " images" +
+                      (pca->half_precision ? ", float16" : ", float32")
+                : std::string("none (search uses the full VLAD vectors)"))
+        << "\n"
         << "backend       auto -> " << auto_backend << " (" << backend.detail << ")\n";
   }
   return kExitOk;

@@ -1,0 +1,371 @@
+// Tests of the PCA(-whitening) projection: the learned components against
+// OpenCV's PCA as an independent oracle, whitening, the cap on components,
+// float16 storage, the m:pca round trip with checksum corruption detection,
+// identity for databases without one, and end to end through the pipeline and
+// the searcher on generated images.
+#include "indexer/projection.h"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include <cmath>
+#include <limits>
+#include <opencv2/core.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "indexer/file_walker.h"
+#include "indexer/pipeline.h"
+#include "search/searcher.h"
+#include "storage/encoding.h"
+#include "storage/store.h"
+#include "tests/test_images.h"
+
+namespace lookalike {
+namespace {
+
+using testing::TempDir;
+
+// n unit vectors of `dim` with a decaying spectrum (a few strong directions
+// plus isotropic noise), like VLAD vectors; row `zero_row` (if >= 0) is zero.
+std::vector<float> MakeVectors(int64_t n, int64_t dim, uint64_t seed, int64_t zero_row = -1) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const int64_t rank = 12;
+  std::vector<float> basis(rank * dim);
+  for (float& b : basis) b = g(rng);
+  std::vector<float> offset(dim);
+  for (float& o : offset) o = 0.5f * g(rng);
+  std::vector<float> x(n * dim);
+  for (int64_t i = 0; i < n; ++i) {
+    float* v = x.data() + i * dim;
+    for (int64_t j = 0; j < dim; ++j) v[j] = offset[j] + 0.05f * g(rng);
+    for (int64_t r = 0; r < rank; ++r) {
+      const float c = g(rng) * 2.0f / static_cast<float>(r + 1);
+      for (int64_t j = 0; j < dim; ++j) v[j] += c * basis[r * dim + j];
+    }
+    double norm2 = 0;
+    for (int64_t j = 0; j < dim; ++j) norm2 += double{v[j]} * v[j];
+    for (int64_t j = 0; j < dim; ++j) v[j] = static_cast<float>(v[j] / std::sqrt(norm2));
+    if (i == zero_row) std::fill(v, v + dim, 0.0f);
+  }
+  return x;
+}
+
+double Dot(const float* a, const float* b, int64_t dim) {
+  double s = 0;
+  for (int64_t j = 0; j < dim; ++j) s += double{a[j]} * b[j];
+  return s;
+}
+
+// Both regimes: fewer samples than dimensions (the Gram trick's case, as for
+// VLAD) and more; dimensions that are not multiples of 32.
+class LearnTest : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(LearnTest, MatchesOpenCvPcaWithOrthonormalRows) {
+  const int64_t n = GetParam().first, dim = GetParam().second;
+  const std::vector<float> x = MakeVectors(n, dim, 11);
+  ProjectionOptions o;
+  o.out_dim = 10;
+  const ProjectionRecord p = LearnProjection(x.data(), n, dim, o);
+  ASSERT_EQ(p.in_dim, dim);
+  ASSERT_EQ(p.out_dim, 10u);
+  EXPECT_EQ(p.num_samples, n);
+  ASSERT_EQ(p.components.size(), static_cast<size_t>(10 * dim));
+  // Orthonormal rows.
+  for (int a = 0; a < 10; ++a)
+    for (int b = 0; b <= a; ++b)
+      EXPECT_NEAR(Dot(&p.components[a * dim], &p.components[b * dim], dim), a == b ? 1.0 : 0.0,
+                  1e-4)
+          << "rows " << a << ", " << b;
+  // Oracle: OpenCV's PCA (covariance eigen-decomposition, in double).
+  cv::Mat data(static_cast<int>(n), static_cast<int>(dim), CV_64F);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < dim; ++j) data.at<double>(i, j) = x[i * dim + j];
+  const cv::PCA oracle(data, cv::noArray(), cv::PCA::DATA_AS_ROW, 10);
+  for (int64_t j = 0; j < dim; ++j)
+    EXPECT_NEAR(p.mean[j], oracle.mean.at<double>(0, j), 1e-5);
+  for (int c = 0; c < 10; ++c) {
+    // cv::PCA divides the covariance by n, as we do.
+    EXPECT_NEAR(p.eigenvalues[c], oracle.eigenvalues.at<double>(c), 1e-4 * p.eigenvalues[0])
+        << "eigenvalue " << c;
+    if (c > 0) {
+      EXPECT_GE(p.eigenvalues[c - 1], p.eigenvalues[c]);
+    }
+    double dot = 0;
+    for (int64_t j = 0; j < dim; ++j)
+      dot += p.components[c * dim + j] * oracle.eigenvectors.at<double>(c, static_cast<int>(j));
+    // Components are defined up to sign; well-separated ones must agree.
+    if (c < 6) {
+      EXPECT_NEAR(std::fabs(dot), 1.0, 1e-3) << "component " << c;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LearnTest,
+                         ::testing::Values(std::make_pair(40, 301), std::make_pair(200, 77)));
+
+TEST(ProjectionTest, WhitenedTrainingDataHasUnitVariance) {
+  const int64_t n = 80, dim = 150;
+  const std::vector<float> x = MakeVectors(n, dim, 5);
+  ProjectionOptions o;
+  o.out_dim = 8;
+  const ProjectionRecord p = LearnProjection(x.data(), n, dim, o);
+  ASSERT_EQ(p.out_dim, 8u);
+  // Projected, whitened coordinates of the training data (before the final
+  // L2): zero mean, identity covariance.
+  std::vector<double> y(n * 8);
+  for (int64_t i = 0; i < n; ++i)
+    for (int c = 0; c < 8; ++c) {
+      double s = 0;
+      for (int64_t j = 0; j < dim; ++j)
+        s += (double{x[i * dim + j]} - p.mean[j]) * p.components[c * dim + j];
+      y[i * 8 + c] = s / std::sqrt(double{p.eigenvalues[c]});
+    }
+  for (int a = 0; a < 8; ++a)
+    for (int b = 0; b <= a; ++b) {
+      double cov = 0;
+      for (int64_t i = 0; i < n; ++i) cov += y[i * 8 + a] * y[i * 8 + b];
+      EXPECT_NEAR(cov / n, a == b ? 1.0 : 0.0, 1e-3) << a << ", " << b;
+    }
+  // SearchProjection applies exactly that, then L2.
+  const SearchProjection sp = SearchProjection::FromRecord(&p, dim);
+  EXPECT_FALSE(sp.identity());
+  EXPECT_EQ(sp.in_dim(), dim);
+  EXPECT_EQ(sp.out_dim(), 8);
+  std::vector<float> out(n * 8);
+  sp.Apply(x.data(), n, out.data());
+  for (int64_t i = 0; i < n; ++i) {
+    double norm = 0;
+    for (int c = 0; c < 8; ++c) norm += y[i * 8 + c] * y[i * 8 + c];
+    norm = std::sqrt(norm);
+    for (int c = 0; c < 8; ++c) EXPECT_NEAR(out[i * 8 + c], y[i * 8 + c] / norm, 1e-4);
+  }
+  // Without whitening the same directions, unscaled.
+  ProjectionRecord plain = p;
+  plain.whiten = false;
+  const SearchProjection unwhitened = SearchProjection::FromRecord(&plain, dim);
+  unwhitened.Apply(x.data(), 1, out.data());
+  double norm = 0;
+  for (int c = 0; c < 8; ++c) norm += y[c] * y[c] * p.eigenvalues[c];
+  for (int c = 0; c < 8; ++c)
+    EXPECT_NEAR(out[c], y[c] * std::sqrt(double{p.eigenvalues[c]}) / std::sqrt(norm), 1e-4);
+}
+
+TEST(ProjectionTest, ComponentsCappedAndZeroRowsIgnored) {
+  const int64_t n = 9, dim = 64;
+  const std::vector<float> x = MakeVectors(n, dim, 3, /*zero_row=*/4);
+  ProjectionOptions o;
+  o.out_dim = 500;
+  const ProjectionRecord p = LearnProjection(x.data(), n, dim, o);
+  EXPECT_EQ(p.num_samples, 8u) << "the zero row is not a sample";
+  EXPECT_LE(p.out_dim, 7u) << "at most samples - 1 components carry variance";
+  EXPECT_GE(p.out_dim, 6u);
+  // Zero rows stay zero; others are unit length.
+  const SearchProjection sp = SearchProjection::FromRecord(&p, dim);
+  std::vector<float> out(n * sp.out_dim());
+  sp.Apply(x.data(), n, out.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const double norm2 = Dot(&out[i * sp.out_dim()], &out[i * sp.out_dim()], sp.out_dim());
+    EXPECT_NEAR(norm2, i == 4 ? 0.0 : 1.0, 1e-5) << "row " << i;
+  }
+  EXPECT_THROW(LearnProjection(x.data(), 1, dim, o), std::invalid_argument);
+  ProjectionOptions bad;
+  bad.out_dim = -1;
+  EXPECT_THROW(bad.Validate(), std::invalid_argument);
+  bad = ProjectionOptions();
+  bad.power_alpha = 0;
+  EXPECT_THROW(bad.Validate(), std::invalid_argument);
+  bad = ProjectionOptions();
+  bad.eigen_regularization = -1;
+  EXPECT_THROW(bad.Validate(), std::invalid_argument);
+}
+
+TEST(ProjectionTest, IdentityCopiesExactly) {
+  const SearchProjection sp = SearchProjection::FromRecord(nullptr, 96);
+  EXPECT_TRUE(sp.identity());
+  EXPECT_EQ(sp.out_dim(), 96);
+  const std::vector<float> x = MakeVectors(3, 96, 1);
+  std::vector<float> out(3 * 96, -7.0f);
+  sp.Apply(x.data(), 3, out.data());
+  EXPECT_EQ(out, x);
+}
+
+TEST(ProjectionTest, HalfPrecisionConversion) {
+  using encoding::FloatToHalf;
+  using encoding::HalfToFloat;
+  for (float v : {0.0f, 1.0f, -2.0f, 0.5f, 65504.0f, -65504.0f, 6.103515625e-05f,
+                  5.9604644775390625e-08f, 0.099975586f})
+    EXPECT_EQ(HalfToFloat(FloatToHalf(v)), v) << v;
+  EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(1e6f))));
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1e-9f)), 0.0f);
+  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
+  // Round to nearest even: 1 + 2^-11 is halfway between 1 and 1 + 2^-10.
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f + 0x1p-11f)), 1.0f);
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f + 0x1p-11f + 0x1p-20f)), 1.0f + 0x1p-10f);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (int i = 0; i < 10000; ++i) {
+    const float v = u(rng);
+    const float r = HalfToFloat(FloatToHalf(v));
+    EXPECT_LE(std::fabs(r - v), std::fabs(v) * 0x1p-11f + 0x1p-25f) << v;
+  }
+  // Subnormal halves round trip through the encoder too.
+  for (uint16_t h = 1; h < 0x400; h += 37) EXPECT_EQ(FloatToHalf(HalfToFloat(h)), h);
+}
+
+// A model with K = 4, d = 16 (64-d VLAD) for store tests.
+ModelRecord SmallModel() {
+  ModelRecord m;
+  m.dim = 16;
+  m.num_clusters = 4;
+  m.max_side = 320;
+  m.centroids.assign(m.vlad_dim(), 0.25f);
+  m.codebook_hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
+  return m;
+}
+
+TEST(ProjectionStoreTest, RoundTripAndCorruptionDetected) {
+  for (const bool half : {true, false}) {
+    TempDir tmp;
+    const std::string db = tmp / "db";
+    const std::vector<float> x = MakeVectors(30, 64, 2);
+    ProjectionOptions o;
+    o.out_dim = 12;
+    o.half_precision = half;
+    o.eigen_regularization = 0.25f;
+    o.power_alpha = 0.5f;
+    const ProjectionRecord p = LearnProjection(x.data(), 30, 64, o);
+    Store::Create(db, SmallModel(), &p);
+    {
+      auto store = Store::Open(db, Store::Mode::kReadOnly);
+      const auto loaded = store->GetProjection();
+      ASSERT_TRUE(loaded.has_value());
+      EXPECT_EQ(loaded->in_dim, 64u);
+      EXPECT_EQ(loaded->out_dim, 12u);
+      EXPECT_EQ(loaded->num_samples, 30u);
+      EXPECT_TRUE(loaded->whiten);
+      EXPECT_EQ(loaded->half_precision, half);
+      EXPECT_EQ(loaded->eigen_regularization, 0.25f);
+      EXPECT_EQ(loaded->power_alpha, 0.5f);
+      EXPECT_EQ(loaded->mean, p.mean);
+      EXPECT_EQ(loaded->eigenvalues, p.eigenvalues);
+      ASSERT_EQ(loaded->components.size(), p.components.size());
+      for (size_t i = 0; i < p.components.size(); ++i) {
+        if (half)
+          EXPECT_NEAR(loaded->components[i], p.components[i],
+                      std::fabs(p.components[i]) * 0x1p-11f + 0x1p-24f);
+        else
+          EXPECT_EQ(loaded->components[i], p.components[i]);
+      }
+      EXPECT_TRUE(store->Verify().empty());
+      const SearchProjection sp = SearchProjection::FromStore(*store);
+      EXPECT_EQ(sp.out_dim(), 12);
+    }
+    // One flipped byte inside the matrix.
+    {
+      rocksdb::DB* raw = nullptr;
+      ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), db, &raw).ok());
+      std::unique_ptr<rocksdb::DB> guard(raw);
+      std::string value;
+      ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), "m:pca", &value).ok());
+      value[value.size() - 8 - 100] ^= 0x04;
+      ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "m:pca", value).ok());
+    }
+    auto store = Store::Open(db, Store::Mode::kReadOnly);  // the model itself is fine
+    try {
+      store->GetProjection();
+      FAIL() << "a flipped byte in m:pca went unnoticed";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+      EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(SearchProjection::FromStore(*store), StoreError);
+    const auto problems = store->Verify();
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("projection"), std::string::npos) << problems[0];
+  }
+}
+
+TEST(ProjectionStoreTest, DatabaseWithoutProjectionIsIdentity) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  Store::Create(db, SmallModel());
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_FALSE(store->GetProjection().has_value());
+  EXPECT_TRUE(store->Verify().empty());
+  const SearchProjection sp = SearchProjection::FromStore(*store);
+  EXPECT_TRUE(sp.identity());
+  EXPECT_EQ(sp.in_dim(), 64);
+  EXPECT_EQ(sp.out_dim(), 64);
+}
+
+TEST(ProjectionStoreTest, ProjectionForAnotherModelIsRefused) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  const std::vector<float> x = MakeVectors(10, 32, 2);
+  ProjectionOptions o;
+  o.out_dim = 4;
+  const ProjectionRecord p = LearnProjection(x.data(), 10, 32, o);  // 32-d, model is 64-d
+  Store::Create(db, SmallModel(), &p);
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_THROW(store->GetProjection(), StoreError);
+  EXPECT_FALSE(store->Verify().empty());
+}
+
+// End to end: a new database learns the projection from its training
+// images; the searcher holds projected vectors and queries go through it.
+TEST(ProjectionPipelineTest, ProjectedSearchFindsOriginals) {
+  TempDir tmp;
+  const std::string dir = tmp / "photos", db = tmp / "db";
+  const int kImages = 14;
+  const std::vector<std::string> paths = testing::WriteSyntheticSet(dir, kImages, 21, 320, 240);
+  IndexOptions o;
+  o.image_dir = dir;
+  o.db_path = db;
+  o.codebook.num_clusters = 16;
+  o.threads = 2;
+  o.backend = Backend::kCpu;
+  o.projection.out_dim = 8;
+  const IndexSummary s = BuildIndex(o, nullptr);
+  ASSERT_EQ(s.indexed, kImages);
+  EXPECT_GT(s.stages.pca, 0.0);
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    const auto p = store->GetProjection();
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->out_dim, 8u);
+    EXPECT_EQ(p->num_samples, static_cast<uint32_t>(kImages));
+    EXPECT_TRUE(store->Verify().empty());
+  }
+  SearchOptions so;
+  so.k = 3;
+  so.rerank = 0;  // VLAD ranking alone
+  so.backend = Backend::kCpu;
+  auto searcher = Searcher::Open(db, so);
+  EXPECT_EQ(searcher->num_indexed(), kImages);
+  const auto results = searcher->SearchFiles(paths);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    ASSERT_FALSE(results[i].hits.empty()) << paths[i];
+    EXPECT_EQ(results[i].hits[0].path, AbsolutePath(paths[i]));
+    EXPECT_NEAR(results[i].hits[0].score, 1.0f, 1e-3);
+  }
+  // A transformed copy, not in the training sample, finds its original.
+  const std::string copy = tmp / "copy.jpg";
+  testing::WriteImage(copy, testing::ApplyTransform(testing::MakeSyntheticImage(21 + 6, 320, 240),
+                                                    testing::Transform::kBrightness));
+  const auto r = searcher->SearchFiles({copy});
+  ASSERT_FALSE(r[0].hits.empty());
+  EXPECT_EQ(r[0].hits[0].path, AbsolutePath(paths[6]));
+  EXPECT_LT(r[0].hits[0].score, 0.9999f) << "a copy is not bit-identical";
+  // Re-indexing the same folder keeps the projection (the model is fixed).
+  o.projection.out_dim = 4;
+  BuildIndex(o, nullptr);
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->GetProjection()->out_dim, 8u);
+}
+
+}  // namespace
+}  // namespace lookalike
