@@ -388,7 +388,10 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
     cv::Size target(std::max(1, static_cast<int>(decoded.cols * scale + 0.5)),
                     std::max(1, static_cast<int>(decoded.rows * scale + 0.5)));
     cv::Mat resized;
+    const auto t0 = std::chrono::steady_clock::now();
     cv::resize(decoded, resized, target, 0, 0, cv::INTER_AREA);
+    img.resize_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     decoded = resized;
   }
   if (!decoded.isContinuous()) decoded = decoded.clone();

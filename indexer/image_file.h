@@ -81,6 +81,9 @@ struct LoadedImage {
   int64_t mtime_ns = 0;
   uint64_t content_hash = 0;  // FNV-1a 64 of the bytes decoded
   ImageFormat format = ImageFormat::kUnknown;
+  // Seconds spent downscaling (part of the decode call), so the indexer can
+  // report resizing as its own stage.
+  double resize_seconds = 0;
 };
 
 // File facts from stat(2) without opening it (for incremental skipping).

@@ -91,6 +91,8 @@ struct Processed {
   Descriptors descriptors;
   std::string features;  // EncodeLocalFeatures blob, empty without keypoints
   double read_decode_seconds = 0;
+  double read_seconds = 0;    // part of read_decode_seconds
+  double resize_seconds = 0;  // part of read_decode_seconds
   double extract_seconds = 0;
 };
 
@@ -110,6 +112,7 @@ Processed ProcessFile(const Task& task, size_t index, int max_side,
   p.record.size_bytes = read.stat.size_bytes;
   p.record.mtime_ns = read.stat.mtime_ns;
   p.record.content_hash = encoding::Fnv1a64(read.bytes.data(), read.bytes.size());
+  const auto t_read = Clock::now();
   if (task.existing && task.existing->content_hash == p.record.content_hash &&
       task.existing->size_bytes == p.record.size_bytes) {
     p.touched_only = true;
@@ -119,6 +122,8 @@ Processed ProcessFile(const Task& task, size_t index, int max_side,
   read.bytes = std::string();
   const auto t1 = Clock::now();
   p.read_decode_seconds = Seconds(t0, t1);
+  p.read_seconds = Seconds(t0, t_read);
+  if (loaded.image) p.resize_seconds = loaded.image->resize_seconds;
   if (loaded.error) {
     p.error = std::move(loaded.error);
     return p;
@@ -222,6 +227,9 @@ class BatchCommitter {
 
   void Add(Processed&& p) {
     summary_->stages.read_decode += p.read_decode_seconds;
+    summary_->stages.read += p.read_seconds;
+    summary_->stages.resize += p.resize_seconds;
+    summary_->stages.decode += p.read_decode_seconds - p.read_seconds - p.resize_seconds;
     summary_->stages.extract += p.extract_seconds;
     if (p.error) {
       Report(*p.error);
@@ -260,10 +268,14 @@ class BatchCommitter {
       offsets_.push_back(offsets_.back() + p.descriptors.num);
     }
     vlad_.assign(batch_.size() * static_cast<size_t>(encoder_->vlad_dim()), 0.0f);
+    const double assign_before = encoder_->assign_seconds();
     encoder_->Encode(descriptors_.data(), offsets_.data(),
                      static_cast<int64_t>(batch_.size()), vlad_.data());
     const auto t1 = Clock::now();
     summary_->stages.encode += Seconds(t0, t1);
+    const double assign = encoder_->assign_seconds() - assign_before;
+    summary_->stages.assign += assign;
+    summary_->stages.aggregate += Seconds(t0, t1) - assign;
     for (size_t i = 0; i < batch_.size(); ++i) {
       Processed& p = batch_[i];
       ImageRecord record = p.record;

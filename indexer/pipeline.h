@@ -34,11 +34,16 @@ struct IndexOptions {
 
 // Wall-clock seconds summed over the threads that did each stage.
 struct StageTimes {
-  double read_decode = 0;  // read, hash, decode, downscale
+  double read_decode = 0;  // read, hash, decode, downscale; split into:
+  double read = 0;         //   open, read, hash the file
+  double decode = 0;       //   check and decode (reduced-size JPEG decoding included)
+  double resize = 0;       //   downscale to the max side
   double extract = 0;      // SIFT + RootSIFT
   double train = 0;        // k-means (new database only)
   double pca = 0;          // VLAD of the training sample + PCA (new database only)
-  double encode = 0;       // assignment + VLAD (encoder thread)
+  double encode = 0;       // assignment + VLAD (encoder thread); split into:
+  double assign = 0;       //   nearest centroid (0 on CUDA, which does not separate it)
+  double aggregate = 0;    //   the rest: batch assembly, sort, residual sums, normalisation
   double store = 0;        // RocksDB writes (encoder thread)
 };
 

@@ -64,8 +64,15 @@ class VladEncoder {
   int dim() const { return dim_; }
   int64_t vlad_dim() const { return int64_t{num_clusters_} * dim_; }
 
+  // Seconds spent in assignment (nearest centroid) over all Encode calls so
+  // far, so the indexer can report assignment and aggregation as separate
+  // stages. Backends that do not separate it (CUDA) leave it at 0 and the
+  // caller counts their whole Encode time as aggregation.
+  double assign_seconds() const { return assign_seconds_; }
+
  protected:
   VladEncoder(int num_clusters, int dim) : num_clusters_(num_clusters), dim_(dim) {}
+  double assign_seconds_ = 0;
 
  private:
   int num_clusters_;

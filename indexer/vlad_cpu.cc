@@ -4,6 +4,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -201,7 +202,10 @@ class CpuVladEncoder final : public VladEncoder {
               int64_t num_images, float* vlad) override {
     const int64_t num_descriptors = image_offsets[num_images];
     labels_.resize(num_descriptors);
+    const auto t0 = std::chrono::steady_clock::now();
     codebook_.Assign(descriptors, num_descriptors, labels_.data());
+    assign_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     SortBySegment(labels_.data(), image_offsets, num_images, num_clusters(),
                   &order_, &segment_offsets_);
     ReduceSegments(descriptors, dim(), order_.data(), segment_offsets_,

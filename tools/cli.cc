@@ -363,9 +363,12 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << "},\"cancelled\":" << (s.cancelled ? "true" : "false") << ",\"seconds\":" << s.seconds
         << ",\"images_per_second\":" << rate << ",\"threads\":" << s.threads
         << ",\"backend\":" << JsonString(s.backend) << ",\"stage_seconds\":{\"read_decode\":"
-        << s.stages.read_decode << ",\"extract\":" << s.stages.extract
+        << s.stages.read_decode << ",\"read\":" << s.stages.read
+        << ",\"decode\":" << s.stages.decode << ",\"resize\":" << s.stages.resize
+        << ",\"extract\":" << s.stages.extract
         << ",\"train\":" << s.stages.train << ",\"pca\":" << s.stages.pca
-        << ",\"encode\":" << s.stages.encode
+        << ",\"encode\":" << s.stages.encode << ",\"assign\":" << s.stages.assign
+        << ",\"aggregate\":" << s.stages.aggregate
         << ",\"store\":" << s.stages.store << "}}\n";
   } else {
     out << (s.cancelled ? "interrupted: committed work is kept; re-run to finish\n" : "")
@@ -388,10 +391,11 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
         << std::setprecision(1) << rate << " images/s (" << s.threads << " threads, "
         << s.backend << " encoder)\n";
     if (verbose) {
-      out << std::setprecision(2) << "  stages     read+decode " << s.stages.read_decode
-          << " s, extract " << s.stages.extract << " s (thread-seconds); train "
-          << s.stages.train << " s, pca " << s.stages.pca << " s, encode "
-          << s.stages.encode << " s, store "
+      out << std::setprecision(2) << "  stages     read " << s.stages.read << " s, decode "
+          << s.stages.decode << " s, resize " << s.stages.resize << " s, extract "
+          << s.stages.extract << " s (thread-seconds); train " << s.stages.train
+          << " s, pca " << s.stages.pca << " s, assign " << s.stages.assign
+          << " s, aggregate " << s.stages.aggregate << " s, store "
           << s.stages.store << " s\n";
     }
   }

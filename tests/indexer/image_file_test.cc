@@ -83,6 +83,12 @@ TEST_P(FormatTest, DetectsByMagicReadsHeaderAndDecodes) {
   EXPECT_EQ(r.image->original_width, 123u);
   EXPECT_EQ(r.image->original_height, 77u);
   EXPECT_EQ(r.image->format, c.format);
+  EXPECT_EQ(r.image->resize_seconds, 0.0) << "no downscaling without a max side";
+  // Downscaling is timed on its own (the indexer reports it as a stage).
+  const LoadResult small = DecodeImageBytes("x", bytes, 60, ImageFileLimits());
+  ASSERT_TRUE(small.image.has_value()) << c.ext;
+  EXPECT_EQ(small.image->gray.width, 60);
+  EXPECT_GT(small.image->resize_seconds, 0.0) << c.ext;
 }
 
 INSTANTIATE_TEST_SUITE_P(

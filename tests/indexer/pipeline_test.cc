@@ -83,6 +83,15 @@ TEST(PipelineTest, BuildsThenSecondRunDecodesNothing) {
   EXPECT_TRUE(observer.errors.empty());
   EXPECT_EQ(first.backend, "cpu");
   EXPECT_EQ(first.threads, 2);
+  // The finer stages add up to the totals they split.
+  EXPECT_GT(first.stages.read, 0.0);
+  EXPECT_GT(first.stages.decode, 0.0);
+  EXPECT_EQ(first.stages.resize, 0.0) << "320 x 240 images are below the max side";
+  EXPECT_NEAR(first.stages.read + first.stages.decode + first.stages.resize,
+              first.stages.read_decode, 1e-9);
+  EXPECT_GT(first.stages.assign, 0.0);
+  EXPECT_GT(first.stages.aggregate, 0.0);
+  EXPECT_NEAR(first.stages.assign + first.stages.aggregate, first.stages.encode, 1e-9);
   ASSERT_TRUE(Store::IsDatabase(db));
   {
     auto store = Store::Open(db, Store::Mode::kReadOnly);
