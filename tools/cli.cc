@@ -12,6 +12,7 @@
 
 #include "indexer/file_walker.h"
 #include "indexer/pipeline.h"
+#include "search/dedup.h"
 #include "search/searcher.h"
 #include "storage/store.h"
 
@@ -184,7 +185,8 @@ void PrintGlobalHelp(std::ostream& out) {
          "  index DIR --db DB     index (or update the index of) a folder of images\n"
          "  search --db DB QUERY  rank indexed images by similarity to query images\n"
          "  info --db DB          describe a database\n"
-         "  verify --db DB        check a database for corruption (exit 2 if corrupt)\n\n"
+         "  verify --db DB        check a database for corruption (exit 2 if corrupt)\n"
+         "  dedup --db DB         list groups of near-duplicate images\n\n"
          "Run 'lookalike <command> --help' for the options of a command.\n"
          "Exit codes: 0 success, 1 finished but some inputs were skipped, 2 usage or fatal error.\n";
 }
@@ -529,6 +531,104 @@ bool ParseDbAndFormat(const std::vector<std::string>& args, const char* usage,
   return true;
 }
 
+// --------------------------------------------------------------------- dedup
+
+int RunDedup(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const DedupOptions d;
+  DedupOptions o;
+  std::string db, format = "tsv";
+  po::options_description opts("options");
+  opts.add_options()
+      ("help,h", "show this help")
+      ("db", po::value(&db), "database folder built by 'lookalike index'")
+      ("threshold", po::value(&o.threshold)->default_value(d.threshold, Shortest(d.threshold)),
+       "pair score (share of the poorer image's keypoints that are homography inliers) a "
+       "verified pair needs to count as a duplicate, (0, 1]")
+      ("min-similarity",
+       po::value(&o.min_similarity)->default_value(d.min_similarity, Shortest(d.min_similarity)),
+       "VLAD cosine similarity a pair needs to be verified at all (lower finds harder copies, "
+       "costs more)")
+      ("max-candidates", po::value(&o.max_candidates)->default_value(d.max_candidates),
+       "verify at most the N most similar candidates of each image")
+      ("min-inliers", po::value(&o.min_inliers)->default_value(d.min_inliers),
+       "RANSAC inliers a duplicate pair needs")
+      ("format", po::value(&format)->default_value(format),
+       "tsv (group<TAB>path<TAB>score, one line per member) | json (one object per group per "
+       "line) | pairs (every verified candidate pair with its evidence)")
+      ("verbose,v", "print counts and timings on stderr");
+  const po::variables_map vm = Parse(args, opts, po::positional_options_description());
+  if (vm.count("help")) {
+    out << "usage: lookalike dedup --db DB [--threshold T] [--format tsv|json|pairs]\n\n"
+           "Finds groups of near-duplicate images in a database: the same picture re-encoded,\n"
+           "resized, cropped, rotated, recoloured or with an overlay (not other photos of the\n"
+           "same scene). Every image is compared with its most similar images (VLAD), each\n"
+           "candidate pair is verified with a RANSAC homography over the stored keypoints,\n"
+           "and verified pairs are joined into groups. Byte-identical files always group.\n"
+           "Only groups of two or more images are printed; groups are ordered by their\n"
+           "smallest path, members by pixels, then file size (largest first: the first\n"
+           "member is the one to keep), then path. A member's score is the best score of a\n"
+           "duplicate pair joining it to its group (1 = byte-identical).\n\n"
+        << opts;
+    return kExitOk;
+  }
+  if (db.empty()) throw UsageError("missing --db DB: the database to deduplicate");
+  if (format != "tsv" && format != "json" && format != "pairs")
+    throw UsageError("--format must be tsv, json or pairs, got '" + format + "'");
+  try {
+    o.Validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  const DedupResult r = FindDuplicates(*store, o);
+  auto score_text = [](float s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", s);
+    return std::string(buf);
+  };
+  if (format == "pairs") {
+    for (const DedupPair& p : r.candidates)
+      out << EscapeField(p.path_a) << '\t' << EscapeField(p.path_b) << '\t'
+          << score_text(p.similarity) << '\t' << p.matches << '\t' << p.inliers << '\t'
+          << score_text(p.score) << '\t' << (p.duplicate ? 1 : 0) << '\n';
+  }
+  for (size_t g = 0; g < r.groups.size() && format != "pairs"; ++g) {
+    const DedupGroup& group = r.groups[g];
+    if (format == "tsv") {
+      for (const DedupMember& m : group.members)
+        out << g + 1 << '\t' << EscapeField(m.path) << '\t' << score_text(m.score) << '\n';
+      continue;
+    }
+    out << "{\"group\":" << g + 1 << ",\"members\":[";
+    for (size_t i = 0; i < group.members.size(); ++i) {
+      const DedupMember& m = group.members[i];
+      out << (i ? "," : "") << "{" << JsonPathField("path", m.path) << ",\"width\":" << m.width
+          << ",\"height\":" << m.height << ",\"bytes\":" << m.size_bytes
+          << ",\"score\":" << score_text(m.score) << "}";
+    }
+    out << "],\"pairs\":[";
+    for (size_t i = 0; i < group.pairs.size(); ++i) {
+      const DedupPair& p = group.pairs[i];
+      out << (i ? "," : "") << "{" << JsonPathField("a", p.path_a) << ","
+          << JsonPathField("b", p.path_b) << ",\"similarity\":" << score_text(p.similarity)
+          << ",\"inliers\":" << p.inliers << ",\"score\":" << score_text(p.score)
+          << ",\"identical\":" << (p.identical ? "true" : "false") << "}";
+    }
+    out << "]}\n";
+  }
+  out.flush();
+  if (vm.count("verbose")) {
+    size_t grouped = 0;
+    for (const DedupGroup& group : r.groups) grouped += group.members.size();
+    err << "lookalike: " << r.num_images << " images (" << r.num_without_features
+        << " without features), " << r.candidates.size() << " candidate pairs, "
+        << r.groups.size() << " groups holding " << grouped << " images; search "
+        << score_text(static_cast<float>(r.search_seconds)) << " s, verification "
+        << score_text(static_cast<float>(r.verify_seconds)) << " s\n";
+  }
+  return kExitOk;
+}
+
 // ---------------------------------------------------------------------- info
 
 int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
@@ -731,6 +831,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     if (command == "search") return RunSearch(rest, out, err);
     if (command == "info") return RunInfo(rest, out, err);
     if (command == "verify") return RunVerify(rest, out, err);
+    if (command == "dedup") return RunDedup(rest, out, err);
     err << "lookalike: unknown command '" << command << "'\n";
     PrintGlobalHelp(err);
     return kExitFatal;

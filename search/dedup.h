@@ -1,0 +1,95 @@
+// Near-duplicate groups across a whole collection: every image is a query
+// against the index (a range search keeps pairs whose VLAD cosine similarity
+// reaches a candidate threshold), each candidate pair is spatially verified
+// with the stored local features (VerifyPair), and verified pairs are joined
+// into groups by connected components (union-find). Byte-identical files
+// (same content hash) are always grouped, with or without features.
+//
+// "Near-duplicate" means the same picture after re-encoding, resizing,
+// cropping, rotation, a perspective warp, colour changes or an overlay: one
+// image maps onto the other by a homography that explains a large share of
+// its features. Two photos of the same scene from different viewpoints are
+// not near-duplicates; the coverage score below is what tells them apart
+// (README, "dedup", for the calibration).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "search/verifier.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+struct DedupOptions {
+  // Candidate pairs: VLAD cosine similarity >= min_similarity, in [-1, 1].
+  // Lower finds harder copies and costs more verifications.
+  float min_similarity = 0.02f;
+  // Verify at most this many of an image's most similar candidates, 1..10000.
+  // Bounds the cost when many images look alike (a burst of 500 frames):
+  // groups still connect through their members' own candidates.
+  int max_candidates = 5;
+  // A verified pair is a duplicate when its score (see DedupPair::score)
+  // reaches threshold, in (0, 1], and it has at least min_inliers inliers.
+  float threshold = 0.15f;
+  int min_inliers = 10;
+  VerifyOptions verify;
+  // Threads for the range search and verification; 0 = all hardware threads.
+  int threads = 0;
+  // Throws std::invalid_argument naming the offending field (as a CLI flag).
+  void Validate() const;
+};
+
+// One candidate pair with its evidence. a < b (image ids).
+struct DedupPair {
+  uint64_t a = 0, b = 0;
+  std::string path_a, path_b;  // their absolute paths as indexed
+  float similarity = 0;  // VLAD cosine similarity, [-1, 1]
+  int matches = 0;       // one-to-one ratio-test matches
+  int inliers = 0;       // RANSAC homography inliers; -1 = not verified
+  // Coverage: inliers / (keypoints of the image with fewer keypoints), in
+  // [0, 1]: the share of the poorer image that the other explains. 1 for
+  // byte-identical files.
+  float score = 0;
+  bool identical = false;  // same content hash: a copy of the same bytes
+  bool duplicate = false;  // score >= threshold and inliers >= min_inliers, or identical
+};
+
+struct DedupMember {
+  uint64_t id = 0;
+  std::string path;  // absolute path as indexed
+  uint32_t width = 0, height = 0;
+  uint64_t size_bytes = 0;
+  // Best score of a duplicate pair joining this image to its group.
+  float score = 0;
+};
+
+// A connected component of duplicate pairs (2 or more images). Members are
+// ordered by pixel count, then file size (both descending), then path: the
+// first member is the natural one to keep.
+struct DedupGroup {
+  std::vector<DedupMember> members;
+  std::vector<DedupPair> pairs;  // the duplicate pairs inside the group, by (a, b)
+};
+
+struct DedupResult {
+  // Ordered by the smallest path among their members (byte order), so the
+  // output does not depend on ids or threads.
+  std::vector<DedupGroup> groups;
+  // Every candidate pair considered, by (a, b): the duplicates and the pairs
+  // that failed verification (for calibration and explaining results).
+  std::vector<DedupPair> candidates;
+  int64_t num_images = 0;            // images in the database
+  int64_t num_without_features = 0;  // zero vectors: only grouped when byte-identical
+  double search_seconds = 0;         // loading vectors and the range search
+  double verify_seconds = 0;         // decoding features and VerifyPair
+};
+
+// Finds the near-duplicate groups of a database. Reads only (works on a
+// read-only store). Memory: the vectors of every image with features
+// (num x vlad_dim floats) plus one range-search batch. Throws StoreError
+// (corrupt vector or features) or std::invalid_argument (options).
+DedupResult FindDuplicates(const Store& store, const DedupOptions& options);
+
+}  // namespace lookalike
