@@ -1,0 +1,174 @@
+// End-to-end: the real `lookalike` binary indexes generated photos with
+// re-encoded, resized and cropped copies plus distinct photos, then `dedup`
+// prints the expected groups as TSV and as JSON; usage errors exit 2; a file
+// name with a tab and a newline is escaped and round-trips through JSON.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/json_lite.h"
+#include "tests/subprocess.h"
+#include "tests/test_images.h"
+
+namespace lookalike {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::JsonParser;
+using testing::TempDir;
+using testing::Transform;
+
+testing::ProcessResult Lookalike(std::vector<std::string> args) {
+  testing::ProcessOptions o;
+  o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, std::move(args));
+  o.timeout_seconds = 300;
+  return testing::RunProcess(o);
+}
+
+class DedupCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new TempDir;
+    const std::string photos = fs::canonical(tmp_->path()).string() + "/photos";
+    const std::vector<std::string> originals = testing::WriteSyntheticSet(photos, 7, 300);
+    expected_ = new std::set<std::set<std::string>>;
+    for (int i = 0; i < 2; ++i) {
+      const cv::Mat image = cv::imread(originals[i], cv::IMREAD_COLOR);
+      std::set<std::string> group = {originals[i]};
+      for (Transform t : {Transform::kJpeg, Transform::kScale, Transform::kCrop}) {
+        // The first group's cropped copy has a tab and a newline in its name.
+        std::string name = "copy" + std::to_string(i) + "_" + testing::TransformName(t);
+        if (i == 0 && t == Transform::kCrop) name += "\twith\nbreaks";
+        const std::string path = photos + "/" + name + ".jpg";
+        testing::WriteImage(path, testing::ApplyTransform(image, t));
+        group.insert(path);
+      }
+      expected_->insert(group);
+    }
+    const testing::ProcessResult index =
+        Lookalike({"index", photos, "--db", *tmp_ / "db", "--clusters", "32", "--quiet"});
+    ASSERT_EQ(index.exit_code, 0) << index.Describe();
+  }
+  static void TearDownTestSuite() {
+    delete expected_;
+    delete tmp_;
+  }
+  static TempDir* tmp_;
+  static std::set<std::set<std::string>>* expected_;
+};
+
+TempDir* DedupCliTest::tmp_ = nullptr;
+std::set<std::set<std::string>>* DedupCliTest::expected_ = nullptr;
+
+// Inverse of the CLI's EscapeField for the escapes used here.
+std::string Unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      out += s[i];
+      continue;
+    }
+    const char c = s[++i];
+    out += c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c;
+  }
+  return out;
+}
+
+TEST_F(DedupCliTest, TsvListsEachGroupOnceWithEscapedPaths) {
+  const testing::ProcessResult run = Lookalike({"dedup", "--db", *tmp_ / "db", "-v"});
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  std::map<std::string, std::set<std::string>> groups;
+  std::vector<std::string> order;
+  for (const std::string& line : testing::SplitLines(run.out)) {
+    const std::vector<std::string> f = testing::SplitOn(line, '\t');
+    ASSERT_EQ(f.size(), 3u) << "group<TAB>path<TAB>score, got: " << line;
+    const double score = std::stod(f[2]);
+    EXPECT_GT(score, 0.0);
+    EXPECT_LE(score, 1.0);
+    if (groups.find(f[0]) == groups.end()) order.push_back(f[0]);
+    EXPECT_TRUE(groups[f[0]].insert(Unescape(f[1])).second) << "listed twice: " << f[1];
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"1", "2"})) << "groups numbered from 1, in order";
+  std::set<std::set<std::string>> got;
+  for (const auto& [id, members] : groups) got.insert(members);
+  EXPECT_EQ(got, *expected_) << run.out;
+  EXPECT_NE(run.err.find("2 groups holding 8 images"), std::string::npos) << run.err;
+  // Deterministic: a second run prints the same bytes.
+  EXPECT_EQ(Lookalike({"dedup", "--db", *tmp_ / "db"}).out, run.out);
+}
+
+TEST_F(DedupCliTest, JsonHasOneObjectPerGroup) {
+  const testing::ProcessResult run =
+      Lookalike({"dedup", "--db", *tmp_ / "db", "--format", "json"});
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  const std::vector<std::string> lines = testing::SplitLines(run.out);
+  ASSERT_EQ(lines.size(), 2u) << run.out;
+  std::set<std::set<std::string>> got;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const testing::Json group = JsonParser::Parse(lines[i]);
+    EXPECT_EQ(group["group"].number, static_cast<double>(i + 1));
+    std::set<std::string> members;
+    for (const testing::Json& m : group["members"].items) {
+      members.insert(m["path"].str);
+      EXPECT_GT(m["width"].number, 0);
+      EXPECT_GT(m["score"].number, 0);
+    }
+    got.insert(members);
+    ASSERT_FALSE(group["pairs"].items.empty());
+    for (const testing::Json& p : group["pairs"].items) {
+      EXPECT_TRUE(members.count(p["a"].str) && members.count(p["b"].str));
+      EXPECT_GE(p["inliers"].number, 10);
+      EXPECT_GE(p["score"].number, 0.15);
+      EXPECT_FALSE(p["identical"].boolean);
+    }
+  }
+  EXPECT_EQ(got, *expected_) << run.out;
+}
+
+TEST_F(DedupCliTest, ThresholdAndPairsFormat) {
+  // Nothing but byte-identical files reaches a score of 1.
+  const testing::ProcessResult strict =
+      Lookalike({"dedup", "--db", *tmp_ / "db", "--threshold", "1"});
+  ASSERT_EQ(strict.exit_code, 0) << strict.Describe();
+  EXPECT_EQ(strict.out, "");
+  // Every verified candidate pair, with its evidence and verdict.
+  const testing::ProcessResult pairs =
+      Lookalike({"dedup", "--db", *tmp_ / "db", "--format", "pairs"});
+  ASSERT_EQ(pairs.exit_code, 0) << pairs.Describe();
+  int duplicates = 0, rejected = 0;
+  for (const std::string& line : testing::SplitLines(pairs.out)) {
+    const std::vector<std::string> f = testing::SplitOn(line, '\t');
+    ASSERT_EQ(f.size(), 7u) << line;
+    (f[6] == "1" ? duplicates : rejected)++;
+  }
+  EXPECT_GE(duplicates, 6);  // two groups of four need at least 3 + 3 edges
+  EXPECT_GT(rejected, 0);
+}
+
+TEST_F(DedupCliTest, UsageErrorsExitTwo) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"dedup"},
+           {"dedup", "--db", *tmp_ / "db", "--threshold", "0"},
+           {"dedup", "--db", *tmp_ / "db", "--threshold", "1.5"},
+           {"dedup", "--db", *tmp_ / "db", "--format", "table"},
+           {"dedup", "--db", *tmp_ / "db", "--min-inliers", "3"},
+           {"dedup", "--db", *tmp_ / "missing"},
+       }) {
+    const testing::ProcessResult run = Lookalike(args);
+    EXPECT_EQ(run.exit_code, 2) << args.back() << ": " << run.Describe();
+    EXPECT_FALSE(run.err.empty());
+    EXPECT_EQ(run.out, "");
+  }
+  const testing::ProcessResult help = Lookalike({"dedup", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--threshold arg (=0.15)"), std::string::npos) << help.out;
+}
+
+}  // namespace
+}  // namespace lookalike

@@ -1,0 +1,287 @@
+// Tests of FindDuplicates over a generated collection: originals with
+// re-encoded, resized, cropped, rotated and brightened copies form exactly
+// the expected groups; distinct images stay out of every group; byte-
+// identical files group even without features; output order does not
+// depend on threads; and option validation.
+#include "search/dedup.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "indexer/file_walker.h"
+#include "indexer/pipeline.h"
+#include "storage/store.h"
+#include "tests/test_images.h"
+
+namespace lookalike {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+using testing::Transform;
+
+constexpr int kOriginals = 4;   // img_000 .. img_003 get copies
+constexpr int kDistinct = 8;    // img_004 .. img_011 have none
+
+// Which copies each original gets: re-encoded, resized and cropped for all,
+// plus a rotated or brightened one for some.
+std::vector<Transform> CopiesOf(int original) {
+  std::vector<Transform> t = {Transform::kJpeg, Transform::kScale, Transform::kCrop};
+  if (original == 1) t.push_back(Transform::kRotate);
+  if (original == 2) t.push_back(Transform::kBrightness);
+  return t;
+}
+
+class DedupTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new TempDir;
+    const std::string photos = *tmp_ / "photos";
+    const std::vector<std::string> originals =
+        testing::WriteSyntheticSet(photos, kOriginals + kDistinct, 100);
+    expected_ = new std::set<std::set<std::string>>;
+    for (int i = 0; i < kOriginals; ++i) {
+      std::set<std::string> group = {AbsolutePath(originals[i])};
+      const cv::Mat image = cv::imread(originals[i], cv::IMREAD_COLOR);
+      for (Transform t : CopiesOf(i)) {
+        const std::string path =
+            photos + "/copy_" + std::to_string(i) + "_" + testing::TransformName(t) + ".jpg";
+        testing::WriteImage(path, testing::ApplyTransform(image, t));
+        group.insert(AbsolutePath(path));
+      }
+      expected_->insert(group);
+    }
+    // Byte-identical files: a flat image (no keypoints, zero vector) twice,
+    // and one distinct photo copied byte for byte.
+    const cv::Mat flat(240, 320, CV_8UC3, cv::Scalar(40, 90, 200));
+    testing::WriteImage(photos + "/flat_a.png", flat);
+    fs::copy_file(photos + "/flat_a.png", photos + "/flat_b.png");
+    expected_->insert({AbsolutePath(photos + "/flat_a.png"), AbsolutePath(photos + "/flat_b.png")});
+    fs::copy_file(originals[kOriginals], photos + "/same_bytes.png");
+    expected_->insert({AbsolutePath(originals[kOriginals]), AbsolutePath(photos + "/same_bytes.png")});
+
+    IndexOptions o;
+    o.image_dir = photos;
+    o.db_path = *tmp_ / "db";
+    o.codebook.num_clusters = 32;
+    o.threads = 2;
+    o.backend = Backend::kCpu;
+    const IndexSummary s = BuildIndex(o, nullptr);
+    ASSERT_EQ(s.total_skipped(), 0);
+    ASSERT_EQ(s.no_features, 2);
+  }
+  static void TearDownTestSuite() {
+    delete expected_;
+    delete tmp_;
+  }
+
+  static std::unique_ptr<Store> OpenStore() {
+    return Store::Open(*tmp_ / "db", Store::Mode::kReadOnly);
+  }
+  static std::set<std::set<std::string>> Groups(const DedupResult& r) {
+    std::set<std::set<std::string>> groups;
+    for (const DedupGroup& g : r.groups) {
+      std::set<std::string> members;
+      for (const DedupMember& m : g.members) members.insert(m.path);
+      EXPECT_EQ(members.size(), g.members.size()) << "an image listed twice in a group";
+      groups.insert(members);
+    }
+    return groups;
+  }
+
+  static TempDir* tmp_;
+  static std::set<std::set<std::string>>* expected_;
+};
+
+TempDir* DedupTest::tmp_ = nullptr;
+std::set<std::set<std::string>>* DedupTest::expected_ = nullptr;
+
+TEST_F(DedupTest, CopiesFormExactlyTheExpectedGroups) {
+  auto store = OpenStore();
+  const DedupResult r = FindDuplicates(*store, DedupOptions());
+  EXPECT_EQ(r.num_images, static_cast<int64_t>(store->num_images()));
+  EXPECT_EQ(r.num_without_features, 2);
+  EXPECT_EQ(Groups(r), *expected_);
+
+  std::set<std::string> grouped;
+  for (const DedupGroup& g : r.groups) {
+    ASSERT_GE(g.members.size(), 2u);
+    ASSERT_FALSE(g.pairs.empty());
+    // Largest first, so the first member is the one to keep.
+    for (size_t i = 1; i < g.members.size(); ++i)
+      EXPECT_GE(uint64_t{g.members[i - 1].width} * g.members[i - 1].height,
+                uint64_t{g.members[i].width} * g.members[i].height);
+    std::set<uint64_t> ids;
+    for (const DedupMember& m : g.members) {
+      ids.insert(m.id);
+      grouped.insert(m.path);
+      EXPECT_GT(m.score, 0.0f);
+      EXPECT_LE(m.score, 1.0f);
+    }
+    for (const DedupPair& p : g.pairs) {
+      EXPECT_LT(p.a, p.b);
+      EXPECT_TRUE(ids.count(p.a) && ids.count(p.b)) << "a group's pair joins its own members";
+      EXPECT_TRUE(p.duplicate);
+      if (p.identical) {
+        EXPECT_EQ(p.score, 1.0f);
+      } else {
+        EXPECT_GE(p.inliers, DedupOptions().min_inliers);
+        EXPECT_GE(p.score, DedupOptions().threshold);
+      }
+    }
+  }
+  // Every candidate pair that failed verification joins two different
+  // groups or singletons (or was joined through other pairs).
+  for (const DedupPair& p : r.candidates) {
+    EXPECT_LT(p.a, p.b);
+    EXPECT_GE(p.similarity, DedupOptions().min_similarity - 1e-6f);
+  }
+}
+
+TEST_F(DedupTest, DistinctImagesStaySingletons) {
+  auto store = OpenStore();
+  DedupOptions o;
+  const DedupResult r = FindDuplicates(*store, o);
+  std::set<std::string> grouped;
+  for (const DedupGroup& g : r.groups)
+    for (const DedupMember& m : g.members) grouped.insert(m.path);
+  for (int i = kOriginals + 1; i < kOriginals + kDistinct; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/img_%03d.png", i);
+    EXPECT_FALSE(grouped.count(AbsolutePath(*tmp_ / "photos") + name)) << name;
+  }
+  // The distinct photos were compared with each other (candidates exist)
+  // and rejected by verification, not merely never looked at.
+  int rejected = 0;
+  for (const DedupPair& p : r.candidates) rejected += !p.duplicate;
+  EXPECT_GT(rejected, 0);
+}
+
+TEST_F(DedupTest, ThresholdOneKeepsOnlyByteIdenticalFiles) {
+  auto store = OpenStore();
+  DedupOptions o;
+  o.threshold = 1.0f;
+  const DedupResult r = FindDuplicates(*store, o);
+  std::set<std::set<std::string>> identical;
+  for (const auto& g : *expected_)
+    if (g.size() == 2) identical.insert(g);
+  EXPECT_EQ(Groups(r), identical);
+  for (const DedupGroup& g : r.groups)
+    for (const DedupPair& p : g.pairs) EXPECT_TRUE(p.identical);
+}
+
+TEST_F(DedupTest, ResultDoesNotDependOnThreads) {
+  auto store = OpenStore();
+  DedupOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  const DedupResult a = FindDuplicates(*store, one), b = FindDuplicates(*store, two);
+  ASSERT_EQ(a.groups.size(), b.groups.size());
+  for (size_t g = 0; g < a.groups.size(); ++g) {
+    ASSERT_EQ(a.groups[g].members.size(), b.groups[g].members.size());
+    for (size_t i = 0; i < a.groups[g].members.size(); ++i) {
+      EXPECT_EQ(a.groups[g].members[i].path, b.groups[g].members[i].path);
+      EXPECT_EQ(a.groups[g].members[i].score, b.groups[g].members[i].score);
+    }
+  }
+  ASSERT_EQ(a.candidates.size(), b.candidates.size());
+  for (size_t i = 0; i < a.candidates.size(); ++i) {
+    EXPECT_EQ(a.candidates[i].a, b.candidates[i].a);
+    EXPECT_EQ(a.candidates[i].b, b.candidates[i].b);
+    EXPECT_EQ(a.candidates[i].inliers, b.candidates[i].inliers);
+  }
+  // Groups come ordered by their smallest path.
+  auto smallest = [](const DedupGroup& g) {
+    std::string s = g.members[0].path;
+    for (const DedupMember& m : g.members) s = std::min(s, m.path);
+    return s;
+  };
+  for (size_t g = 1; g < a.groups.size(); ++g)
+    EXPECT_LT(smallest(a.groups[g - 1]), smallest(a.groups[g]));
+}
+
+TEST_F(DedupTest, FewerCandidatesStillConnectGroupsThroughTheirMembers) {
+  auto store = OpenStore();
+  DedupOptions o;
+  o.max_candidates = 2;  // below the group sizes (4 and 5 images)
+  const DedupResult r = FindDuplicates(*store, o);
+  EXPECT_EQ(Groups(r), *expected_);
+}
+
+TEST(DedupOptionsTest, ValidateNamesTheFlag) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    void (*edit)(DedupOptions*, float);
+    float value;
+    std::string flag;
+  };
+  const std::vector<Case> cases = {
+      {[](DedupOptions* o, float v) { o->threshold = v; }, 0.0f, "--threshold"},
+      {[](DedupOptions* o, float v) { o->threshold = v; }, 1.5f, "--threshold"},
+      {[](DedupOptions* o, float v) { o->threshold = v; }, nan, "--threshold"},
+      {[](DedupOptions* o, float v) { o->min_similarity = v; }, 1.01f, "--min-similarity"},
+      {[](DedupOptions* o, float v) { o->min_similarity = v; }, nan, "--min-similarity"},
+      {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 0, "--max-candidates"},
+      {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 20000, "--max-candidates"},
+      {[](DedupOptions* o, float v) { o->min_inliers = static_cast<int>(v); }, 4, "--min-inliers"},
+      {[](DedupOptions* o, float v) { o->threads = static_cast<int>(v); }, -1, "threads"},
+      {[](DedupOptions* o, float v) { o->verify.ratio = v; }, 0.0f, "ratio"},
+  };
+  for (const Case& c : cases) {
+    DedupOptions o;
+    c.edit(&o, c.value);
+    try {
+      o.Validate();
+      ADD_FAILURE() << c.flag << " = " << c.value << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(c.flag), std::string::npos) << e.what();
+    }
+  }
+  DedupOptions ok;
+  EXPECT_NO_THROW(ok.Validate());
+  ok.threshold = 1.0f;
+  ok.min_similarity = -1.0f;
+  EXPECT_NO_THROW(ok.Validate());
+}
+
+TEST_F(DedupTest, BadOptionsAreRefusedBeforeAnyWork) {
+  auto store = OpenStore();
+  DedupOptions o;
+  o.threshold = 2;
+  EXPECT_THROW(FindDuplicates(*store, o), std::invalid_argument);
+}
+
+TEST(DedupEmptyTest, EmptyDatabaseHasNoGroups) {
+  TempDir tmp;
+  testing::WriteSyntheticSet(tmp / "photos", 3, 7, 320, 240);
+  IndexOptions o;
+  o.image_dir = tmp / "photos";
+  o.db_path = tmp / "db";
+  o.codebook.num_clusters = 8;
+  o.threads = 1;
+  o.backend = Backend::kCpu;
+  BuildIndex(o, nullptr);
+  // The photos disappear: re-indexing removes their records.
+  fs::remove_all(tmp / "photos");
+  fs::create_directories(tmp / "photos");
+  BuildIndex(o, nullptr);
+  auto store = Store::Open(tmp / "db", Store::Mode::kReadOnly);
+  ASSERT_EQ(store->num_images(), 0u);
+  const DedupResult r = FindDuplicates(*store, DedupOptions());
+  EXPECT_TRUE(r.groups.empty());
+  EXPECT_TRUE(r.candidates.empty());
+  EXPECT_EQ(r.num_images, 0);
+}
+
+}  // namespace
+}  // namespace lookalike
