@@ -400,13 +400,13 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
       observer->OnStart(static_cast<int64_t>(sample.size()));
     }
     int64_t sampled = 0;
+    int64_t sample_with_features = 0;
     const int64_t target = int64_t{options.codebook.num_clusters} *
                            options.codebook.max_points_per_cluster;
     const int64_t quota = std::max<int64_t>(
         64, (4 * target + static_cast<int64_t>(sample.size()) - 1) /
                 std::max<int64_t>(1, static_cast<int64_t>(sample.size())));
     std::vector<std::vector<float>> per_image(sample.size());
-    constexpr size_t kCacheBudgetBytes = 256u << 20;
     size_t cached_bytes = 0;
     std::vector<FileError> training_errors;
     RunWorkers(sample, threads, options.encoding.max_side, options.encoding.extractor,
@@ -416,13 +416,14 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
                    training_errors.push_back(*p.error);
                    return;
                  }
+                 sample_with_features += p.descriptors.num > 0;
                  SampleDescriptors(p.descriptors, quota,
                                    options.codebook.seed ^ encoding::Fnv1a64(p.path.data(), p.path.size()),
                                    &per_image[p.task_index]);
                  const size_t bytes = p.descriptors.values.size() * sizeof(float) +
                                       p.descriptors.keypoints.size() * sizeof(Keypoint) +
                                       p.features.size();
-                 if (cached_bytes + bytes <= kCacheBudgetBytes) {
+                 if (cached_bytes + bytes <= options.training_cache_bytes) {
                    cached_bytes += bytes;
                    std::string path = p.path;
                    cached.emplace(std::move(path), std::move(p));
@@ -460,34 +461,66 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
         Codebook::Train(training.data(), num_training, dim, options.codebook);
     summary.stages.train = Seconds(t_train, Clock::now());
     std::optional<ProjectionRecord> projection;
-    if (options.projection.out_dim > 0) {
-      // PCA from the VLAD vectors of the training images whose descriptors
-      // are still held (the cache above; all of them up to its budget).
+    if (options.projection.out_dim > 0 &&
+        !ShouldLearnProjection(options.projection, sample_with_features) && observer)
+      observer->OnPhase("no PCA: " + std::to_string(sample_with_features) +
+                        " training images with features, fewer than --pca-min-images " +
+                        std::to_string(options.projection.min_images) +
+                        "; search uses the full VLAD vectors");
+    if (ShouldLearnProjection(options.projection, sample_with_features)) {
+      // PCA from the VLAD vectors of the training images: those whose
+      // descriptors are still held (the cache above), then, if they are fewer
+      // than max(--pca-min-images, 2 x --pca-dim), others extracted again.
       const auto t_pca = Clock::now();
+      auto sample_encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
+      const int64_t vlad_dim = sample_encoder->vlad_dim();
+      const int64_t want = std::min<int64_t>(
+          sample_with_features,
+          std::max<int64_t>(options.projection.min_images, 2 * int64_t{options.projection.out_dim}));
       std::vector<const Processed*> held;
       for (const auto& entry : cached)
         if (entry.second.descriptors.num > 0) held.push_back(&entry.second);
       std::sort(held.begin(), held.end(),
                 [](const Processed* a, const Processed* b) { return a->path < b->path; });
+      std::vector<Task> again;
+      {
+        std::set<std::string> failed;
+        for (const FileError& e : training_errors) failed.insert(e.path);
+        for (const Task& t : sample)
+          if (static_cast<int64_t>(held.size() + again.size()) < want && !cached.count(t.path) &&
+              !failed.count(t.path))
+            again.push_back(t);
+      }
       if (observer)
         observer->OnPhase("PCA: " + std::to_string(options.projection.out_dim) +
                           " components from the VLAD vectors of " +
-                          std::to_string(held.size()) + " training images");
-      auto sample_encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
-      const int64_t vlad_dim = sample_encoder->vlad_dim();
-      std::vector<float> sample_vlad(held.size() * static_cast<size_t>(vlad_dim));
-      for (size_t i = 0; i < held.size(); ++i) {
-        const Descriptors& d = held[i]->descriptors;
+                          std::to_string(held.size() + again.size()) + " training images" +
+                          (again.empty() ? std::string()
+                                         : " (" + std::to_string(again.size()) +
+                                               " extracted again)"));
+      std::vector<float> sample_vlad;
+      sample_vlad.reserve((held.size() + again.size()) * static_cast<size_t>(vlad_dim));
+      int64_t num_vlad = 0;
+      auto add = [&](const Descriptors& d) {
+        if (d.num == 0) return;
+        sample_vlad.resize(static_cast<size_t>((num_vlad + 1) * vlad_dim));
         const int64_t offsets[2] = {0, d.num};
-        sample_encoder->Encode(d.values.data(), offsets, 1, sample_vlad.data() + i * vlad_dim);
+        sample_encoder->Encode(d.values.data(), offsets, 1,
+                               sample_vlad.data() + num_vlad * vlad_dim);
+        ++num_vlad;
+      };
+      for (const Processed* p : held) add(p->descriptors);
+      RunWorkers(again, threads, options.encoding.max_side, options.encoding.extractor,
+                 options.limits, cancel, [&](Processed&& p) {
+                   if (!p.error) add(p.descriptors);
+                 });
+      if (cancel && cancel->load()) {
+        summary.cancelled = true;
+        summary.seconds = Seconds(start, Clock::now());
+        return summary;
       }
-      if (held.size() < 2)
-        throw std::runtime_error("cannot learn a PCA projection from " +
-                                 std::to_string(held.size()) +
-                                 " training image(s) with features; add images or "
-                                 "use --pca-dim 0");
-      projection = LearnProjection(sample_vlad.data(), static_cast<int64_t>(held.size()),
-                                   vlad_dim, options.projection);
+      if (ShouldLearnProjection(options.projection, num_vlad))
+        projection = LearnProjection(sample_vlad.data(), num_vlad, vlad_dim, options.projection);
       summary.stages.pca = Seconds(t_pca, Clock::now());
     }
     store = Store::Create(db_path,

@@ -23,6 +23,9 @@ struct IndexOptions {
   CodebookOptions codebook;       // used for a new database only
   ProjectionOptions projection;   // PCA of VLAD vectors; new database only
   int train_images = 1000;        // images sampled to learn the codebook; >= 1
+  // Bytes of the training images' descriptors kept for reuse (encoding, PCA)
+  // instead of being extracted again.
+  size_t training_cache_bytes = size_t{256} << 20;
   int threads = 0;                // decode/extract threads; 0 = all cores
   int batch_images = 32;          // images per encoder batch; 1..4096
   Backend backend = Backend::kAuto;

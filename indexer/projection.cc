@@ -19,12 +19,19 @@ void ProjectionOptions::Validate() const {
   if (out_dim < 0 || out_dim > 65536)
     throw std::invalid_argument("--pca-dim must be 0 (off) or in 1..65536, got " +
                                 std::to_string(out_dim));
+  if (min_images < 0)
+    throw std::invalid_argument("--pca-min-images must be >= 0, got " +
+                                std::to_string(min_images));
   if (!(eigen_regularization >= 0.0f) || !std::isfinite(eigen_regularization))
     throw std::invalid_argument("--pca-regularization must be >= 0, got " +
                                 std::to_string(eigen_regularization));
   if (!(power_alpha > 0.0f && power_alpha <= 1.0f))
     throw std::invalid_argument("--pca-power must be in (0, 1], got " +
                                 std::to_string(power_alpha));
+}
+
+bool ShouldLearnProjection(const ProjectionOptions& options, int64_t num_images) {
+  return options.out_dim > 0 && num_images >= std::max<int64_t>(2, options.min_images);
 }
 
 namespace {

@@ -17,16 +17,25 @@ namespace lookalike {
 struct ProjectionOptions {
   // Components kept; 0 = no projection (search uses full VLAD vectors).
   // Capped at (training vectors - 1) when learned, since more components
-  // would only span noise. 0 by default: on the development set (97 images,
-  // so at most 96 components) every projection measured lowered mAP (README,
+  // would only span noise. 256 is the smallest size the literature uses at
+  // K = 512 (Jégou & Chum 2012 keep 128-4096); on the development set,
+  // keeping fewer components than the sample supports lost mAP (README,
   // "PCA-whitening").
-  int out_dim = 0;
+  int out_dim = 256;
+  // The projection is learned only if the training sample holds at least
+  // this many images with features; a smaller new collection searches its
+  // full VLAD vectors. 257 = out_dim + 1 at the default: every component is
+  // then supported by the sample (measured: a full-rank projection matches
+  // full VLAD, a truncated one loses). 0 = always (out_dim still capped).
+  int min_images = 257;
   // Divide each component by sqrt(eigenvalue + eigen_regularization x mean
   // eigenvalue), so frequent, co-occurring directions count less.
   bool whiten = true;
   // Relative floor added to every eigenvalue before whitening, >= 0; keeps the
-  // smallest components (mostly noise) from being amplified.
-  float eigen_regularization = 0.0f;
+  // smallest components (mostly noise) from being amplified. 1 measured as
+  // good as full whitening (0) on the development set (0.799 vs 0.796 mean
+  // mAP over 4 seeds, within the noise) and bounds the amplification.
+  float eigen_regularization = 1.0f;
   // Signed power applied to each projected component before the final L2
   // normalisation; in (0, 1], 1 = off.
   float power_alpha = 1.0f;
@@ -37,6 +46,11 @@ struct ProjectionOptions {
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;
 };
+
+// True if a new database whose training sample has `num_images` images with
+// features learns a projection under `options` (out_dim > 0 and num_images >=
+// max(2, min_images)).
+bool ShouldLearnProjection(const ProjectionOptions& options, int64_t num_images);
 
 // Learns the projection from `num` VLAD vectors (row-major, `dim` floats each,
 // all-zero rows are ignored) with FAISS's PCAMatrix. out_dim is capped at

@@ -241,6 +241,10 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ("pca-dim", po::value(&o.projection.out_dim)->default_value(d.projection.out_dim),
        "PCA of VLAD vectors learned from the training images: components kept for "
        "search (0 = off; capped at training images - 1)")
+      ("pca-min-images",
+       po::value(&o.projection.min_images)->default_value(d.projection.min_images),
+       "learn the PCA only if at least N training images have features (0 = always); "
+       "smaller collections search full VLAD vectors")
       ("whiten", po::value(&whiten)->default_value(whiten), "PCA-whitening on|off")
       ("pca-regularization",
        po::value(&o.projection.eigen_regularization)
@@ -317,7 +321,7 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
     // The model is fixed at creation; explicit model flags cannot change it.
     for (const char* flag : {"clusters", "max-side", "descriptor", "contrast-threshold",
                              "max-features", "power", "intra-norm", "residual-norm",
-                             "pca-dim", "whiten", "pca-regularization", "pca-power", "pca-half"})
+                             "pca-dim", "pca-min-images", "whiten", "pca-regularization", "pca-power", "pca-half"})
       if (vm.count(flag) && !vm[flag].defaulted())
         err << "lookalike: note: --" << flag
             << " ignored: " << o.db_path

@@ -112,6 +112,7 @@ TEST(ProjectionTest, WhitenedTrainingDataHasUnitVariance) {
   const std::vector<float> x = MakeVectors(n, dim, 5);
   ProjectionOptions o;
   o.out_dim = 8;
+  o.eigen_regularization = 0;  // full whitening
   const ProjectionRecord p = LearnProjection(x.data(), n, dim, o);
   ASSERT_EQ(p.out_dim, 8u);
   // Projected, whitened coordinates of the training data (before the final
@@ -142,6 +143,21 @@ TEST(ProjectionTest, WhitenedTrainingDataHasUnitVariance) {
     for (int c = 0; c < 8; ++c) norm += y[i * 8 + c] * y[i * 8 + c];
     norm = std::sqrt(norm);
     for (int c = 0; c < 8; ++c) EXPECT_NEAR(out[i * 8 + c], y[i * 8 + c] / norm, 1e-4);
+  }
+  // Regularised whitening: scale (eigenvalue + r x mean eigenvalue)^-1/2.
+  ProjectionRecord regularised = p;
+  regularised.eigen_regularization = 1.0f;
+  double mean_eig = 0;
+  for (float e : p.eigenvalues) mean_eig += e / 8.0;
+  SearchProjection::FromRecord(&regularised, dim).Apply(x.data(), 1, out.data());
+  {
+    std::vector<double> z(8);
+    double zn = 0;
+    for (int c = 0; c < 8; ++c) {
+      z[c] = y[c] * std::sqrt(p.eigenvalues[c] / (p.eigenvalues[c] + mean_eig));
+      zn += z[c] * z[c];
+    }
+    for (int c = 0; c < 8; ++c) EXPECT_NEAR(out[c], z[c] / std::sqrt(zn), 1e-4);
   }
   // Without whitening the same directions, unscaled.
   ProjectionRecord plain = p;
@@ -330,6 +346,7 @@ TEST(ProjectionPipelineTest, ProjectedSearchFindsOriginals) {
   o.threads = 2;
   o.backend = Backend::kCpu;
   o.projection.out_dim = 8;
+  o.projection.min_images = 0;
   const IndexSummary s = BuildIndex(o, nullptr);
   ASSERT_EQ(s.indexed, kImages);
   EXPECT_GT(s.stages.pca, 0.0);
@@ -365,6 +382,45 @@ TEST(ProjectionPipelineTest, ProjectedSearchFindsOriginals) {
   o.projection.out_dim = 4;
   BuildIndex(o, nullptr);
   EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->GetProjection()->out_dim, 8u);
+}
+
+// Training images whose descriptors were not kept are extracted again for
+// the PCA, and give the same projection; below --pca-min-images there is none.
+TEST(ProjectionPipelineTest, ReExtractedSampleAndMinImages) {
+  TempDir tmp;
+  const std::string dir = tmp / "photos";
+  testing::WriteSyntheticSet(dir, 10, 40, 320, 240);
+  auto build = [&](const std::string& db, size_t cache_bytes, int min_images) {
+    IndexOptions o;
+    o.image_dir = dir;
+    o.db_path = db;
+    o.codebook.num_clusters = 16;
+    o.threads = 2;
+    o.backend = Backend::kCpu;
+    o.training_cache_bytes = cache_bytes;
+    o.projection.out_dim = 6;
+    o.projection.min_images = min_images;
+    EXPECT_EQ(BuildIndex(o, nullptr).indexed, 10);
+    return Store::Open(db, Store::Mode::kReadOnly)->GetProjection();
+  };
+  const auto cached = build(tmp / "cached", size_t{1} << 30, 10);
+  const auto again = build(tmp / "again", 0, 10);
+  ASSERT_TRUE(cached.has_value());
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(cached->num_samples, 10u);
+  EXPECT_EQ(again->num_samples, 10u);
+  ASSERT_EQ(cached->out_dim, again->out_dim);
+  for (uint32_t c = 0; c < cached->out_dim; ++c) {
+    EXPECT_NEAR(again->eigenvalues[c], cached->eigenvalues[c], 1e-4 * cached->eigenvalues[0]);
+    if (c < 3) {
+      const double dot = Dot(&cached->components[uint64_t{c} * cached->in_dim],
+                             &again->components[uint64_t{c} * again->in_dim], cached->in_dim);
+      EXPECT_NEAR(std::fabs(dot), 1.0, 1e-3) << "component " << c;
+    }
+  }
+  EXPECT_FALSE(build(tmp / "few", size_t{1} << 30, 11).has_value())
+      << "10 images < --pca-min-images 11: no projection";
+  EXPECT_FALSE(build(tmp / "default", size_t{1} << 30, ProjectionOptions().min_images).has_value());
 }
 
 }  // namespace

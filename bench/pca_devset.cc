@@ -1,0 +1,152 @@
+// PCA(-whitening) settings compared on a labelled set without re-indexing:
+// reads the stored VLAD vectors of a database built without a projection,
+// encodes the queries once, then for each setting learns the projection from
+// the database's vectors (what `index --pca-dim` learns from its training
+// sample when every image is sampled and cached, as for the 97-image
+// development set), ranks every database image by cosine similarity of the
+// projected vectors (VLAD alone, no re-ranking) and writes one TSV per
+// setting in the `search --format tsv` layout, for evaluate.py.
+//
+//   build/tools/lookalike index DEVSET/db --db /tmp/dev-db
+//   build/bench/pca_devset --db /tmp/dev-db --queries DEVSET/queries --out /tmp/pca
+//       off 96 64 32 96:nowhiten 96:reg=0 96:power=0.5        (one command line)
+//   for f in /tmp/pca/*.tsv; do
+//     python3 DEVSET/../evaluate.py DEVSET/gt.csv $f --groups DEVSET/queries_meta.csv
+//   done
+//
+// A setting is "off" or DIM[:nowhiten][:reg=R][:power=A][:f32].
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "indexer/file_walker.h"
+#include "indexer/model.h"
+#include "indexer/projection.h"
+#include "search/searcher.h"
+#include "storage/encoding.h"
+#include "storage/store.h"
+
+namespace {
+
+using namespace lookalike;
+using Clock = std::chrono::steady_clock;
+
+struct Setting {
+  std::string name;
+  bool off = false;
+  ProjectionOptions options;
+};
+
+Setting ParseSetting(const std::string& text) {
+  Setting s;
+  s.name = text;
+  if (text == "off") {
+    s.off = true;
+    return s;
+  }
+  std::stringstream in(text);
+  std::string part;
+  std::getline(in, part, ':');
+  s.options.out_dim = std::stoi(part);
+  while (std::getline(in, part, ':')) {
+    if (part == "nowhiten") s.options.whiten = false;
+    else if (part == "f32") s.options.half_precision = false;
+    else if (part.rfind("reg=", 0) == 0) s.options.eigen_regularization = std::stof(part.substr(4));
+    else if (part.rfind("power=", 0) == 0) s.options.power_alpha = std::stof(part.substr(6));
+    else throw std::invalid_argument("unknown setting part '" + part + "'");
+  }
+  s.options.Validate();
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string db, queries, out_dir;
+  std::vector<Setting> settings;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--db" && i + 1 < argc) db = argv[++i];
+    else if (a == "--queries" && i + 1 < argc) queries = argv[++i];
+    else if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
+    else settings.push_back(ParseSetting(a));
+  }
+  if (db.empty() || queries.empty() || out_dir.empty() || settings.empty()) {
+    std::cerr << "usage: pca_devset --db DB --queries DIR --out DIR SETTING...\n"
+                 "  SETTING: off | DIM[:nowhiten][:reg=R][:power=A][:f32]\n";
+    return 2;
+  }
+  std::filesystem::create_directories(out_dir);
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  const int64_t dim = static_cast<int64_t>(store->model().vlad_dim());
+  std::vector<float> base;
+  std::vector<std::string> paths;
+  store->ForEachVector([&](const ImageRecord& r, const float* v) {
+    if (r.status == ImageStatus::kNoFeatures) return;
+    paths.push_back(r.path);
+    base.insert(base.end(), v, v + dim);
+  });
+  const int64_t n = static_cast<int64_t>(paths.size());
+  std::vector<FileError> errors;
+  const std::vector<std::string> query_paths = ExpandQueryPaths({queries}, &errors);
+  ImageEncoder encoder(store->model(), Backend::kCpu);
+  std::vector<float> qv;
+  std::vector<std::string> qnames;
+  for (const std::string& q : query_paths) {
+    ImageEncoder::Result r = encoder.EncodeFile(q, ImageFileLimits());
+    if (r.error) continue;
+    qnames.push_back(q);
+    qv.insert(qv.end(), r.vlad.begin(), r.vlad.end());
+  }
+  const int64_t nq = static_cast<int64_t>(qnames.size());
+  std::cerr << n << " database vectors, " << nq << " queries, VLAD " << dim << "-d\n";
+  for (const Setting& s : settings) {
+    const auto t0 = Clock::now();
+    SearchProjection sp = SearchProjection::FromRecord(nullptr, dim);
+    double learn_s = 0;
+    if (!s.off) {
+      const ProjectionRecord rec = LearnProjection(base.data(), n, dim, s.options);
+      learn_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      // Through the stored encoding, so float16 rounding is included.
+      sp = SearchProjection::FromRecord(&rec, dim);
+      if (s.options.half_precision) {
+        ProjectionRecord rounded = rec;
+        for (float& c : rounded.components) c = encoding::HalfToFloat(encoding::FloatToHalf(c));
+        sp = SearchProjection::FromRecord(&rounded, dim);
+      }
+    }
+    const int64_t od = sp.out_dim();
+    std::vector<float> pb(n * od), pq(nq * od);
+    const auto t1 = Clock::now();
+    sp.Apply(base.data(), n, pb.data());
+    const auto t2 = Clock::now();
+    sp.Apply(qv.data(), nq, pq.data());
+    const auto t3 = Clock::now();
+    std::ofstream tsv(out_dir + "/" + s.name + ".tsv");
+    for (int64_t q = 0; q < nq; ++q) {
+      std::vector<std::pair<float, int64_t>> scored(n);
+      for (int64_t i = 0; i < n; ++i) {
+        double dot = 0;
+        for (int64_t j = 0; j < od; ++j) dot += double{pq[q * od + j]} * pb[i * od + j];
+        scored[i] = {static_cast<float>(dot), i};
+      }
+      std::sort(scored.begin(), scored.end(),
+                [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (int64_t r = 0; r < std::min<int64_t>(100, n); ++r)
+        tsv << qnames[q] << '\t' << r + 1 << '\t' << paths[scored[r].second] << '\t'
+            << scored[r].first << '\n';
+    }
+    std::fprintf(stderr, "%-24s out %5lld  learn %.2f s  project db %.3f s  queries %.2f ms each\n",
+                 s.name.c_str(), static_cast<long long>(od), learn_s,
+                 std::chrono::duration<double>(t2 - t1).count(),
+                 1e3 * std::chrono::duration<double>(t3 - t2).count() / std::max<int64_t>(1, nq));
+  }
+  return 0;
+}
