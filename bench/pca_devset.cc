@@ -15,13 +15,21 @@
 //   done
 //
 // A setting is "off" or DIM[:nowhiten][:reg=R][:power=A][:f32].
+//
+//   build/bench/pca_devset --timing 1000 256 [--f32]
+// times the costs at K = 512 on synthetic unit vectors instead: learning from
+// 1000 vectors, the m:pca bytes, loading it (Store::GetProjection +
+// SearchProjection), projecting one query and 1000 stored vectors.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
+#include <unistd.h>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,7 +76,75 @@ Setting ParseSetting(const std::string& text) {
 
 }  // namespace
 
+int Timing(int64_t n, int out_dim, bool half) {
+  const int64_t dim = 512 * 128;
+  auto secs = [](Clock::time_point a) {
+    return std::chrono::duration<double>(Clock::now() - a).count();
+  };
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> g;
+  std::vector<float> x(n * dim);
+  for (int64_t i = 0; i < n; ++i) {
+    double norm2 = 0;
+    for (int64_t j = 0; j < dim; ++j) {
+      // A few shared directions plus noise, so the spectrum decays.
+      float v = g(rng) * (j % 97 == 0 ? 8.0f : 1.0f);
+      x[i * dim + j] = v;
+      norm2 += double{v} * v;
+    }
+    const float inv = static_cast<float>(1.0 / std::sqrt(norm2));
+    for (int64_t j = 0; j < dim; ++j) x[i * dim + j] *= inv;
+  }
+  ProjectionOptions o;
+  o.out_dim = out_dim;
+  o.half_precision = half;
+  auto t = Clock::now();
+  const ProjectionRecord rec = LearnProjection(x.data(), n, dim, o);
+  std::printf("learn from %lld vectors -> %u dims: %.2f s\n", static_cast<long long>(n),
+              rec.out_dim, secs(t));
+  const std::string db = "/tmp/pca_devset_timing." + std::to_string(::getpid());
+  std::filesystem::remove_all(db);
+  ModelRecord m;
+  m.num_clusters = 512;
+  m.max_side = 512;
+  m.centroids.assign(m.vlad_dim(), 0.0f);
+  m.codebook_hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * 4);
+  t = Clock::now();
+  Store::Create(db, m, &rec);
+  std::printf("create with projection: %.2f s\n", secs(t));
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    for (int round = 0; round < 3; ++round) {
+      t = Clock::now();
+      const auto loaded = store->GetProjection();
+      const double get_s = secs(t);
+      t = Clock::now();
+      const SearchProjection sp = SearchProjection::FromRecord(&*loaded, dim);
+      std::printf("load: GetProjection %.3f s + SearchProjection %.3f s\n", get_s, secs(t));
+      if (round < 2) continue;
+      std::vector<float> out(1000 * sp.out_dim());
+      t = Clock::now();
+      for (int q = 0; q < 20; ++q) sp.Apply(x.data() + q * dim, 1, out.data());
+      std::printf("project one query: %.2f ms\n", secs(t) * 1e3 / 20);
+      const int64_t batch = std::min<int64_t>(n, 1000);
+      t = Clock::now();
+      sp.Apply(x.data(), batch, out.data());
+      std::printf("project %lld stored vectors: %.3f s\n", static_cast<long long>(batch), secs(t));
+    }
+  }
+  std::printf("database size on disk (model + projection): %.1f MiB\n",
+              static_cast<double>(Store::Open(db, Store::Mode::kReadOnly)->SizeOnDisk()) / (1 << 20));
+  std::printf("m:pca value: %llu bytes\n",
+              static_cast<unsigned long long>(36 + 4 * (dim + rec.out_dim) +
+                                              uint64_t{rec.out_dim} * dim * (half ? 2 : 4) + 8));
+  std::filesystem::remove_all(db);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 4 && std::string(argv[1]) == "--timing")
+    return Timing(std::atoll(argv[2]), std::atoi(argv[3]),
+                  !(argc >= 5 && std::string(argv[4]) == "--f32"));
   std::string db, queries, out_dir;
   std::vector<Setting> settings;
   for (int i = 1; i < argc; ++i) {

@@ -192,10 +192,15 @@ ProjectionRecord DecodeProjection(const std::string& value, uint64_t vlad_dim) {
   const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
   p.components.resize(n);
   if (p.half_precision) {
+    // A table of all 65536 halves decodes tens of millions of them fast.
+    static const std::vector<float> table = [] {
+      std::vector<float> t(65536);
+      for (uint32_t h = 0; h < 65536; ++h) t[h] = encoding::HalfToFloat(static_cast<uint16_t>(h));
+      return t;
+    }();
     const auto* raw = reinterpret_cast<const unsigned char*>(r.Raw(2 * n));
     for (uint64_t i = 0; i < n; ++i)
-      p.components[i] = encoding::HalfToFloat(
-          static_cast<uint16_t>(raw[2 * i] | (uint16_t{raw[2 * i + 1]} << 8)));
+      p.components[i] = table[raw[2 * i] | (uint32_t{raw[2 * i + 1]} << 8)];
   } else {
     const char* raw = r.Raw(4 * n);
     for (uint64_t i = 0; i < n; ++i) {
