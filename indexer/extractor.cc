@@ -13,6 +13,9 @@ void ExtractorOptions::Validate() const {
   if (!(contrast_threshold > 0.0f && contrast_threshold < 1.0f))
     throw std::invalid_argument("SIFT contrast threshold must be in (0, 1), got " +
                                 std::to_string(contrast_threshold));
+  if (min_keypoints < 0 || min_keypoints > 100000)
+    throw std::invalid_argument("min keypoints must be in 0..100000, got " +
+                                std::to_string(min_keypoints));
   if (max_features < 0)
     throw std::invalid_argument("max features must be >= 0, got " +
                                 std::to_string(max_features));
@@ -35,6 +38,8 @@ class SiftExtractor final : public DescriptorExtractor {
   explicit SiftExtractor(const ExtractorOptions& options)
       : root_(options.type == "rootsift"),
         max_features_(options.max_features),
+        min_keypoints_(options.min_keypoints),
+        contrast_threshold_(options.contrast_threshold),
         sift_(cv::SIFT::create(options.max_features, 3, options.contrast_threshold)) {}
 
   Descriptors Extract(const GrayImage& image) override {
@@ -46,6 +51,15 @@ class SiftExtractor final : public DescriptorExtractor {
     std::vector<cv::KeyPoint> keypoints;
     cv::Mat desc;
     sift_->detectAndCompute(gray, cv::noArray(), keypoints, desc);
+    // Sparse images: retry with a lower threshold. Deterministic, so a query
+    // and its database copy go through the same steps.
+    for (float threshold = contrast_threshold_ * 0.5f;
+         desc.rows < min_keypoints_ && threshold >= kMinContrastThreshold; threshold *= 0.5f) {
+      keypoints.clear();
+      desc.release();
+      cv::SIFT::create(max_features_, 3, threshold)
+          ->detectAndCompute(gray, cv::noArray(), keypoints, desc);
+    }
     if (desc.empty()) return out;
     CV_Assert(desc.type() == CV_32F && desc.cols == 128);
     // OpenCV's retainBest keeps every keypoint tied with the N-th response
@@ -68,6 +82,8 @@ class SiftExtractor final : public DescriptorExtractor {
  private:
   bool root_;
   int max_features_;
+  int min_keypoints_;
+  float contrast_threshold_;
   cv::Ptr<cv::SIFT> sift_;
 };
 

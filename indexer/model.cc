@@ -22,6 +22,7 @@ ModelRecord MakeModelRecord(const EncodingSettings& settings,
   m.max_side = static_cast<uint32_t>(settings.max_side);
   m.contrast_threshold = settings.extractor.contrast_threshold;
   m.max_features = static_cast<uint32_t>(settings.extractor.max_features);
+  m.min_keypoints = static_cast<uint32_t>(settings.extractor.min_keypoints);
   m.power_alpha = settings.vlad.power_alpha;
   m.intra_normalize = settings.vlad.intra_normalize;
   m.residual_normalize = settings.vlad.residual_normalize;
@@ -37,6 +38,7 @@ EncodingSettings SettingsFromModel(const ModelRecord& model) {
   s.extractor.type = model.descriptor_type;
   s.extractor.contrast_threshold = model.contrast_threshold;
   s.extractor.max_features = static_cast<int>(model.max_features);
+  s.extractor.min_keypoints = static_cast<int>(model.min_keypoints);
   s.vlad.power_alpha = model.power_alpha;
   s.vlad.intra_normalize = model.intra_normalize;
   s.vlad.residual_normalize = model.residual_normalize;

@@ -8,10 +8,12 @@
 #include <exception>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
+#include "indexer/pipeline.h"
 #include "indexer/projection.h"
 
 namespace lookalike {
@@ -50,6 +52,9 @@ Searcher::~Searcher() = default;
 std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path,
                                          const SearchOptions& options) {
   options.Validate();
+  // Verification runs candidates on OpenMP threads; one BLAS thread each.
+  SetLibraryThreads(options.threads > 0 ? options.threads
+                                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->store = Store::Open(db_path, Store::Mode::kReadOnly);
@@ -106,7 +111,8 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors,
     for (int64_t r = 0; r < k; ++r) {
       const faiss::Index::idx_t row = labels[q * k + r];
       if (row < 0) continue;
-      out[q].push_back(Hit{impl_->ids[row], impl_->paths[row], scores[q * k + r], -1});
+      out[q].push_back(
+          Hit{impl_->ids[row], impl_->paths[row], scores[q * k + r], scores[q * k + r], -1});
     }
   }
   return out;
@@ -114,10 +120,10 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors,
 
 namespace {
 
-// Extra score of a verified result: above any cosine similarity (<= 1), and
-// growing with the inlier count so a near-copy outranks a loosely verified view.
-float VerifiedBonus(int inliers) {
-  return 1.0f + static_cast<float>(inliers) / (static_cast<float>(inliers) + 20.0f);
+// Hit::score of a verified result; see there.
+float CombinedScore(float similarity, int inliers) {
+  const float evidence = static_cast<float>(inliers) / (static_cast<float>(inliers) + 20.0f);
+  return 1.0f - (1.0f - similarity) * (1.0f - evidence);
 }
 
 struct Candidate {
@@ -179,7 +185,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       c.score = c.similarity;
       const auto it = inliers.find(c.row);
       if (it != inliers.end() && it->second >= opt.min_inliers)
-        c.score += VerifiedBonus(it->second);
+        c.score = CombinedScore(c.similarity, it->second);
     }
     std::stable_sort(list->begin(), list->end(),
                      [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
@@ -215,7 +221,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   for (const Candidate& c : list) {
     if (static_cast<int>(hits.size()) == opt.k) break;
     const auto it = inliers.find(c.row);
-    hits.push_back(Hit{impl_->ids[c.row], impl_->paths[c.row], c.score,
+    hits.push_back(Hit{impl_->ids[c.row], impl_->paths[c.row], c.score, c.similarity,
                        it == inliers.end() ? -1 : it->second});
   }
   return hits;

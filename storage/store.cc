@@ -76,6 +76,8 @@ std::string EncodeModel(const ModelRecord& m) {
   encoding::PutFixed64(&s, m.codebook_hash);
   encoding::PutFixed64(&s, m.centroids.size());
   for (float v : m.centroids) encoding::PutFloat(&s, v);
+  // Fields added after schema 1 shipped go last, so older models still decode.
+  encoding::PutFixed32(&s, m.min_keypoints);
   return s;
 }
 
@@ -101,6 +103,7 @@ ModelRecord DecodeModel(const std::string& value) {
                                  std::to_string(m.vlad_dim()));
   m.centroids.resize(n);
   for (uint64_t i = 0; i < n; ++i) m.centroids[i] = r.Float();
+  if (r.remaining() > 0) m.min_keypoints = r.Fixed32();
   r.ExpectEnd();
   const uint64_t hash = encoding::Fnv1a64(m.centroids.data(), n * sizeof(float));
   if (hash != m.codebook_hash) {

@@ -71,6 +71,9 @@ struct ModelRecord {
   uint32_t max_side = 0;              // longest image side after downscaling, px
   float contrast_threshold = 0.04f;   // SIFT detector setting
   uint32_t max_features = 0;          // SIFT keypoint cap, 0 = none
+  // Re-detect below this many keypoints with lower thresholds; 0 = off
+  // (databases written before this field existed decode as 0).
+  uint32_t min_keypoints = 0;
   float power_alpha = 1.0f;           // VLAD power normalisation exponent (1 = off)
   bool intra_normalize = true;
   bool residual_normalize = false;

@@ -231,6 +231,9 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ("max-features", po::value(&o.encoding.extractor.max_features)
                            ->default_value(d.encoding.extractor.max_features),
        "keep at most N strongest keypoints per image (0 = all)")
+      ("min-keypoints", po::value(&o.encoding.extractor.min_keypoints)
+                            ->default_value(d.encoding.extractor.min_keypoints),
+       "re-detect an image with fewer keypoints at lower contrast thresholds (0 = off)")
       ("power", po::value(&o.encoding.vlad.power_alpha)->default_value(d.encoding.vlad.power_alpha, Shortest(d.encoding.vlad.power_alpha)),
        "VLAD power-normalisation exponent in (0, 1] (0.5 = signed square root, 1 = off)")
       ("intra-norm", po::value(&intra)->default_value(intra), "VLAD intra-normalisation on|off")
@@ -489,8 +492,9 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
     } else if (format == "json") {
       out << "{" << JsonPathField("query", r.query) << ",\"results\":[";
       for (size_t i = 0; i < r.hits.size(); ++i) {
-        char score[32];
-        std::snprintf(score, sizeof score, "%.6f", r.hits[i].score);
+        char score[64];
+        std::snprintf(score, sizeof score, "%.6f,\"similarity\":%.6f", r.hits[i].score,
+                      r.hits[i].similarity);
         out << (i ? "," : "") << "{\"rank\":" << i + 1 << "," << JsonPathField("path", r.hits[i].path)
             << ",\"score\":" << score;
         if (r.hits[i].inliers >= 0) out << ",\"inliers\":" << r.hits[i].inliers;
@@ -663,7 +667,8 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << ",\"model\":{\"descriptor\":" << JsonString(m.descriptor_type) << ",\"dim\":" << m.dim
         << ",\"clusters\":" << m.num_clusters << ",\"vlad_dim\":" << m.vlad_dim()
         << ",\"max_side\":" << m.max_side << ",\"contrast_threshold\":" << m.contrast_threshold
-        << ",\"max_features\":" << m.max_features << ",\"power\":" << m.power_alpha
+        << ",\"max_features\":" << m.max_features
+        << ",\"min_keypoints\":" << m.min_keypoints << ",\"power\":" << m.power_alpha
         << ",\"intra_norm\":" << (m.intra_normalize ? "true" : "false")
         << ",\"residual_norm\":" << (m.residual_normalize ? "true" : "false")
         << ",\"seed\":" << m.seed << ",\"codebook_hash\":\"" << hash << "\"}"
@@ -689,7 +694,7 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << "model         " << m.descriptor_type << " d=" << m.dim << ", K=" << m.num_clusters
         << " (VLAD " << m.vlad_dim() << "-d), max side " << m.max_side << " px\n"
         << "              SIFT contrast threshold " << m.contrast_threshold << ", max features "
-        << m.max_features << "\n"
+        << m.max_features << ", min keypoints " << m.min_keypoints << "\n"
         << "              power " << m.power_alpha << ", intra-norm "
         << (m.intra_normalize ? "on" : "off") << ", residual-norm "
         << (m.residual_normalize ? "on" : "off") << ", seed " << m.seed << "\n"

@@ -26,11 +26,12 @@ GrayImage ToGray(const cv::Mat& bgr) {
 }
 
 Descriptors Extract(const std::string& type, const GrayImage& image, float contrast = 0.02f,
-                    int max_features = 0) {
+                    int max_features = 0, int min_keypoints = 0) {
   ExtractorOptions o;
   o.type = type;
   o.contrast_threshold = contrast;
   o.max_features = max_features;
+  o.min_keypoints = min_keypoints;
   return CreateExtractor(o)->Extract(image);
 }
 
@@ -118,6 +119,29 @@ TEST_F(ExtractorTest, LowerContrastThresholdFindsMoreKeypoints) {
   EXPECT_LT(normal, loose);
 }
 
+TEST_F(ExtractorTest, SparseImagesAreRedetectedAtLowerThresholds) {
+  // A small, blurred, low-contrast copy: what a heavily degraded query looks like.
+  cv::Mat faint;
+  cv::GaussianBlur(testing::MakeSyntheticImage(25, 160, 120), faint, cv::Size(0, 0), 2.0);
+  faint.convertTo(faint, -1, 0.25, 96);
+  const GrayImage image = ToGray(faint);
+  const int64_t plain = Extract("rootsift", image, 0.04f).num;
+  const Descriptors retried = Extract("rootsift", image, 0.04f, 0, 200);
+  ASSERT_LT(plain, 200) << "the test image must be sparse at the default threshold";
+  EXPECT_GT(retried.num, plain);
+  EXPECT_EQ(retried.values.size(), static_cast<size_t>(retried.num) * 128);
+  EXPECT_EQ(retried.keypoints.size(), static_cast<size_t>(retried.num));
+  // The retries stop at the floor: an unreachable target ends with the
+  // keypoints of the lowest threshold (0.04 halved three times = 0.005).
+  EXPECT_EQ(Extract("rootsift", image, 0.04f, 0, 100000).num,
+            Extract("rootsift", image, kMinContrastThreshold).num);
+  // An image that already has enough keypoints is not re-detected.
+  const GrayImage rich = ToGray(testing::MakeSyntheticImage(24, 320, 240));
+  const int64_t rich_plain = Extract("rootsift", rich, 0.04f).num;
+  ASSERT_GE(rich_plain, 50);
+  EXPECT_EQ(Extract("rootsift", rich, 0.04f, 0, 50).num, rich_plain);
+}
+
 TEST_F(ExtractorTest, MaxFeaturesCaps) {
   const GrayImage image = ToGray(testing::MakeSyntheticImage(24, 320, 240));
   const int64_t all = Extract("rootsift", image).num;
@@ -152,6 +176,9 @@ TEST(ExtractorOptionsTest, ValidateNamesTheField) {
   o = ExtractorOptions();
   o.max_features = -1;
   expect_error(o, "max features");
+  o = ExtractorOptions();
+  o.min_keypoints = -1;
+  expect_error(o, "min keypoints");
   EXPECT_NO_THROW(ExtractorOptions().Validate());
   EXPECT_EQ(CreateExtractor(ExtractorOptions())->dim(), 128);
 }

@@ -111,6 +111,31 @@ TEST_F(SearcherTest, TransformedCopyFindsOriginal) {
   EXPECT_EQ(results[0].hits[0].path, AbsolutePath(paths_[4]));
 }
 
+TEST_F(SearcherTest, VerificationRaisesTheCopyAndLeavesUnverifiedScoresAlone) {
+  const std::string copy = tmp_ / "copy.jpg";
+  testing::WriteImage(copy, testing::ApplyTransform(testing::MakeSyntheticImage(1 + 6, 320, 240),
+                                                    testing::Transform::kRotate));
+  const auto plain = Open(kImages, 0)->SearchFiles({copy});
+  const auto verified = Open(kImages, kImages)->SearchFiles({copy});
+  ASSERT_EQ(verified.size(), 1u);
+  ASSERT_EQ(verified[0].hits.size(), static_cast<size_t>(kImages));
+  const Hit& top = verified[0].hits[0];
+  EXPECT_EQ(top.path, AbsolutePath(paths_[6]));
+  EXPECT_GE(top.inliers, SearchOptions().min_inliers) << "a rotated copy verifies";
+  EXPECT_GT(top.score, top.similarity) << "spatial evidence raises the score";
+  EXPECT_LE(top.score, 1.0f);
+  for (const Hit& h : verified[0].hits) {
+    EXPECT_GE(h.inliers, 0) << "every candidate within the re-ranking depth was verified";
+    if (h.inliers < SearchOptions().min_inliers)
+      EXPECT_EQ(h.score, h.similarity) << "unverified results keep their VLAD similarity";
+  }
+  // Without re-ranking, scores are the VLAD similarities and nothing is verified.
+  for (const Hit& h : plain[0].hits) {
+    EXPECT_EQ(h.inliers, -1);
+    EXPECT_EQ(h.score, h.similarity);
+  }
+}
+
 TEST_F(SearcherTest, BadQueryGetsErrorOthersSucceed) {
   const std::string bad = tmp_ / "bad.jpg";
   { std::ofstream(bad, std::ios::binary) << "definitely not an image"; }

@@ -187,13 +187,13 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
     EXPECT_EQ(f[1], std::to_string(i % k + 1)) << "ranks start at 1";
     EXPECT_EQ(f[2].front(), '/') << "paths are absolute";
     EXPECT_TRUE(fs::exists(f[2])) << f[2];
-    // Cosine in [-1, 1], plus 1 + inliers / (inliers + 20) (< 2) when verified.
+    // In [-1, 1]: cosine, raised by spatial evidence when verified.
     const double score = std::stod(f[3]);
     EXPECT_GE(score, -1.0001);
-    EXPECT_LT(score, 3.0001);
+    EXPECT_LE(score, 1.0001);
     if (i % k == 0) {
       EXPECT_EQ(f[2], AbsolutePath(queries[i / k])) << "an indexed image finds itself first";
-      EXPECT_GT(score, 2.5) << "an image verifies against itself with many inliers";
+      EXPECT_GT(score, 0.999) << "an image is its own best match";
     }
   }
 
@@ -211,6 +211,8 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
     EXPECT_EQ(Count(l, "\"rank\":"), 3u) << l;
     EXPECT_TRUE(Contains(l, "{\"rank\":1,\"path\":\"" + AbsolutePath(paths_[1 + q]) + "\""))
         << l;
+    EXPECT_EQ(Count(l, "\"similarity\":"), 3u) << "every hit carries its VLAD similarity: " << l;
+    EXPECT_TRUE(Contains(l, "\"inliers\":")) << "the top results were verified: " << l;
     EXPECT_EQ(Count(l, "{"), Count(l, "}"));
     EXPECT_EQ(Count(l, "["), Count(l, "]"));
   }
