@@ -1,0 +1,253 @@
+#!/bin/sh
+# lookalike against COLMAP's image retrieval (Debian package colmap 3.8:
+# CPU SIFT feature_extractor, vocab_tree_builder, vocab_tree_retriever) on the
+# same folder of photos, both on the same 2 CPUs, in one run: time per image
+# for indexing, time per query, and mAP from the set's scorer, with the
+# lookalike / COLMAP ratios.
+#
+# usage: bench/colmap_compare.sh [SET_DIR [BUILD_DIR]]
+#   SET_DIR    default ../shared/data/devset. Needs SET_DIR/db/ (database photos),
+#              SET_DIR/queries/ (query photos), SET_DIR/gt.csv; uses db.txt,
+#              queries.txt (paths relative to SET_DIR) and queries_meta.csv when
+#              present. The scorer is SET_DIR/../evaluate.py (or $EVALUATE).
+#   BUILD_DIR  default $BUILD_DIR or build/ (needs tools/lookalike)
+# environment:
+#   VOCAB_WORDS  vocabulary-tree sizes to run, default "1024" (quick); the
+#                issue's reference is 16384: VOCAB_WORDS="1024 16384"
+#   CPUS         CPUs both tools are pinned to (taskset), default 0,1
+#   THREADS      threads for both, default 2 (SIFT extraction and lookalike index)
+#   K            results per query for both, default 100 (= COLMAP's verified top N)
+#   WORK         keep intermediate files here (default: a temporary folder, removed)
+#
+# What is counted where (all wall-clock seconds, from /usr/bin/time):
+#   COLMAP index  = feature_extractor on the database photos (full resolution,
+#                   CPU SIFT, SiftExtraction.num_threads THREADS)
+#                 + vocab_tree_builder on their descriptors (one-time cost)
+#                 + vocab_tree_retriever adding the database photos to the
+#                   tree's inverted index (--output_index_path)
+#   COLMAP query  = feature_extractor on the query photos
+#                 + vocab_tree_retriever querying the saved index (per query:
+#                   wall of the call / number of queries; the retriever's own
+#                   per-query timings are printed too), without verification
+#                   and with --num_images_after_verification K (spatial
+#                   verification of the top K)
+#   lookalike index = `lookalike index` into a new database (sampling, k-means:
+#                   the one-time cost, shown apart, then encoding and storing)
+#   lookalike query = one `lookalike search` call over all queries / number of
+#                   queries (database loaded once), default settings (re-ranking
+#                   on) and plain VLAD (--rerank 0 --expansion 0)
+# Ratios are COLMAP time / lookalike time (> 1: lookalike is faster).
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+set_dir=$(cd "${1:-$root/../shared/data/devset}" && pwd)
+build=${2:-${BUILD_DIR:-$root/build}}
+[ -d "$build" ] && build=$(cd "$build" && pwd)
+bin=$build/tools/lookalike
+vocab_words=${VOCAB_WORDS:-1024}
+cpus=${CPUS:-0,1}
+threads=${THREADS:-2}
+k=${K:-100}
+scorer=${EVALUATE:-$(dirname "$set_dir")/evaluate.py}
+[ -x "$bin" ] || { echo "colmap_compare: $bin not built; run tools/build.sh" >&2; exit 2; }
+[ -f "$scorer" ] || { echo "colmap_compare: scorer $scorer not found (set EVALUATE)" >&2; exit 2; }
+for f in db queries gt.csv; do
+  [ -e "$set_dir/$f" ] || { echo "colmap_compare: $set_dir/$f missing" >&2; exit 2; }
+done
+if ! command -v colmap >/dev/null 2>&1; then
+  [ "$(id -u)" -eq 0 ] || { echo "colmap_compare: colmap missing; run as root or apt-get install colmap" >&2; exit 2; }
+  echo "installing colmap (apt-get)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends colmap >&2 ||
+    { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends colmap >&2; }
+fi
+[ -x /usr/bin/time ] || { echo "colmap_compare: /usr/bin/time missing (apt-get install time)" >&2; exit 2; }
+
+if [ -n "${WORK:-}" ]; then
+  work=$WORK; mkdir -p "$work"
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/lookalike-colmap.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+fi
+pin() { taskset -c "$cpus" "$@"; }
+# timed NAME CMD...: runs CMD pinned, stdout+stderr to $work/NAME.log, and
+# appends "NAME wall user sys" to $work/times.
+timed() {
+  name=$1; shift
+  /usr/bin/time -f "$name %e %U %S" -a -o "$work/times" taskset -c "$cpus" "$@" \
+    > "$work/$name.log" 2>&1 || {
+    rc=$?
+    # lookalike exits 1 when some files were skipped (e.g. no features): not fatal.
+    case $name in lk_*) [ $rc -eq 1 ] && return 0 ;; esac
+    echo "colmap_compare: $name failed (exit $rc); last lines of $work/$name.log:" >&2
+    tail -n 20 "$work/$name.log" >&2
+    exit 2
+  }
+}
+wall() { awk -v n="$1" '$1 == n { print $2 }' "$work/times"; }
+cpu() { awk -v n="$1" '$1 == n { print $3 + $4 }' "$work/times"; }
+
+# Image lists, relative to the set's root (COLMAP's image names; the scorer's paths).
+list() {  # FOLDER LISTFILE OUT
+  if [ -f "$set_dir/$2" ]; then cp "$set_dir/$2" "$3"
+  else (cd "$set_dir" && find "$1" -type f | grep -iE '\.(jpe?g|png|tiff?|bmp|webp|p[gpn]m)$' | sort) > "$3"
+  fi
+}
+list db db.txt "$work/db.txt"
+list queries queries.txt "$work/queries.txt"
+ndb=$(wc -l < "$work/db.txt")
+nq=$(wc -l < "$work/queries.txt")
+groups=""
+[ -f "$set_dir/queries_meta.csv" ] && groups="--groups $set_dir/queries_meta.csv"
+score() {  # RESULTS.tsv -> one JSON line
+  # shellcheck disable=SC2086
+  python3 "$scorer" "$set_dir/gt.csv" "$1" $groups
+}
+echo "set: $set_dir ($ndb database photos, $nq queries); CPUs $cpus, $threads threads; $(nproc) CPUs online, load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# ---------------------------------------------------------------- lookalike
+echo "lookalike: index, search (default and plain VLAD)" >&2
+timed lk_index "$bin" index "$set_dir/db" --db "$work/lk.db" --threads "$threads" --format json -q
+# search.sh OUT [FLAGS]: every query of queries.txt in one search call.
+cat > "$work/search.sh" <<'EOF'
+out=$1; shift
+cd "$SET_DIR"
+set -- "$@" --
+while IFS= read -r q; do set -- "$@" "$q"; done < "$WORK_DIR/queries.txt"
+exec "$BIN" search --db "$WORK_DIR/lk.db" -k "$K" --format tsv "$@" > "$out"
+EOF
+export SET_DIR="$set_dir" WORK_DIR="$work" BIN="$bin" K="$k"
+sh "$work/search.sh" /dev/null > /dev/null 2>&1 || true  # warm-up: page cache, binary
+timed lk_search sh "$work/search.sh" "$work/lk.tsv"
+timed lk_search_plain sh "$work/search.sh" "$work/lk_plain.tsv" --rerank 0 --expansion 0
+score "$work/lk.tsv" > "$work/lk.score"
+score "$work/lk_plain.tsv" > "$work/lk_plain.score"
+lk_train=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["stage_seconds"]; print(t["train"] + t.get("pca", 0))' "$work/lk_index.log")
+
+# ---------------------------------------------------------------- COLMAP
+sift="--SiftExtraction.use_gpu 0 --SiftExtraction.num_threads $threads"
+echo "COLMAP: feature extraction of the database photos" >&2
+# shellcheck disable=SC2086
+timed colmap_extract_db colmap feature_extractor --database_path "$work/colmap.db" \
+  --image_path "$set_dir" --image_list_path "$work/db.txt" $sift
+# Trees are built before the queries' features are added: the builder takes
+# the descriptors of every image in its database.
+for w in $vocab_words; do
+  echo "COLMAP: vocab_tree_builder, $w words; indexing the database photos" >&2
+  timed "colmap_build_$w" colmap vocab_tree_builder --database_path "$work/colmap.db" \
+    --vocab_tree_path "$work/tree$w.bin" --num_visual_words "$w"
+  timed "colmap_index_$w" colmap vocab_tree_retriever --database_path "$work/colmap.db" \
+    --vocab_tree_path "$work/tree$w.bin" --database_image_list_path "$work/db.txt" \
+    --output_index_path "$work/index$w.bin"
+done
+echo "COLMAP: feature extraction of the queries" >&2
+# shellcheck disable=SC2086
+timed colmap_extract_q colmap feature_extractor --database_path "$work/colmap.db" \
+  --image_path "$set_dir" --image_list_path "$work/queries.txt" $sift
+# Retriever log -> scorer TSV (query, rank, path, score) and per-query seconds.
+parse() {  # LOG TSV
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+query, rank, times = None, 0, []
+with open(sys.argv[1], errors="replace") as log, open(sys.argv[2], "w") as out:
+    for line in log:
+        m = re.search(r"Querying for image (.+) \[\d+/\d+\](?: in ([0-9.]+)s)?", line)
+        if m:
+            query, rank = m.group(1), 0
+            if m.group(2): times.append(float(m.group(2)))
+            continue
+        m = re.match(r"\s+image_id=\d+, image_name=(.+), score=(\S+)\s*$", line)
+        if m and query is not None:
+            rank += 1
+            out.write("%s\t%d\t%s\t%s\n" % (query, rank, m.group(1), m.group(2)))
+times.sort()
+print("%.4f %.4f" % (sum(times) / max(1, len(times)), times[len(times) // 2] if times else 0))
+PY
+}
+for w in $vocab_words; do
+  echo "COLMAP: vocab_tree_retriever, $w words, without and with spatial verification" >&2
+  timed "colmap_query_$w" colmap vocab_tree_retriever --database_path "$work/colmap.db" \
+    --vocab_tree_path "$work/index$w.bin" --database_image_list_path "$work/db.txt" \
+    --query_image_list_path "$work/queries.txt" --num_images "$k"
+  timed "colmap_query_sv_$w" colmap vocab_tree_retriever --database_path "$work/colmap.db" \
+    --vocab_tree_path "$work/index$w.bin" --database_image_list_path "$work/db.txt" \
+    --query_image_list_path "$work/queries.txt" --num_images "$k" \
+    --num_images_after_verification "$k"
+  parse "$work/colmap_query_$w.log" "$work/colmap_$w.tsv" > "$work/colmap_$w.qtimes"
+  parse "$work/colmap_query_sv_$w.log" "$work/colmap_sv_$w.tsv" > "$work/colmap_sv_$w.qtimes"
+  score "$work/colmap_$w.tsv" > "$work/colmap_$w.score"
+  score "$work/colmap_sv_$w.tsv" > "$work/colmap_sv_$w.score"
+done
+
+# ---------------------------------------------------------------- report
+python3 - "$work" "$ndb" "$nq" "$lk_train" "$vocab_words" <<'PY'
+import json, os, sys
+work, ndb, nq, lk_train, words = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5].split()
+T = {}
+for line in open(os.path.join(work, "times")):
+    f = line.split()
+    if len(f) == 4 and f[0] not in T:
+        T[f[0]] = (float(f[1]), float(f[2]) + float(f[3]))
+def score(name):
+    return json.loads(open(os.path.join(work, name + ".score")).read().strip().splitlines()[-1])
+def groups(s):
+    g = s.get("by_group") or {}
+    return ", ".join("%s %.3f" % (name, g[name]["mAP"]) for name in sorted(g)
+                     if "mAP" in g[name] and (":" not in name or name == "copy:hard"))
+def ms(x): return "%8.1f" % (1000 * x)
+lk_index_wall = T["lk_index"][0]
+lk = json.load(open(os.path.join(work, "lk_index.log")))
+print()
+print("INDEXING (wall-clock, ms per database photo; %d photos)" % ndb)
+print("%-58s %10s %10s" % ("", "all", "w/o vocab"))
+print("%-58s %10s %10s" % ("lookalike index (k-means K=512 %.1f s is the vocabulary)" % lk_train,
+                           ms(lk_index_wall / ndb), ms((lk_index_wall - lk_train) / ndb)))
+ext = T["colmap_extract_db"][0]
+print("%-58s %10s" % ("COLMAP feature_extractor (CPU SIFT, full resolution)", ms(ext / ndb)))
+rows = {}
+for w in words:
+    b, i = T["colmap_build_%s" % w], T["colmap_index_%s" % w]
+    print("%-58s %10s   (%.0f s wall, %.1f CPU-min)" % ("COLMAP vocab_tree_builder %s words" % w, ms(b[0] / ndb), b[0], b[1] / 60))
+    print("%-58s %10s" % ("COLMAP vocab_tree_retriever indexing, %s words" % w, ms(i[0] / ndb)))
+    total, novocab = ext + b[0] + i[0], ext + i[0]
+    rows[w] = (total, novocab)
+    print("%-58s %10s %10s" % ("COLMAP total, %s words" % w, ms(total / ndb), ms(novocab / ndb)))
+print()
+print("QUERIES (ms per query, %d queries; lookalike: one search call / queries)" % nq)
+lk_q, lk_qp = T["lk_search"][0] / nq, T["lk_search_plain"][0] / nq
+exq = T["colmap_extract_q"][0] / nq
+print("%-58s %10s" % ("lookalike search, default (re-ranking on)", ms(lk_q)))
+print("%-58s %10s" % ("lookalike search, plain VLAD (--rerank 0 --expansion 0)", ms(lk_qp)))
+print("%-58s %10s" % ("COLMAP feature_extractor on the queries", ms(exq)))
+qrows = {}
+for w in words:
+    for sv in ("", "sv_"):
+        wall = T["colmap_query_%s%s" % (sv, w)][0] / nq
+        mean, med = map(float, open(os.path.join(work, "colmap_%s%s.qtimes" % (sv, w))).read().split())
+        label = "COLMAP retriever %s words%s" % (w, ", verified top %s" % os.environ.get("K", "100") if sv else "")
+        print("%-58s %10s   (its own per-query timer: mean %.0f, median %.0f ms)" % (label + " + extraction", ms(exq + wall), 1000 * mean, 1000 * med))
+        qrows[sv + w] = exq + wall
+print()
+print("mAP (scorer: overall; per group)")
+lks, lkp = score("lk"), score("lk_plain")
+print("%-44s %.3f   %s" % ("lookalike default", lks["mAP"], groups(lks)))
+print("%-44s %.3f   %s" % ("lookalike plain VLAD", lkp["mAP"], groups(lkp)))
+cs = {}
+for w in words:
+    for sv in ("", "sv_"):
+        s = score("colmap_%s%s" % (sv, w))
+        cs[sv + w] = s
+        print("%-44s %.3f   %s" % ("COLMAP %s words%s" % (w, ", spatial verification" if sv else ""), s["mAP"], groups(s)))
+print()
+print("RATIOS (COLMAP time / lookalike time; > 1 = lookalike faster), this run")
+for w in words:
+    total, novocab = rows[w]
+    print("  indexing, %s-word tree: %.1fx including vocabulary building, %.1fx without it" % (
+        w, total / lk_index_wall, novocab / (lk_index_wall - lk_train)))
+    print("  query, %s-word tree: plain %.1fx (COLMAP plain / lookalike plain), verified %.1fx (COLMAP verified / lookalike default)" % (
+        w, qrows[w] / lk_qp, qrows["sv_" + w] / lk_q))
+    print("  mAP, %s-word tree: lookalike default %.3f vs COLMAP verified %.3f (%+.3f); plain %.3f vs %.3f (%+.3f)" % (
+        w, lks["mAP"], cs["sv_" + w]["mAP"], lks["mAP"] - cs["sv_" + w]["mAP"], lkp["mAP"], cs[w]["mAP"], lkp["mAP"] - cs[w]["mAP"]))
+print()
+print("scorer output (JSON), for the record:")
+for name in ["lk", "lk_plain"] + ["colmap_%s%s" % (sv, w) for w in words for sv in ("", "sv_")]:
+    print(name + ": " + open(os.path.join(work, name + ".score")).read().strip().splitlines()[-1])
+PY
