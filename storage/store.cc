@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,39 @@ const char kModelKey[] = "m:model";
 const char kNextIdKey[] = "m:next_id";
 const char kCountKey[] = "m:count";
 const char kProjectionKey[] = "m:pca";
+const char kSearchIndexKey[] = "m:xindex";
+constexpr uint32_t kSearchIndexFormat = 1;
+constexpr size_t kSearchIndexChunk = size_t{4} << 20;
+
+std::string SearchIndexChunkKey(uint32_t chunk) {
+  std::string k = "x:";
+  for (int i = 3; i >= 0; --i) k.push_back(static_cast<char>((chunk >> (8 * i)) & 0xff));
+  return k;
+}
+
+// m:xindex decoded: the blob's size, chunk count and checksum.
+struct SearchIndexMeta {
+  uint64_t size = 0;
+  uint32_t chunks = 0;
+  uint64_t checksum = 0;
+};
+
+SearchIndexMeta DecodeSearchIndexMeta(const std::string& value) {
+  Reader r(value, "search index header (m:xindex)");
+  const uint32_t format = r.Fixed32();
+  if (format != kSearchIndexFormat)
+    throw encoding::CorruptValue("search index header: format " + std::to_string(format) +
+                                 ", this build reads " + std::to_string(kSearchIndexFormat));
+  SearchIndexMeta m;
+  m.size = r.Fixed64();
+  m.chunks = r.Fixed32();
+  m.checksum = r.Fixed64();
+  r.ExpectEnd();
+  if (m.chunks != (m.size + kSearchIndexChunk - 1) / kSearchIndexChunk)
+    throw encoding::CorruptValue("search index header: " + std::to_string(m.chunks) +
+                                 " chunks cannot hold " + std::to_string(m.size) + " bytes");
+  return m;
+}
 constexpr uint32_t kProjectionFormat = 1;
 
 std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(id); }
@@ -608,6 +642,68 @@ std::optional<ProjectionRecord> Store::GetProjection() const {
   }
 }
 
+std::optional<std::string> Store::GetSearchIndex() const {
+  // One snapshot, so a writer replacing the index meanwhile is never mixed in.
+  rocksdb::ReadOptions ro;
+  const rocksdb::Snapshot* snapshot = impl_->read_only ? nullptr : impl_->db->GetSnapshot();
+  ro.snapshot = snapshot;
+  std::string header, blob, chunk;
+  std::string problem;
+  rocksdb::Status s = impl_->db->Get(ro, kSearchIndexKey, &header);
+  if (s.ok()) {
+    try {
+      const SearchIndexMeta meta = DecodeSearchIndexMeta(header);
+      blob.reserve(meta.size);
+      for (uint32_t c = 0; c < meta.chunks && problem.empty(); ++c) {
+        s = impl_->db->Get(ro, SearchIndexChunkKey(c), &chunk);
+        if (!s.ok()) problem = "chunk " + std::to_string(c) + " unreadable (" + s.ToString() + ")";
+        blob += chunk;
+      }
+      if (problem.empty() && blob.size() != meta.size)
+        problem = "holds " + std::to_string(blob.size()) + " bytes, header says " +
+                  std::to_string(meta.size);
+      if (problem.empty() && encoding::Fnv1a64(blob.data(), blob.size()) != meta.checksum)
+        problem = "checksum mismatch";
+    } catch (const encoding::CorruptValue& e) {
+      problem = e.what();
+    }
+  } else if (!s.IsNotFound()) {
+    problem = "header unreadable (" + s.ToString() + ")";
+  }
+  if (snapshot) impl_->db->ReleaseSnapshot(snapshot);
+  if (!problem.empty())
+    throw StoreError(StoreError::Kind::kCorrupt,
+                     "database " + path_ + ": persisted search index: " + problem +
+                         "; it is rebuilt from the stored vectors (run `lookalike index` to "
+                         "rewrite it, `lookalike verify` to check the rest)");
+  if (s.IsNotFound()) return std::nullopt;
+  return blob;
+}
+
+void Store::PutSearchIndex(const std::string& blob) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  const uint32_t chunks =
+      static_cast<uint32_t>((blob.size() + kSearchIndexChunk - 1) / kSearchIndexChunk);
+  rocksdb::WriteBatch batch;
+  // Later entries of a batch win, so the range delete only drops chunks the
+  // new blob does not overwrite.
+  batch.DeleteRange("x:", "x;");
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const size_t at = size_t{c} * kSearchIndexChunk;
+    batch.Put(SearchIndexChunkKey(c),
+              rocksdb::Slice(blob.data() + at, std::min(kSearchIndexChunk, blob.size() - at)));
+  }
+  std::string header;
+  encoding::PutFixed32(&header, kSearchIndexFormat);
+  encoding::PutFixed64(&header, blob.size());
+  encoding::PutFixed32(&header, chunks);
+  encoding::PutFixed64(&header, encoding::Fnv1a64(blob.data(), blob.size()));
+  batch.Put(kSearchIndexKey, header);
+  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) throw IoError(path_, s, "write to");
+}
+
 std::optional<std::string> Store::GetFeatures(uint64_t id) const {
   const auto value = impl_->Get(FeaturesKey(id));
   if (!value) return std::nullopt;
@@ -789,6 +885,33 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
     }
   }
   if (!it->status().ok()) problem("reading: " + it->status().ToString());
+  // The persisted search index: every chunk present, no stray ones, checksum.
+  {
+    uint32_t expected = 0;
+    std::string header;
+    const rocksdb::Status hs = impl_->db->Get(ro, kSearchIndexKey, &header);
+    if (hs.ok()) {
+      try {
+        expected = DecodeSearchIndexMeta(header).chunks;
+        GetSearchIndex();
+      } catch (const encoding::CorruptValue& e) {
+        problem(std::string("persisted search index: ") + e.what());
+      } catch (const StoreError& e) {
+        problem(e.what());
+      }
+    } else if (!hs.IsNotFound()) {
+      problem("persisted search index header unreadable (" + hs.ToString() + ")");
+    }
+    for (it->Seek("x:"); it->Valid() && it->key().starts_with("x:"); it->Next()) {
+      const bool well_formed = it->key().size() == 6;
+      uint32_t c = 0;
+      for (size_t i = 2; well_formed && i < 6; ++i)
+        c = (c << 8) | static_cast<unsigned char>(it->key()[i]);
+      if (!well_formed || c >= expected)
+        problem("search index chunk key " + it->key().ToString(true) +
+                " is not part of the persisted index");
+    }
+  }
   return problems;
 }
 

@@ -14,6 +14,9 @@
 //                       optional per image
 //   m:pca               ProjectionRecord, u64 FNV-1a of the value; optional
 //                       (written only at creation; absent = search full VLAD)
+//   m:xindex            u32 format, u64 size, u32 chunks, u64 FNV-1a of the
+//                       search index blob; optional (search/search_index.h)
+//   x:<chunk BE32>      the search index blob in 4 MiB chunks
 // Every image's record, vector, path entry and counters are written in one
 // atomic WriteBatch (WAL on), so an image is either wholly present or absent.
 #pragma once
@@ -186,6 +189,16 @@ class Store {
   // does not fit the model.
   std::optional<ProjectionRecord> GetProjection() const;
 
+  // The persisted search index (an opaque blob that search/search_index.h
+  // encodes), or nullopt if none was written. Throws StoreError(kCorrupt) if
+  // a chunk is missing or the blob fails its checksum.
+  std::optional<std::string> GetSearchIndex() const;
+
+  // Replaces the persisted search index in one atomic WriteBatch: the blob
+  // in chunks of 4 MiB under x:<u32 BE chunk>, and m:xindex (format, size,
+  // chunk count, FNV-1a of the blob). Throws StoreError(kIo).
+  void PutSearchIndex(const std::string& blob);
+
   // Replaces the record of an already stored image (e.g. a new mtime for the
   // same content), keeping its vector.
   void UpdateRecord(const ImageRecord& record);
@@ -196,7 +209,8 @@ class Store {
   // Full consistency check, for `lookalike verify`: RocksDB block checksums,
   // every record decodes and has its vector (right size, checksum, finite,
   // unit L2 norm or all zero for kNoFeatures) and its path entry, the PCA
-  // projection if any (checksum, fits the model, finite), every path
+  // projection if any (checksum, fits the model, finite), the persisted
+  // search index if any (every chunk present, checksum), every path
   // entry and vector has its record, ids are below the allocator and the
   // stored count equals the number of records. Returns one line per problem
   // (empty = consistent); stops listing after `max_problems`.

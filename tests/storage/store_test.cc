@@ -647,3 +647,78 @@ TEST(StoreTest, SecondWriterIsLocked) {
 
 }  // namespace
 }  // namespace lookalike
+
+namespace lookalike {
+namespace {
+
+// The persisted search index: chunked round trip, replacement by a smaller
+// blob (no stray chunks), read-only access, and corruption (a flipped byte,
+// a missing chunk, a stray chunk) detected on load and by Verify.
+TEST(StoreTest, PersistedSearchIndex) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  std::string big(9u << 20, '\0');  // three 4 MiB chunks
+  std::mt19937_64 rng(3);
+  for (char& c : big) c = static_cast<char>(rng());
+  {
+    auto store = Store::Create(db, MakeModel());
+    EXPECT_FALSE(store->GetSearchIndex().has_value());
+    store->PutSearchIndex(big);
+    EXPECT_EQ(store->GetSearchIndex(), big);
+    EXPECT_TRUE(store->Verify().empty());
+    store->PutSearchIndex("small");
+    EXPECT_EQ(store->GetSearchIndex(), std::string("small"));
+    EXPECT_TRUE(store->Verify().empty()) << store->Verify()[0];
+    store->PutSearchIndex(big);
+  }
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_EQ(store->GetSearchIndex(), big);
+    EXPECT_THROW(store->PutSearchIndex("x"), StoreError);
+  }
+  const std::string chunk1 = std::string("x:") + std::string("\0\0\0\1", 4);
+  auto expect_corrupt = [&](const std::string& what) {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    try {
+      store->GetSearchIndex();
+      ADD_FAILURE() << what << " went unnoticed on load";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+      EXPECT_NE(std::string(e.what()).find("search index"), std::string::npos) << e.what();
+    }
+    const auto problems = store->Verify();
+    ASSERT_FALSE(problems.empty()) << what << " went unnoticed by Verify";
+    EXPECT_NE(problems[0].find("search index"), std::string::npos) << problems[0];
+  };
+  std::string value;
+  {
+    auto raw = OpenRaw(db);
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), chunk1, &value).ok());
+    std::string bad = value;
+    bad[12345] ^= 0x01;
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), chunk1, bad).ok());
+  }
+  expect_corrupt("a flipped byte");
+  {
+    auto raw = OpenRaw(db);
+    ASSERT_TRUE(raw->Delete(rocksdb::WriteOptions(), chunk1).ok());
+  }
+  expect_corrupt("a missing chunk");
+  {
+    auto raw = OpenRaw(db);
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), chunk1, value).ok());
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), std::string("x:") + std::string("\0\0\0\7", 4),
+                         "stray").ok());
+  }
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_EQ(store->GetSearchIndex(), big);  // the blob itself is whole again
+    const auto problems = store->Verify();
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("not part of the persisted index"), std::string::npos)
+        << problems[0];
+  }
+}
+
+}  // namespace
+}  // namespace lookalike

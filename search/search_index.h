@@ -1,0 +1,78 @@
+// The search index persisted beside the database (Store::PutSearchIndex), kept
+// in step with the stored images incrementally.
+//
+// The persisted blob records which (image id, content hash) pairs the index
+// holds. Loading it always reconciles that list with the image records, so an
+// index written before a crash, by an interrupted run, or before images were
+// added, changed or removed is brought up to date (missing ids added from the
+// stored vectors, removed or changed ids removed and re-added) and never
+// returns a stale or missing result. Blob layout (all little-endian):
+//   "LKSX", u32 format, u64 model fingerprint (codebook hash), u64 search
+//   dimension, u64 n, n x (u64 id, u64 content hash) in id order,
+//   u64 size + VectorIndex::Serialize() bytes.
+// The store adds chunking and its own checksum (m:xindex, x:<chunk>).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "search/vector_index.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+// How stored VLAD vectors become search vectors: in practice
+// SearchProjection::Apply (PCA or identity), passed in so this library does
+// not depend on the indexer. apply(in, n, out): n x vlad_dim -> n x out_dim.
+struct SearchVectorMap {
+  int64_t out_dim = 0;
+  std::function<void(const float* in, int64_t n, float* out)> apply;
+};
+
+// One image the index holds: its id and the content hash its vector was
+// encoded from.
+struct IndexedImage {
+  uint64_t id = 0;
+  uint64_t content_hash = 0;
+};
+
+// What SyncSearchIndex found and did.
+struct SearchIndexSync {
+  std::unique_ptr<VectorIndex> index;
+  std::vector<IndexedImage> manifest;  // what `index` holds, in id order
+  int64_t num_zero = 0;   // images without features (never in the index)
+  bool loaded = false;    // the persisted index was used
+  bool rebuilt = false;   // built from every stored vector (see `reason`)
+  bool retrained = false; // kind changed or lists re-learned as the collection grew
+  int64_t added = 0;      // vectors added while reconciling
+  int64_t removed = 0;    // vectors removed while reconciling
+  std::string reason;     // why it was rebuilt, empty otherwise
+  // True when the index differs from what is persisted (it should be saved).
+  bool changed() const { return !loaded || rebuilt || retrained || added || removed; }
+};
+
+// Loads the persisted index of `store` (or builds one from every stored
+// vector if there is none, it is unreadable or corrupt, or it was built for
+// another model or dimension) and reconciles it with the image records, as
+// described above. `options` decide the kind of a new index and when an
+// `auto` index turns approximate (VectorIndex::ResolveKind): a flat index
+// whose collection passes auto_threshold is converted to ivfsq from its own
+// exact vectors, and an ivfsq index re-learns its lists from its own vectors
+// when the collection has grown 16-fold since it was trained. Writes
+// nothing. Throws StoreError (a corrupt stored vector) or std::runtime_error.
+SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
+                                const VectorIndexOptions& options);
+
+// Writes `sync`'s index and manifest with Store::PutSearchIndex (one atomic
+// WriteBatch). Throws StoreError.
+void SaveSearchIndex(Store* store, const SearchIndexSync& sync);
+
+// SyncSearchIndex, then SaveSearchIndex if anything changed: what
+// `lookalike index` runs at the end of every run.
+SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectorMap& map,
+                                  const VectorIndexOptions& options);
+
+}  // namespace lookalike

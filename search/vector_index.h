@@ -1,0 +1,152 @@
+// VectorIndex: the in-memory nearest-neighbour index over search vectors
+// (L2-normalised, any dimension), keyed by image id. One class for every kind
+// lookalike offers, so the searcher, the indexer and the benchmarks never see
+// FAISS types:
+//   flat   exact inner product (FAISS IndexFlatIP), 4·d + 8 bytes per image;
+//   ivfsq  inverted file (k-means coarse quantizer; Sivic & Zisserman, ICCV
+//          2003) whose lists hold residuals to the list centre scalar-quantised
+//          to 8 bits per dimension (6 or 4 when 8 would exceed the byte
+//          budget), plus the 8-byte id: d + 8 bytes per image at d <= 120.
+// `auto` picks flat below VectorIndexOptions::auto_threshold vectors and ivfsq
+// from there on (README "Search at scale" has the measurements behind it;
+// IVF-PQ was measured too and dropped: lower recall at the same budget and a
+// training time FAISS 1.7.3 makes impractical here).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lookalike {
+
+enum class VectorIndexKind { kAuto, kFlat, kIvfSq };
+
+// "auto", "flat", "ivfsq".
+const char* VectorIndexKindName(VectorIndexKind kind);
+// Inverse of VectorIndexKindName; throws std::invalid_argument listing the names.
+VectorIndexKind ParseVectorIndexKind(const std::string& name);
+
+struct VectorIndexOptions {
+  VectorIndexKind kind = VectorIndexKind::kAuto;
+  // `auto`: exact search below this many vectors, ivfsq from here on. Below
+  // it exact search is fast enough (≈2 ms at 20,000 × 256-d on one core)
+  // and an inverted file would have too few vectors to learn its lists.
+  // >= 1.
+  int64_t auto_threshold = 20000;
+  // Inverted lists; 0 = AutoNlist(number of vectors at training).
+  // 1..65536 otherwise.
+  int64_t nlist = 0;
+  // Lists visited per query; 0 = nlist / 32 (at least 8). Larger is slower
+  // and more exact. 1..nlist.
+  int64_t nprobe = 0;
+  // Bytes per image ivfsq aims at for its code plus the 8-byte id (lists and
+  // coarse centroids add ~2 more): it uses the most bits per dimension in
+  // {8, 6, 4} that fit, and 4 when none does. 16..4096.
+  int64_t max_bytes_per_vector = 128;
+  // Vectors k-means sees when training an approximate kind (a seeded sample
+  // when there are more); 0 = 64 per list. >= 0.
+  int64_t max_train_vectors = 0;
+  uint64_t seed = 1234;  // training sample and k-means seed
+
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+// Lists an ivfsq index over n vectors gets by default: the power of two
+// nearest to 2·sqrt(n), at most 4096 (about 500 vectors per list at 1M) and
+// at most n / 8 (at least 1), so small collections still train.
+int64_t AutoNlist(int64_t n);
+
+// One result of a range search: an image id and its similarity.
+struct Neighbor {
+  int64_t id = 0;
+  float score = 0;
+};
+
+// Thread-compatible: const methods (searches, sizes, Serialize) may run
+// concurrently; Add and Remove need exclusive access.
+class VectorIndex {
+ public:
+  // An empty index of `dim`-dimensional vectors. `kind` must be concrete
+  // (kAuto resolved with ResolveKind): an approximate kind is untrained and
+  // must be built with Build, not filled with Add. Throws std::invalid_argument.
+  static std::unique_ptr<VectorIndex> Create(int64_t dim, const VectorIndexOptions& options);
+
+  // Builds an index over `n` vectors (row-major n × dim, L2-normalised) with
+  // image ids `ids`: resolves kAuto by n, trains an approximate kind on a
+  // seeded sample, then adds everything. Throws std::invalid_argument.
+  static std::unique_ptr<VectorIndex> Build(int64_t dim, const VectorIndexOptions& options,
+                                            const int64_t* ids, const float* vectors, int64_t n);
+
+  // The concrete kind `options` asks for when the index holds n vectors.
+  static VectorIndexKind ResolveKind(const VectorIndexOptions& options, int64_t n);
+
+  // Reads an index written by Serialize. Throws std::runtime_error naming
+  // what is wrong if the blob is truncated, fails its checksum or is not a
+  // lookalike vector index.
+  static std::unique_ptr<VectorIndex> Deserialize(const std::string& blob);
+
+  ~VectorIndex();
+  VectorIndex(const VectorIndex&) = delete;
+  VectorIndex& operator=(const VectorIndex&) = delete;
+
+  // A self-contained byte string (header, FAISS index, FNV-1a checksum).
+  std::string Serialize() const;
+
+  // Adds n vectors under `ids`. The ids must not be in the index already
+  // (Remove them first to replace a vector): FAISS does not check, and a
+  // duplicate would be returned twice. Throws std::logic_error on an
+  // untrained approximate index.
+  void Add(const int64_t* ids, const float* vectors, int64_t n);
+
+  // Removes every vector whose id is listed (absent ids are ignored);
+  // returns how many were removed. O(size of the index) per call: batch ids.
+  int64_t Remove(const std::vector<int64_t>& ids);
+
+  // For each of n queries (row-major n × dim), the k most similar vectors:
+  // similarities (inner products; for approximate kinds estimated from the
+  // codes) in scores[q·k ..], best first, and image ids in ids[q·k ..];
+  // id -1 and score -inf pad when fewer than k are found.
+  void Search(const float* queries, int64_t n, int64_t k, float* scores, int64_t* ids) const;
+
+  // The same as Search, shaped like faiss::Index::search so code written
+  // against FAISS keeps working: distances are similarities, labels image ids.
+  void search(int64_t n, const float* x, int64_t k, float* distances, int64_t* labels) const {
+    Search(x, n, k, distances, labels);
+  }
+
+  // For each of n queries, up to max_results vectors with similarity >=
+  // min_score, best first (for near-duplicate detection).
+  std::vector<std::vector<Neighbor>> RangeSearch(const float* queries, int64_t n,
+                                                 float min_score, int64_t max_results) const;
+
+  // Every vector with its id, in no particular order: exact for flat,
+  // decoded from the codes for ivfsq. For converting or re-training an index
+  // without reading the stored vectors again.
+  void Export(std::vector<int64_t>* ids, std::vector<float>* vectors) const;
+
+  VectorIndexKind kind() const;
+  int64_t dim() const;
+  int64_t ntotal() const;  // vectors held
+  int64_t d() const { return dim(); }  // FAISS spelling of dim()
+  // Lists visited per query (approximate kinds; 0 for flat). Settable after
+  // loading: it is a search-time knob, not part of the trained model.
+  int64_t nprobe() const;
+  void set_nprobe(int64_t nprobe);
+  int64_t nlist() const;          // inverted lists (0 for flat)
+  int64_t code_bytes() const;     // bytes of one vector's code (4·d for flat)
+  // Heap bytes the index holds: codes, ids, list headers, unused capacity
+  // and the trained quantisers.
+  int64_t MemoryBytes() const;
+  // Human-readable description, e.g. "ivfsq (nlist 2048, nprobe 64, 6-bit)".
+  std::string Describe() const;
+
+ private:
+  struct Impl;
+  explicit VectorIndex(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lookalike

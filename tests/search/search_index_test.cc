@@ -1,0 +1,231 @@
+// The persisted search index over a real store with a tiny model: built when
+// missing, loaded when current, reconciled when stale (added, changed,
+// removed, featureless images), converted when an `auto` collection crosses
+// the threshold, rebuilt when corrupt or made for another dimension.
+#include "search/search_index.h"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "storage/encoding.h"
+#include "tests/test_images.h"
+
+namespace lookalike {
+namespace {
+
+using testing::TempDir;
+
+constexpr uint32_t kClusters = 3, kDim = 5;  // VLAD dimension 15
+constexpr int64_t kVlad = kClusters * kDim;
+
+ModelRecord MakeModel() {
+  ModelRecord m;
+  m.dim = kDim;
+  m.num_clusters = kClusters;
+  m.centroids.assign(m.vlad_dim(), 0.5f);
+  m.codebook_hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
+  return m;
+}
+
+std::vector<float> UnitVector(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g;
+  std::vector<float> v(kVlad);
+  double s = 0;
+  for (float& x : v) {
+    x = g(rng);
+    s += double{x} * x;
+  }
+  for (float& x : v) x = static_cast<float>(x / std::sqrt(s));
+  return v;
+}
+
+SearchVectorMap Identity() {
+  return SearchVectorMap{kVlad, [](const float* in, int64_t n, float* out) {
+                           std::copy(in, in + n * kVlad, out);
+                         }};
+}
+
+class SearchIndexTest : public ::testing::Test {
+ protected:
+  void SetUp() override { store_ = Store::Create(tmp_ / "db", MakeModel()); }
+
+  // Stores (or replaces) image `name` with the vector of `seed`.
+  uint64_t Put(const std::string& name, uint64_t seed, bool features = true) {
+    ImageRecord r;
+    const auto existing = store_->FindByPath("/" + name);
+    if (existing) r = *existing;
+    r.path = "/" + name;
+    r.content_hash = seed * 7919 + 1;
+    std::vector<float> v = UnitVector(seed);
+    if (!features) {
+      std::fill(v.begin(), v.end(), 0.0f);
+      r.status = ImageStatus::kNoFeatures;
+    } else {
+      r.status = ImageStatus::kOk;
+    }
+    store_->PutImage(&r, v.data());
+    vectors_[r.id] = v;
+    if (!features) vectors_.erase(r.id);
+    return r.id;
+  }
+  void Remove(const std::string& name) {
+    const auto r = store_->FindByPath("/" + name);
+    ASSERT_TRUE(r);
+    store_->RemoveImage(*r);
+    vectors_.erase(r->id);
+  }
+
+  // Every stored vector finds itself first, and the index holds exactly the
+  // images with features.
+  void ExpectMatchesStore(const VectorIndex& index) {
+    ASSERT_EQ(index.ntotal(), static_cast<int64_t>(vectors_.size()));
+    for (const auto& [id, v] : vectors_) {
+      float s = 0;
+      int64_t l = -1;
+      index.Search(v.data(), 1, 1, &s, &l);
+      EXPECT_EQ(l, static_cast<int64_t>(id));
+      EXPECT_NEAR(s, 1.0f, 0.02f);
+    }
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<Store> store_;
+  std::map<uint64_t, std::vector<float>> vectors_;  // what the index must hold
+};
+
+TEST_F(SearchIndexTest, BuiltWhenMissingThenLoadedWhenCurrent) {
+  for (int i = 0; i < 20; ++i) Put("img" + std::to_string(i), i);
+  Put("flat", 1000, /*features=*/false);
+  VectorIndexOptions o;
+  SearchIndexSync first = UpdateSearchIndex(store_.get(), Identity(), o);
+  EXPECT_FALSE(first.loaded);
+  EXPECT_TRUE(first.rebuilt);
+  EXPECT_EQ(first.reason, "no persisted search index");
+  EXPECT_EQ(first.num_zero, 1);
+  EXPECT_EQ(first.index->kind(), VectorIndexKind::kFlat);
+  ExpectMatchesStore(*first.index);
+  EXPECT_TRUE(store_->Verify().empty());
+
+  SearchIndexSync second = SyncSearchIndex(*store_, Identity(), o);
+  EXPECT_TRUE(second.loaded);
+  EXPECT_FALSE(second.changed());
+  EXPECT_EQ(second.num_zero, 1);
+  EXPECT_EQ(second.manifest.size(), 20u);
+  ExpectMatchesStore(*second.index);
+}
+
+TEST_F(SearchIndexTest, StaleIndexIsReconciled) {
+  for (VectorIndexKind kind : {VectorIndexKind::kFlat, VectorIndexKind::kIvfSq}) {
+    SCOPED_TRACE(VectorIndexKindName(kind));
+    VectorIndexOptions o;
+    o.kind = kind;
+    o.nlist = 2;
+    o.nprobe = 2;  // every list: results are exact up to the codes
+    for (int i = 0; i < 30; ++i) Put("img" + std::to_string(i), i + 100 * int(kind));
+    UpdateSearchIndex(store_.get(), Identity(), o);
+    // What a crash after these commits (before the index write) leaves.
+    const uint64_t changed = Put("img3", 555);
+    Put("img4", 556, /*features=*/false);  // now featureless
+    Remove("img5");
+    Remove("img6");
+    Put("new1", 557);
+    Put("new2", 558);
+    SearchIndexSync sync = SyncSearchIndex(*store_, Identity(), o);
+    EXPECT_TRUE(sync.loaded);
+    EXPECT_FALSE(sync.rebuilt);
+    EXPECT_EQ(sync.index->kind(), kind);
+    EXPECT_EQ(sync.removed, 4);  // img3 (old vector), img4, img5, img6
+    EXPECT_EQ(sync.added, 3);    // img3 (new vector), new1, new2
+    ExpectMatchesStore(*sync.index);
+    // The changed image is found by its new vector, never by its old one.
+    const auto old_v = UnitVector(3 + 100 * int(kind));
+    std::vector<float> s(5);
+    std::vector<int64_t> l(5);
+    sync.index->Search(old_v.data(), 1, 5, s.data(), l.data());
+    if (l[0] == static_cast<int64_t>(changed)) {
+      EXPECT_LT(s[0], 0.99f);
+    }
+    SaveSearchIndex(store_.get(), sync);
+    SearchIndexSync again = SyncSearchIndex(*store_, Identity(), o);
+    EXPECT_FALSE(again.changed());
+    ExpectMatchesStore(*again.index);
+    // Start over for the next kind.
+    store_.reset();
+    store_ = Store::Create(tmp_ / ("db" + std::to_string(int(kind))), MakeModel());
+    vectors_.clear();
+  }
+}
+
+TEST_F(SearchIndexTest, AutoTurnsApproximateAtTheThresholdAndBack) {
+  VectorIndexOptions o;
+  o.auto_threshold = 40;
+  for (int i = 0; i < 30; ++i) Put("img" + std::to_string(i), i);
+  EXPECT_EQ(UpdateSearchIndex(store_.get(), Identity(), o).index->kind(), VectorIndexKind::kFlat);
+  for (int i = 30; i < 45; ++i) Put("img" + std::to_string(i), i);
+  SearchIndexSync grown = UpdateSearchIndex(store_.get(), Identity(), o);
+  EXPECT_TRUE(grown.loaded);
+  EXPECT_TRUE(grown.retrained);
+  EXPECT_EQ(grown.added, 15);
+  EXPECT_EQ(grown.index->kind(), VectorIndexKind::kIvfSq);
+  grown.index->set_nprobe(grown.index->nlist());
+  ExpectMatchesStore(*grown.index);
+  // Hysteresis: just below the threshold it stays approximate...
+  for (int i = 0; i < 10; ++i) Remove("img" + std::to_string(i));
+  SearchIndexSync below = UpdateSearchIndex(store_.get(), Identity(), o);
+  EXPECT_EQ(below.index->kind(), VectorIndexKind::kIvfSq);
+  EXPECT_FALSE(below.retrained);
+  // ...and turns exact again under half of it.
+  for (int i = 10; i < 30; ++i) Remove("img" + std::to_string(i));
+  SearchIndexSync small = UpdateSearchIndex(store_.get(), Identity(), o);
+  EXPECT_EQ(small.index->kind(), VectorIndexKind::kFlat);
+  ExpectMatchesStore(*small.index);
+  EXPECT_TRUE(SyncSearchIndex(*store_, Identity(), o).loaded);
+}
+
+TEST_F(SearchIndexTest, CorruptOrForeignIndexIsRebuilt) {
+  for (int i = 0; i < 12; ++i) Put("img" + std::to_string(i), i);
+  VectorIndexOptions o;
+  UpdateSearchIndex(store_.get(), Identity(), o);
+  // Another search dimension (e.g. a different projection): rebuilt.
+  SearchVectorMap half{7, [](const float* in, int64_t n, float* out) {
+                         for (int64_t i = 0; i < n; ++i)
+                           std::copy(in + i * kVlad, in + i * kVlad + 7, out + i * 7);
+                       }};
+  SearchIndexSync other = SyncSearchIndex(*store_, half, o);
+  EXPECT_TRUE(other.rebuilt);
+  EXPECT_NE(other.reason.find("another model or dimension"), std::string::npos);
+  EXPECT_EQ(other.index->dim(), 7);
+  // A flipped byte inside the stored blob: detected, rebuilt, results right.
+  const std::string path = store_->path();
+  store_.reset();
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), path, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    const std::string key = std::string("x:") + std::string(4, '\0');
+    std::string value;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), key, &value).ok());
+    value[value.size() / 2] ^= 0x40;
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, value).ok());
+  }
+  store_ = Store::Open(path, Store::Mode::kReadWrite);
+  EXPECT_FALSE(store_->Verify().empty());
+  SearchIndexSync fixed = UpdateSearchIndex(store_.get(), Identity(), o);
+  EXPECT_TRUE(fixed.rebuilt);
+  EXPECT_NE(fixed.reason.find("checksum"), std::string::npos) << fixed.reason;
+  ExpectMatchesStore(*fixed.index);
+  EXPECT_TRUE(store_->Verify().empty());
+  EXPECT_TRUE(SyncSearchIndex(*store_, Identity(), o).loaded);
+}
+
+}  // namespace
+}  // namespace lookalike
