@@ -31,12 +31,20 @@ copy=$build/tools/lookalike-make-copy
   echo "eval_dedup: $bin or $copy not built; run tools/build.sh first" >&2
   exit 2
 }
-work=$(mktemp -d "${TMPDIR:-/tmp}/lookalike-dedup.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# EVAL_DEDUP_WORK=DIR keeps the copies and databases in DIR and reuses them
+# on the next run (only dedup runs again).
+if [ -n "${EVAL_DEDUP_WORK:-}" ]; then
+  work=$EVAL_DEDUP_WORK
+  mkdir -p "$work"
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/lookalike-dedup.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+fi
 
 # Generated set: originals numbered, copies named after them (truth by name).
 mkdir -p "$work/gen/orig" "$work/gen/copies"
 i=0
+[ -d "$work/gen/copies" ] && [ -n "$(ls "$work/gen/copies")" ] ||
 find "$devset/db" -type f -name '*.jpg' | LC_ALL=C sort | while read -r photo; do
   i=$((i + 1))
   n=$(printf '%03d' "$i")
@@ -49,7 +57,8 @@ done
 for set in dev generated; do
   if [ "$set" = dev ]; then dir=$devset; else dir=$work/gen; fi
   db=$work/$set.db
-  "$bin" index "$dir" --db "$db" --quiet >"$work/$set.index.txt" 2>&1 || [ $? -eq 1 ]
+  [ -f "$work/$set.index.txt" ] && [ -d "$db" ] ||
+    "$bin" index "$dir" --db "$db" --quiet >"$work/$set.index.txt" 2>&1 || [ $? -eq 1 ]
   images=$(awk '$1 == "indexed" {print $2}' "$work/$set.index.txt")
   start=$(date +%s.%N)
   "$bin" dedup --db "$db" --format tsv -v "$@" >"$work/$set.groups.tsv" 2>"$work/$set.log"
@@ -75,11 +84,15 @@ if set_name == 'dev':
     for m in csv.DictReader(open(os.path.join(devset, 'queries_meta.csv'))):
         if m['part'] == 'copy':
             source[os.path.join(devset, m['query'])] = os.path.join(devset, m['source'])
+    level = {os.path.join(devset, m['query']): m['kind_or_level'] for m in
+             csv.DictReader(open(os.path.join(devset, 'queries_meta.csv')))}
     truth_of = lambda p: source.get(p, p)
     is_copy = lambda p: p in source
+    kind_of = lambda p: level[p]
 else:
     truth_of = lambda p: os.path.basename(p)[:3]
     is_copy = lambda p: '/copies/' in p
+    kind_of = lambda p: os.path.basename(p)[4:-4]
 
 # Every indexed image (the truth groups need those never paired too).
 images = set()
@@ -103,11 +116,16 @@ def score_groups(groups):
     tp = len(predicted & true_pairs)
     group_of = {p: i for i, members in enumerate(groups) for p in members}
     copies = [p for p in images if is_copy(p)]
-    joined = sum(1 for p in copies if p in group_of and any(
+    joined = [p for p in copies if p in group_of and any(
         truth_of(q) == truth_of(p) and not is_copy(q) and group_of.get(q) == group_of[p]
-        for q in groups[group_of[p]]))
+        for q in groups[group_of[p]])]
+    by_kind = {}
+    for p in copies:
+        total, ok = by_kind.get(kind_of(p), (0, 0))
+        by_kind[kind_of(p)] = (total + 1, ok + (p in joined))
+    mixed = [g for g in groups if len({truth_of(p) for p in g}) > 1]
     return (tp / len(predicted) if predicted else 1.0, tp / len(true_pairs) if true_pairs else 1.0,
-            len(predicted), len(true_pairs), joined, len(copies))
+            len(predicted), len(true_pairs), len(joined), len(copies), by_kind, mixed)
 
 def components(min_inliers, threshold):
     parent = {}
@@ -129,9 +147,15 @@ printed = {}
 for line in open(groups_tsv):
     g, path, score = line.rstrip('\n').split('\t')
     printed.setdefault(g, set()).add(unescape(path))
-p, r, npred, ntrue, joined, ncopies = score_groups(list(printed.values()))
+p, r, npred, ntrue, joined, ncopies, by_kind, mixed = score_groups(list(printed.values()))
 print('   printed groups: %d; pair precision %.3f, recall %.3f (%d predicted, %d true pairs); '
       'copies joined to their original %d/%d' % (len(printed), p, r, npred, ntrue, joined, ncopies))
+print('   copies joined by kind: ' + ', '.join('%s %d/%d' % (k, ok, total)
+                                              for k, (total, ok) in sorted(by_kind.items())))
+prefix = os.path.commonpath(list(images)) + '/'
+for g in mixed:
+    print('   wrongly joined (%d true groups): %s' % (len({truth_of(p) for p in g}), ' '.join(
+        sorted(p[len(prefix):] for p in g if not is_copy(p)))))
 
 def flag(name, default):
     return float(flags[flags.index(name) + 1]) if name in flags else default
@@ -141,7 +165,7 @@ min_inliers = flag('--min-inliers', defaults['min-inliers'])
 chosen = flag('--threshold', defaults['threshold'])
 print('   sweep (min inliers %g): threshold  precision  recall  copies joined' % min_inliers)
 for t in sorted({0.05, 0.08, 0.10, 0.12, 0.15, 0.20, 0.25, 0.30, 0.40, chosen}):
-    p, r, _, _, joined, ncopies = score_groups(components(min_inliers, t))
+    p, r, _, _, joined, ncopies, _, _ = score_groups(components(min_inliers, t))
     print('     %s %.2f      %.3f      %.3f   %d/%d' % ('*' if t == chosen else ' ', t, p, r, joined, ncopies))
 EOF
 done
