@@ -1,6 +1,6 @@
 #include "search/searcher.h"
 
-#include <faiss/IndexFlat.h>
+#include <faiss/Index.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "indexer/model.h"
 #include "indexer/pipeline.h"
 #include "indexer/projection.h"
+#include "search/search_index.h"
 
 namespace lookalike {
 namespace fs = std::filesystem;
@@ -33,15 +34,40 @@ void SearchOptions::Validate() const {
   if (threads < 0)
     throw std::invalid_argument("threads must be >= 0, got " + std::to_string(threads));
   verify.Validate();
+  index.Validate();
 }
+
+namespace {
+
+// The search index as rows 0..ntotal-1 of Impl::ids and Impl::paths (ids
+// ascending): search() turns the image ids VectorIndex returns into rows.
+struct RowIndex {
+  std::unique_ptr<VectorIndex> index;
+  const std::vector<uint64_t>* ids = nullptr;
+  int64_t ntotal = 0;
+  int64_t d = 0;
+  void search(int64_t n, const float* x, int64_t k, float* distances,
+              faiss::Index::idx_t* labels) const {
+    index->Search(x, n, k, distances, labels);
+    for (int64_t i = 0; i < n * k; ++i) {
+      if (labels[i] < 0) continue;
+      const auto it = std::lower_bound(ids->begin(), ids->end(), static_cast<uint64_t>(labels[i]));
+      labels[i] = it != ids->end() && *it == static_cast<uint64_t>(labels[i])
+                      ? static_cast<faiss::Index::idx_t>(it - ids->begin())
+                      : -1;
+    }
+  }
+};
+
+}  // namespace
 
 struct Searcher::Impl {
   SearchOptions options;
   std::unique_ptr<Store> store;
   std::unique_ptr<ImageEncoder> encoder;
-  std::unique_ptr<faiss::IndexFlatIP> index;
+  std::unique_ptr<RowIndex> index;
   SearchProjection projection;       // stored VLAD -> index vectors (PCA or identity)
-  std::vector<uint64_t> ids;         // faiss row -> image id
+  std::vector<uint64_t> ids;         // row -> image id, ascending
   std::vector<std::string> paths;    // faiss row -> path
   int64_t num_zero = 0;
 };
@@ -59,36 +85,35 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path,
   impl->options = options;
   impl->store = Store::Open(db_path, Store::Mode::kReadOnly);
   impl->encoder = std::make_unique<ImageEncoder>(impl->store->model(), options.backend);
-  const int64_t dim = static_cast<int64_t>(impl->store->model().vlad_dim());
   impl->projection = SearchProjection::FromStore(*impl->store);
-  impl->index = std::make_unique<faiss::IndexFlatIP>(impl->projection.out_dim());
-  // Add in chunks so the staging buffer stays small.
-  std::vector<float> chunk, projected;
-  constexpr int64_t kChunk = 256;
-  chunk.reserve(kChunk * dim);
-  auto flush = [&] {
-    if (chunk.empty()) return;
-    const int64_t n = static_cast<int64_t>(chunk.size()) / dim;
-    const float* add = chunk.data();
-    if (!impl->projection.identity()) {
-      projected.resize(static_cast<size_t>(n * impl->projection.out_dim()));
-      impl->projection.Apply(chunk.data(), n, projected.data());
-      add = projected.data();
+  // The persisted search index, reconciled in memory with the records if it
+  // is stale (read-only: `lookalike index` writes it), or built from the
+  // stored vectors if there is none.
+  const SearchVectorMap map{impl->projection.out_dim(),
+                            [&](const float* in, int64_t n, float* out) {
+                              impl->projection.Apply(in, n, out);
+                            }};
+  SearchIndexSync sync = SyncSearchIndex(*impl->store, map, options.index);
+  if (options.index.nprobe > 0)
+    sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
+  impl->num_zero = sync.num_zero;
+  impl->ids.reserve(sync.manifest.size());
+  impl->paths.reserve(sync.manifest.size());
+  size_t next = 0;
+  impl->store->ForEachImage([&](const ImageRecord& rec) {
+    if (next < sync.manifest.size() && sync.manifest[next].id == rec.id) {
+      impl->ids.push_back(rec.id);
+      impl->paths.push_back(rec.path);
+      ++next;
     }
-    impl->index->add(static_cast<faiss::Index::idx_t>(n), add);
-    chunk.clear();
-  };
-  impl->store->ForEachVector([&](const ImageRecord& rec, const float* v) {
-    if (rec.status == ImageStatus::kNoFeatures) {
-      ++impl->num_zero;  // the zero vector matches nothing
-      return;
-    }
-    impl->ids.push_back(rec.id);
-    impl->paths.push_back(rec.path);
-    chunk.insert(chunk.end(), v, v + dim);
-    if (static_cast<int64_t>(chunk.size()) >= kChunk * dim) flush();
   });
-  flush();
+  if (next != sync.manifest.size())
+    throw std::runtime_error("database " + db_path + " changed while the search index loaded");
+  impl->index = std::make_unique<RowIndex>();
+  impl->index->ntotal = sync.index->ntotal();
+  impl->index->d = sync.index->dim();
+  impl->index->index = std::move(sync.index);
+  impl->index->ids = &impl->ids;
   return std::unique_ptr<Searcher>(new Searcher(std::move(impl)));
 }
 
@@ -136,7 +161,7 @@ struct Candidate {
 
 std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& features) const {
   const SearchOptions& opt = impl_->options;
-  const faiss::IndexFlatIP& index = *impl_->index;
+  const RowIndex& index = *impl_->index;
   const int64_t n_index = index.ntotal;
   std::vector<Hit> hits;
   if (n_index == 0) return hits;

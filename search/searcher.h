@@ -10,6 +10,7 @@
 
 #include "indexer/image_file.h"
 #include "indexer/vlad.h"
+#include "search/vector_index.h"
 #include "search/verifier.h"
 #include "storage/store.h"
 
@@ -35,6 +36,11 @@ struct SearchOptions {
   VerifyOptions verify;
   // Threads for verification; 0 = all hardware threads.
   int threads = 0;
+  // Search index: the persisted one is used (reconciled in memory if stale);
+  // these options only decide the kind when none is usable and it is built
+  // from the stored vectors. index.nprobe > 0 overrides the lists an ivfsq
+  // index visits per query.
+  VectorIndexOptions index;
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;
 };

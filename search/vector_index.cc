@@ -152,7 +152,7 @@ std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexO
   ivf->cp.niter = 10;
   ivf->cp.min_points_per_centroid = 1;  // Build checks n >= nlist; no FAISS warnings
   ivf->cp.seed = static_cast<int>(options.seed & 0x7fffffff);
-  ivf->nprobe = options.nprobe > 0 ? options.nprobe : std::max<int64_t>(8, nlist / 32);
+  ivf->nprobe = options.nprobe > 0 ? options.nprobe : std::max<int64_t>(16, nlist / 128);
   ivf->nprobe = std::min<size_t>(ivf->nprobe, nlist);
   impl->ivf = ivf.get();
   impl->index = std::move(ivf);

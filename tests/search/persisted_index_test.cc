@@ -1,0 +1,192 @@
+// The persisted search index end to end: `index` writes it, updates it
+// incrementally across runs (files added, changed, deleted), the searcher
+// loads it instead of rebuilding, and a stale one (records committed after
+// the index was written) is reconciled so results are never wrong or missing.
+// Runs with the approximate kind forced, so small collections exercise it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "indexer/file_walker.h"
+#include "indexer/pipeline.h"
+#include "indexer/projection.h"
+#include "search/search_index.h"
+#include "search/searcher.h"
+#include "storage/store.h"
+#include "tests/test_images.h"
+
+namespace lookalike {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+class PhaseRecorder : public IndexObserver {
+ public:
+  void OnPhase(const std::string& phase) override { phases.push_back(phase); }
+  std::string SearchIndexPhase() const {
+    for (const std::string& p : phases)
+      if (p.rfind("search index: ", 0) == 0) return p;
+    return "";
+  }
+  std::vector<std::string> phases;
+};
+
+class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
+ protected:
+  IndexSummary Index(PhaseRecorder* observer) {
+    IndexOptions o;
+    o.image_dir = dir();
+    o.db_path = db();
+    o.codebook.num_clusters = 16;
+    o.threads = 2;
+    o.backend = Backend::kCpu;
+    o.search_index.kind = GetParam();
+    o.search_index.nprobe = 64;  // every list at this size: results as exact as the codes
+    return BuildIndex(o, observer);
+  }
+  std::unique_ptr<Searcher> Open() {
+    SearchOptions o;
+    o.k = 3;
+    o.rerank = 0;
+    o.backend = Backend::kCpu;
+    return Searcher::Open(db(), o);
+  }
+  // The persisted index as a fresh read-only open sees it.
+  SearchIndexSync Persisted() {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    const SearchProjection projection = SearchProjection::FromStore(*store);
+    const SearchVectorMap map{projection.out_dim(), [&](const float* in, int64_t n, float* out) {
+                                projection.Apply(in, n, out);
+                              }};
+    VectorIndexOptions o;
+    o.kind = GetParam();
+    return SyncSearchIndex(*store, map, o);
+  }
+  // Every stored image with features is found first by its own stored vector.
+  void ExpectEachImageFindsItself(const Searcher& searcher) {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    int64_t checked = 0;
+    store->ForEachVector([&](const ImageRecord& rec, const float* v) {
+      if (rec.status != ImageStatus::kOk) return;
+      const auto hits = searcher.SearchVectors(v, 1);
+      ASSERT_FALSE(hits[0].empty()) << rec.path;
+      // Two records may hold the same vector (a copied file): either ranks first.
+      EXPECT_GT(hits[0][0].score, 0.97f) << rec.path;
+      bool found = false;
+      for (const Hit& h : hits[0]) found = found || h.path == rec.path;
+      EXPECT_TRUE(found) << rec.path << " is not among its own top 3";
+      ++checked;
+    });
+    EXPECT_EQ(checked, searcher.num_indexed());
+  }
+  std::set<std::string> AllHitPaths(const Searcher& searcher) {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    std::set<std::string> paths;
+    store->ForEachVector([&](const ImageRecord& rec, const float* v) {
+      if (rec.status != ImageStatus::kOk) return;
+      const auto hits = searcher.SearchVectors(v, 1);
+      for (const Hit& h : hits[0]) paths.insert(h.path);
+    });
+    return paths;
+  }
+
+  std::string dir() const { return tmp_ / "photos"; }
+  std::string db() const { return tmp_ / "db"; }
+  TempDir tmp_;
+};
+
+TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
+  auto paths = testing::WriteSyntheticSet(dir(), 12, 1, 320, 240);
+  PhaseRecorder first;
+  ASSERT_EQ(Index(&first).indexed, 12);
+  EXPECT_NE(first.SearchIndexPhase().find("built: no persisted search index"), std::string::npos)
+      << first.SearchIndexPhase();
+  {
+    const SearchIndexSync p = Persisted();
+    EXPECT_TRUE(p.loaded);
+    EXPECT_FALSE(p.changed()) << "the index run left the persisted index current";
+    EXPECT_EQ(p.index->kind(), GetParam());
+    EXPECT_EQ(p.manifest.size(), 12u);
+  }
+  ExpectEachImageFindsItself(*Open());
+
+  // Second run: 3 new files, 1 changed, 1 deleted.
+  for (int i = 0; i < 3; ++i)
+    testing::WriteImage(dir() + "/new_" + std::to_string(i) + ".png",
+                        testing::MakeSyntheticImage(100 + i, 320, 240));
+  testing::WriteImage(paths[2], testing::MakeSyntheticImage(200, 320, 240));
+  fs::last_write_time(paths[2], fs::last_write_time(paths[2]) + std::chrono::seconds(5));
+  fs::remove(paths[5]);
+  PhaseRecorder second;
+  const IndexSummary s = Index(&second);
+  EXPECT_EQ(s.indexed, 4);
+  EXPECT_EQ(s.removed, 1);
+  EXPECT_NE(second.SearchIndexPhase().find("(+4 -2)"), std::string::npos)
+      << "only the changed images reach the index: " << second.SearchIndexPhase();
+  {
+    const SearchIndexSync p = Persisted();
+    EXPECT_TRUE(p.loaded);
+    EXPECT_FALSE(p.changed());
+    EXPECT_EQ(p.manifest.size(), 14u);
+  }
+  auto searcher = Open();
+  EXPECT_EQ(searcher->num_indexed(), 14);
+  ExpectEachImageFindsItself(*searcher);
+  EXPECT_EQ(AllHitPaths(*searcher).count(AbsolutePath(paths[5])), 0u)
+      << "a deleted file is never returned";
+
+  // A stale index: records committed after it was written (as a crash
+  // between the image commits and the index write leaves them).
+  std::string added_path, removed_path;
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    const auto victim = store->FindByPath(AbsolutePath(paths[7]));
+    const auto source = store->FindByPath(AbsolutePath(paths[8]));
+    ASSERT_TRUE(victim && source);
+    removed_path = victim->path;
+    store->RemoveImage(*victim);
+    ImageRecord copy = *source;
+    copy.id = 0;
+    copy.path = tmp_ / "elsewhere/copy_of_8.png";  // outside the folder: kept by index runs
+    copy.content_hash ^= 1;
+    added_path = copy.path;
+    const auto v = store->GetVector(source->id);
+    store->PutImage(&copy, v->data());
+  }
+  {
+    const SearchIndexSync p = Persisted();
+    EXPECT_TRUE(p.loaded);
+    EXPECT_EQ(p.added, 1);
+    EXPECT_EQ(p.removed, 1);
+  }
+  searcher = Open();  // read-only: reconciles in memory
+  EXPECT_EQ(searcher->num_indexed(), 14);
+  ExpectEachImageFindsItself(*searcher);
+  const std::set<std::string> returned = AllHitPaths(*searcher);
+  EXPECT_EQ(returned.count(removed_path), 0u) << "a removed record is never returned";
+  EXPECT_EQ(returned.count(added_path), 1u) << "a record missing from the index is found";
+  EXPECT_TRUE(Persisted().changed()) << "search never writes";
+
+  // The next index run writes the reconciled index (and indexes paths[7]
+  // again, its file still being there, under a new id).
+  PhaseRecorder third;
+  Index(&third);
+  EXPECT_NE(third.SearchIndexPhase().find("(+2 -1)"), std::string::npos)
+      << third.SearchIndexPhase();
+  EXPECT_FALSE(Persisted().changed());
+  auto store = Store::Open(db(), Store::Mode::kReadOnly);
+  EXPECT_TRUE(store->Verify().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, PersistedIndexTest,
+                         ::testing::Values(VectorIndexKind::kFlat, VectorIndexKind::kIvfSq),
+                         [](const auto& info) { return std::string(VectorIndexKindName(info.param)); });
+
+}  // namespace
+}  // namespace lookalike
