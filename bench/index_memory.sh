@@ -74,6 +74,6 @@ EOF
   echo "$n $peak" >> "$work/peaks"
   rm -rf "$db" "$dir"
 done
-awk '{ n[NR] = $1; p[NR] = $2; if ($2 > top) top = $2 } END {
+sort -n "$work/peaks" | awk '{ n[NR] = $1; p[NR] = $2; if ($2 > top) top = $2 } END {
   printf "peak RSS at %d images / at %d images: %.2fx; largest peak %.0f MiB (target: < 2048 MiB and not growing)\n",
-    n[NR], n[1], p[NR] / p[1], top / 1024 }' "$work/peaks"
+    n[NR], n[1], p[NR] / p[1], top / 1024 }'
