@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <filesystem>
@@ -255,13 +256,13 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
 std::vector<QueryResult> Searcher::SearchFiles(const std::vector<std::string>& queries) {
   std::vector<QueryResult> results(queries.size());
   for (size_t i = 0; i < queries.size(); ++i) {
+    const auto start = std::chrono::steady_clock::now();
     results[i].query = queries[i];
     ImageEncoder::Result enc = impl_->encoder->EncodeFile(queries[i], impl_->options.limits);
-    if (enc.error) {
-      results[i].error = enc.error;
-      continue;
-    }
-    results[i].hits = SearchQuery(enc.vlad.data(), enc.features);
+    if (!enc.error) results[i].hits = SearchQuery(enc.vlad.data(), enc.features);
+    results[i].error = std::move(enc.error);
+    results[i].seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return results;
 }

@@ -61,6 +61,9 @@ struct QueryResult {
   std::string query;               // the query path as given
   std::vector<Hit> hits;           // best first
   std::optional<FileError> error;  // the query could not be used
+  // Wall-clock seconds from the file to the ranked list: read, decode,
+  // extract, encode, search, re-rank and expand.
+  double seconds = 0;
 };
 
 // Thread-compatible: const methods may run concurrently, SearchFiles may not.

@@ -490,7 +490,10 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
             << '\t' << score << '\n';
       }
     } else if (format == "json") {
-      out << "{" << JsonPathField("query", r.query) << ",\"results\":[";
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.4f", r.seconds);
+      out << "{" << JsonPathField("query", r.query) << ",\"seconds\":" << seconds
+          << ",\"results\":[";
       for (size_t i = 0; i < r.hits.size(); ++i) {
         char score[64];
         std::snprintf(score, sizeof score, "%.6f,\"similarity\":%.6f", r.hits[i].score,
@@ -560,9 +563,13 @@ int RunDedup(const std::vector<std::string>& args, std::ostream& out, std::ostre
        "verify at most the N most similar candidates of each image")
       ("min-inliers", po::value(&o.min_inliers)->default_value(d.min_inliers),
        "RANSAC inliers a duplicate pair needs")
+      ("min-spread", po::value(&o.min_spread)->default_value(d.min_spread, Shortest(d.min_spread)),
+       "share of one image's area the inliers' convex hull must cover (a shared logo or "
+       "caption covers little)")
       ("format", po::value(&format)->default_value(format),
        "tsv (group<TAB>path<TAB>score, one line per member) | json (one object per group per "
-       "line) | pairs (every verified candidate pair with its evidence)")
+       "line) | pairs (path_a<TAB>path_b<TAB>similarity<TAB>matches<TAB>inliers<TAB>score<TAB>"
+       "spread<TAB>duplicate 0/1, one line per candidate pair)")
       ("verbose,v", "print counts and timings on stderr");
   const po::variables_map vm = Parse(args, opts, po::positional_options_description());
   if (vm.count("help")) {
@@ -598,7 +605,8 @@ int RunDedup(const std::vector<std::string>& args, std::ostream& out, std::ostre
     for (const DedupPair& p : r.candidates)
       out << EscapeField(p.path_a) << '\t' << EscapeField(p.path_b) << '\t'
           << score_text(p.similarity) << '\t' << p.matches << '\t' << p.inliers << '\t'
-          << score_text(p.score) << '\t' << (p.duplicate ? 1 : 0) << '\n';
+          << score_text(p.score) << '\t' << score_text(p.spread) << '\t'
+          << (p.duplicate ? 1 : 0) << '\n';
   }
   for (size_t g = 0; g < r.groups.size() && format != "pairs"; ++g) {
     const DedupGroup& group = r.groups[g];
@@ -620,6 +628,7 @@ int RunDedup(const std::vector<std::string>& args, std::ostream& out, std::ostre
       out << (i ? "," : "") << "{" << JsonPathField("a", p.path_a) << ","
           << JsonPathField("b", p.path_b) << ",\"similarity\":" << score_text(p.similarity)
           << ",\"inliers\":" << p.inliers << ",\"score\":" << score_text(p.score)
+          << ",\"spread\":" << score_text(p.spread)
           << ",\"identical\":" << (p.identical ? "true" : "false") << "}";
     }
     out << "]}\n";

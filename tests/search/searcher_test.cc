@@ -126,8 +126,9 @@ TEST_F(SearcherTest, VerificationRaisesTheCopyAndLeavesUnverifiedScoresAlone) {
   EXPECT_LE(top.score, 1.0f);
   for (const Hit& h : verified[0].hits) {
     EXPECT_GE(h.inliers, 0) << "every candidate within the re-ranking depth was verified";
-    if (h.inliers < SearchOptions().min_inliers)
+    if (h.inliers < SearchOptions().min_inliers) {
       EXPECT_EQ(h.score, h.similarity) << "unverified results keep their VLAD similarity";
+    }
   }
   // Without re-ranking, scores are the VLAD similarities and nothing is verified.
   for (const Hit& h : plain[0].hits) {

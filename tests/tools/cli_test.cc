@@ -206,6 +206,7 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
   for (size_t q = 0; q < 2; ++q) {
     const std::string& l = json_lines[q];
     EXPECT_EQ(l.rfind("{\"query\":\"" + paths_[1 + q] + "\"", 0), 0u) << l;
+    EXPECT_TRUE(Contains(l, "\"seconds\":")) << "each query says how long it took: " << l;
     EXPECT_EQ(l.back(), '}');
     EXPECT_TRUE(Contains(l, "\"results\":[")) << l;
     EXPECT_EQ(Count(l, "\"rank\":"), 3u) << l;
