@@ -178,76 +178,80 @@ for w in $vocab_words; do
 done
 
 # ---------------------------------------------------------------- report
-python3 - "$work" "$ndb" "$nq" "$lk_train" "$vocab_words" <<'PY'
+python3 - "$work" "$ndb" "$nq" "$lk_train" "$vocab_words" "$k" <<'PY'
 import json, os, sys
-work, ndb, nq, lk_train, words = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5].split()
-T = {}
+work, ndb, nq, lk_train = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+words, k = sys.argv[5].split(), sys.argv[6]
+T = {}  # step -> (wall seconds, CPU seconds = user + sys)
 for line in open(os.path.join(work, "times")):
     f = line.split()
     if len(f) == 4 and f[0] not in T:
         T[f[0]] = (float(f[1]), float(f[2]) + float(f[3]))
+def add(*steps): return tuple(sum(T[s][i] for s in steps) for i in (0, 1))
 def score(name):
     return json.loads(open(os.path.join(work, name + ".score")).read().strip().splitlines()[-1])
 def groups(s):
     g = s.get("by_group") or {}
     return ", ".join("%s %.3f" % (name, g[name]["mAP"]) for name in sorted(g)
                      if "mAP" in g[name] and (":" not in name or name == "copy:hard"))
-def ms(x): return "%8.1f" % (1000 * x)
-lk_index_wall = T["lk_index"][0]
+def row(label, t, n, note=""):  # t = (wall, CPU or None)
+    cpu = "%9.1f" % (1000 * t[1] / n) if t[1] is not None else "%9s" % "-"
+    print("%-62s %9.1f %s%s" % (label, 1000 * t[0] / n, cpu, note))
 lk = json.load(open(os.path.join(work, "lk_index.log")))
 print()
-print("INDEXING (wall-clock, ms per database photo; %d photos)" % ndb)
-print("%-58s %10s %10s" % ("", "all", "w/o vocab"))
-print("%-58s %10s %10s" % ("lookalike index (k-means K=512 %.1f s is the vocabulary)" % lk_train,
-                           ms(lk_index_wall / ndb), ms((lk_index_wall - lk_train) / ndb)))
-ext = T["colmap_extract_db"][0]
-print("%-58s %10s" % ("COLMAP feature_extractor (CPU SIFT, full resolution)", ms(ext / ndb)))
-rows = {}
+print("INDEXING: ms per database photo (%d photos)                      wall       CPU" % ndb)
+row("lookalike index, all (new database)", T["lk_index"], ndb)
+# lookalike times k-means in wall seconds only (its CPU time is not reported).
+row("  of which k-means K=512 (the vocabulary, one-time)", (lk_train, None), ndb)
+lk_novocab = (T["lk_index"][0] - lk_train, None)
+row("lookalike index without k-means", lk_novocab, ndb)
+row("COLMAP feature_extractor (CPU SIFT, full resolution)", T["colmap_extract_db"], ndb)
+tot = {}
 for w in words:
-    b, i = T["colmap_build_%s" % w], T["colmap_index_%s" % w]
-    print("%-58s %10s   (%.0f s wall, %.1f CPU-min)" % ("COLMAP vocab_tree_builder %s words" % w, ms(b[0] / ndb), b[0], b[1] / 60))
-    print("%-58s %10s" % ("COLMAP vocab_tree_retriever indexing, %s words" % w, ms(i[0] / ndb)))
-    total, novocab = ext + b[0] + i[0], ext + i[0]
-    rows[w] = (total, novocab)
-    print("%-58s %10s %10s" % ("COLMAP total, %s words" % w, ms(total / ndb), ms(novocab / ndb)))
+    row("COLMAP vocab_tree_builder, %s words (one-time)" % w, T["colmap_build_" + w], ndb,
+        "   = %.0f s wall, %.1f CPU-min" % (T["colmap_build_" + w][0], T["colmap_build_" + w][1] / 60))
+    row("COLMAP vocab_tree_retriever indexing, %s words" % w, T["colmap_index_" + w], ndb)
+    tot[w] = add("colmap_extract_db", "colmap_build_" + w, "colmap_index_" + w)
+    row("COLMAP all, %s words" % w, tot[w], ndb)
+    row("COLMAP without the tree building, %s words" % w, add("colmap_extract_db", "colmap_index_" + w), ndb)
 print()
-print("QUERIES (ms per query, %d queries; lookalike: one search call / queries)" % nq)
-lk_q, lk_qp = T["lk_search"][0] / nq, T["lk_search_plain"][0] / nq
-exq = T["colmap_extract_q"][0] / nq
-print("%-58s %10s" % ("lookalike search, default (re-ranking on)", ms(lk_q)))
-print("%-58s %10s" % ("lookalike search, plain VLAD (--rerank 0 --expansion 0)", ms(lk_qp)))
-print("%-58s %10s" % ("COLMAP feature_extractor on the queries", ms(exq)))
-qrows = {}
+print("QUERIES: ms per query (%d queries, top %s)                        wall       CPU" % (nq, k))
+row("lookalike search, default (re-ranking on), one call", T["lk_search"], nq)
+row("lookalike search, plain VLAD (--rerank 0 --expansion 0)", T["lk_search_plain"], nq)
+row("COLMAP feature_extractor on the queries", T["colmap_extract_q"], nq)
+q = {}
 for w in words:
     for sv in ("", "sv_"):
-        wall = T["colmap_query_%s%s" % (sv, w)][0] / nq
         mean, med = map(float, open(os.path.join(work, "colmap_%s%s.qtimes" % (sv, w))).read().split())
-        label = "COLMAP retriever %s words%s" % (w, ", verified top %s" % os.environ.get("K", "100") if sv else "")
-        print("%-58s %10s   (its own per-query timer: mean %.0f, median %.0f ms)" % (label + " + extraction", ms(exq + wall), 1000 * mean, 1000 * med))
-        qrows[sv + w] = exq + wall
+        q[sv + w] = add("colmap_extract_q", "colmap_query_%s%s" % (sv, w))
+        row("COLMAP extraction + retriever, %s words%s" % (w, ", verified top " + k if sv else ""), q[sv + w], nq,
+            "   (retriever's own timer: mean %.0f, median %.0f ms)" % (1000 * mean, 1000 * med))
 print()
-print("mAP (scorer: overall; per group)")
+print("mAP (the set's scorer; overall, then per group)")
 lks, lkp = score("lk"), score("lk_plain")
-print("%-44s %.3f   %s" % ("lookalike default", lks["mAP"], groups(lks)))
-print("%-44s %.3f   %s" % ("lookalike plain VLAD", lkp["mAP"], groups(lkp)))
+print("%-46s %.3f   %s" % ("lookalike default", lks["mAP"], groups(lks)))
+print("%-46s %.3f   %s" % ("lookalike plain VLAD", lkp["mAP"], groups(lkp)))
 cs = {}
 for w in words:
     for sv in ("", "sv_"):
-        s = score("colmap_%s%s" % (sv, w))
-        cs[sv + w] = s
-        print("%-44s %.3f   %s" % ("COLMAP %s words%s" % (w, ", spatial verification" if sv else ""), s["mAP"], groups(s)))
+        cs[sv + w] = score("colmap_%s%s" % (sv, w))
+        print("%-46s %.3f   %s" % ("COLMAP %s words%s" % (w, ", spatial verification" if sv else ""),
+                                  cs[sv + w]["mAP"], groups(cs[sv + w])))
 print()
-print("RATIOS (COLMAP time / lookalike time; > 1 = lookalike faster), this run")
+print("RATIOS, this run: COLMAP / lookalike (> 1 = lookalike faster), wall (CPU)")
+def r(a, b):
+    cpu = " (%.1fx)" % (a[1] / b[1]) if a[1] is not None and b[1] is not None else ""
+    return "%.1fx%s" % (a[0] / b[0], cpu)
 for w in words:
-    total, novocab = rows[w]
-    print("  indexing, %s-word tree: %.1fx including vocabulary building, %.1fx without it" % (
-        w, total / lk_index_wall, novocab / (lk_index_wall - lk_train)))
-    print("  query, %s-word tree: plain %.1fx (COLMAP plain / lookalike plain), verified %.1fx (COLMAP verified / lookalike default)" % (
-        w, qrows[w] / lk_qp, qrows["sv_" + w] / lk_q))
+    print("  indexing, %s-word tree, all: %s; without vocabulary building on either side: %s" % (
+        w, r(tot[w], T["lk_index"]), r(add("colmap_extract_db", "colmap_index_" + w), lk_novocab)))
+    print("  per query, %s-word tree: COLMAP plain / lookalike plain %s; COLMAP verified / lookalike default %s" % (
+        w, r(q[w], T["lk_search_plain"]), r(q["sv_" + w], T["lk_search"])))
     print("  mAP, %s-word tree: lookalike default %.3f vs COLMAP verified %.3f (%+.3f); plain %.3f vs %.3f (%+.3f)" % (
-        w, lks["mAP"], cs["sv_" + w]["mAP"], lks["mAP"] - cs["sv_" + w]["mAP"], lkp["mAP"], cs[w]["mAP"], lkp["mAP"] - cs[w]["mAP"]))
+        w, lks["mAP"], cs["sv_" + w]["mAP"], lks["mAP"] - cs["sv_" + w]["mAP"],
+        lkp["mAP"], cs[w]["mAP"], lkp["mAP"] - cs[w]["mAP"]))
 print()
-print("scorer output (JSON), for the record:")
+print("scorer output (JSON):")
 for name in ["lk", "lk_plain"] + ["colmap_%s%s" % (sv, w) for w in words for sv in ("", "sv_")]:
     print(name + ": " + open(os.path.join(work, name + ".score")).read().strip().splitlines()[-1])
 PY
