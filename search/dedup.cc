@@ -4,6 +4,8 @@
 #include <faiss/impl/AuxIndexStructures.h>
 #include <omp.h>
 
+#include <opencv2/imgproc.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,6 +36,9 @@ void DedupOptions::Validate() const {
   if (min_inliers < 5)
     throw std::invalid_argument("--min-inliers must be >= 5 (four matches always fit a "
                                 "homography), got " + std::to_string(min_inliers));
+  if (!(min_spread >= 0 && min_spread <= 1))
+    throw std::invalid_argument("--min-spread must be in [0, 1], got " +
+                                std::to_string(min_spread));
   if (threads < 0)
     throw std::invalid_argument("threads must be >= 0, got " + std::to_string(threads));
   verify.Validate();
@@ -45,6 +50,21 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Area of the convex hull of the inlier keypoints of one side of a pair
+// (side 0 = first image) over the area of that image's frame.
+float InlierSpread(const LocalFeatures& f, const std::vector<std::pair<int, int>>& inliers,
+                   int side) {
+  if (inliers.size() < 3 || f.width == 0 || f.height == 0) return 0;
+  std::vector<cv::Point2f> points, hull;
+  for (const auto& [first, second] : inliers) {
+    const Keypoint& k = f.keypoints[side == 0 ? first : second];
+    points.emplace_back(k.x, k.y);
+  }
+  cv::convexHull(points, hull);
+  const double area = cv::contourArea(hull);
+  return static_cast<float>(std::min(1.0, area / (static_cast<double>(f.width) * f.height)));
 }
 
 class UnionFind {
@@ -214,11 +234,14 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
             const int64_t fewer = std::min(first->num(), second.num());
             if (fewer > 0)
               pair.score = std::min(1.0f, static_cast<float>(v.inliers) / static_cast<float>(fewer));
+            pair.spread = std::max(InlierSpread(*first, v.inlier_pairs, 0),
+                                   InlierSpread(second, v.inlier_pairs, 1));
           }
         }
         if (pair.identical) pair.score = 1;
         pair.duplicate = pair.identical ||
-                         (pair.inliers >= options.min_inliers && pair.score >= options.threshold);
+                         (pair.inliers >= options.min_inliers && pair.score >= options.threshold &&
+                          pair.spread >= options.min_spread);
       }
     } catch (...) {
 #pragma omp critical(lookalike_dedup_failure)

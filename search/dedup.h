@@ -31,9 +31,13 @@ struct DedupOptions {
   // groups still connect through their members' own candidates.
   int max_candidates = 5;
   // A verified pair is a duplicate when its score (see DedupPair::score)
-  // reaches threshold, in (0, 1], and it has at least min_inliers inliers.
-  float threshold = 0.15f;
-  int min_inliers = 10;
+  // reaches threshold, in (0, 1], it has at least min_inliers inliers ...
+  float threshold = 0.10f;
+  int min_inliers = 12;
+  // ... and its inliers spread over at least this share of one image's area
+  // (DedupPair::spread), in [0, 1]: a shared logo, watermark or caption
+  // verifies with dozens of inliers packed into a corner.
+  float min_spread = 0.20f;
   VerifyOptions verify;
   // Threads for the range search and verification; 0 = all hardware threads.
   int threads = 0;
@@ -52,8 +56,13 @@ struct DedupPair {
   // [0, 1]: the share of the poorer image that the other explains. 1 for
   // byte-identical files.
   float score = 0;
+  // Area of the convex hull of the inliers over the area of the image, for
+  // the image where it is larger, in [0, 1]; 0 when not verified.
+  float spread = 0;
   bool identical = false;  // same content hash: a copy of the same bytes
-  bool duplicate = false;  // score >= threshold and inliers >= min_inliers, or identical
+  // identical, or score >= threshold, inliers >= min_inliers and
+  // spread >= min_spread
+  bool duplicate = false;
 };
 
 struct DedupMember {

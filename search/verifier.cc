@@ -74,8 +74,10 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
     if (o < 0 || best_dist[i] < best_dist[o]) o = i;
   }
   std::vector<cv::Point2f> src, dst;
+  std::vector<std::pair<int, int>> matched;
   for (int j = 0; j < nc; ++j) {
     if (owner[j] < 0) continue;
+    matched.emplace_back(owner[j], j);
     const Keypoint& a = query.keypoints[owner[j]];
     const Keypoint& b = candidate.keypoints[j];
     src.emplace_back(a.x, a.y);
@@ -89,6 +91,8 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
                                        options.ransac_iterations, 0.999);
   if (h.empty() || mask.empty()) return v;
   v.inliers = cv::countNonZero(mask);
+  for (size_t i = 0; i < matched.size(); ++i)
+    if (mask.at<uchar>(static_cast<int>(i))) v.inlier_pairs.push_back(matched[i]);
   return v;
 }
 

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "indexer/local_features.h"
 
@@ -27,6 +29,10 @@ struct VerifyOptions {
 struct Verification {
   int matches = 0;  // one-to-one matches passing the ratio test
   int inliers = 0;  // of those, consistent with the RANSAC homography
+  // (query keypoint, candidate keypoint) index of each inlier, for callers
+  // that ask where the evidence lies (dedup: is it spread over the image or
+  // one logo?). `inliers` entries.
+  std::vector<std::pair<int, int>> inlier_pairs;
 };
 
 // Thread-safe (no shared state); single-threaded inside.

@@ -63,10 +63,10 @@ for set in dev generated; do
   start=$(date +%s.%N)
   "$bin" dedup --db "$db" --format tsv -v "$@" >"$work/$set.groups.tsv" 2>"$work/$set.log"
   end=$(date +%s.%N)
-  # Candidates do not depend on --threshold or --min-inliers, so one run with
-  # the lowest values gives every pair's evidence for the sweep.
+  # Candidates do not depend on --threshold, --min-inliers or --min-spread, so
+  # one run with the lowest values gives every pair's evidence for the sweep.
   "$bin" dedup --db "$db" --format pairs "$@" --threshold 0.01 --min-inliers 5 \
-    >"$work/$set.pairs.tsv"
+    --min-spread 0 >"$work/$set.pairs.tsv"
   echo "== $set: $images images; dedup (defaults$( [ $# -gt 0 ] && echo ", $*")):" \
     "$(awk "BEGIN{printf \"%.1f\", $end - $start}") s wall"
   sed 's/^lookalike: /   /' "$work/$set.log"
@@ -100,8 +100,8 @@ for top, dirs, files in os.walk(indexed_dir):
     images.update(os.path.join(top, f) for f in files if f.lower().endswith(('.jpg', '.png')))
 pairs = []
 for line in open(pairs_tsv):
-    a, b, sim, matches, inliers, score, dup = line.rstrip('\n').split('\t')
-    pairs.append((unescape(a), unescape(b), int(inliers), float(score)))
+    a, b, sim, matches, inliers, score, spread, dup = line.rstrip('\n').split('\t')
+    pairs.append((unescape(a), unescape(b), int(inliers), float(score), float(spread)))
 
 def score_groups(groups):
     predicted = set()
@@ -127,7 +127,7 @@ def score_groups(groups):
     return (tp / len(predicted) if predicted else 1.0, tp / len(true_pairs) if true_pairs else 1.0,
             len(predicted), len(true_pairs), len(joined), len(copies), by_kind, mixed)
 
-def components(min_inliers, threshold):
+def components(min_inliers, min_spread, threshold):
     parent = {}
     def find(x):
         parent.setdefault(x, x)
@@ -135,8 +135,8 @@ def components(min_inliers, threshold):
             parent[x] = parent[parent[x]]
             x = parent[x]
         return x
-    for a, b, inliers, score in pairs:
-        if inliers >= min_inliers and score >= threshold:
+    for a, b, inliers, score, spread in pairs:
+        if inliers >= min_inliers and spread >= min_spread and score >= threshold:
             parent[find(a)] = find(b)
     out = {}
     for p in list(parent):
@@ -160,12 +160,15 @@ for g in mixed:
 def flag(name, default):
     return float(flags[flags.index(name) + 1]) if name in flags else default
 help_text = subprocess.run([binary, 'dedup', '--help'], capture_output=True, text=True).stdout
-defaults = {k: float(v) for k, v in re.findall(r'--(threshold|min-inliers) arg \(=([0-9.]+)\)', help_text)}
+defaults = {k: float(v) for k, v in
+            re.findall(r'--(threshold|min-inliers|min-spread) arg \(=([0-9.]+)\)', help_text)}
 min_inliers = flag('--min-inliers', defaults['min-inliers'])
+min_spread = flag('--min-spread', defaults['min-spread'])
 chosen = flag('--threshold', defaults['threshold'])
-print('   sweep (min inliers %g): threshold  precision  recall  copies joined' % min_inliers)
+print('   sweep (min inliers %g, min spread %g): threshold  precision  recall  copies joined'
+      % (min_inliers, min_spread))
 for t in sorted({0.05, 0.08, 0.10, 0.12, 0.15, 0.20, 0.25, 0.30, 0.40, chosen}):
-    p, r, _, _, joined, ncopies, _, _ = score_groups(components(min_inliers, t))
+    p, r, _, _, joined, ncopies, _, _ = score_groups(components(min_inliers, min_spread, t))
     print('     %s %.2f      %.3f      %.3f   %d/%d' % ('*' if t == chosen else ' ', t, p, r, joined, ncopies))
 EOF
 done

@@ -123,8 +123,9 @@ TEST_F(DedupCliTest, JsonHasOneObjectPerGroup) {
     ASSERT_FALSE(group["pairs"].items.empty());
     for (const testing::Json& p : group["pairs"].items) {
       EXPECT_TRUE(members.count(p["a"].str) && members.count(p["b"].str));
-      EXPECT_GE(p["inliers"].number, 10);
-      EXPECT_GE(p["score"].number, 0.15);
+      EXPECT_GE(p["inliers"].number, 12);
+      EXPECT_GE(p["score"].number, 0.10);
+      EXPECT_GE(p["spread"].number, 0.20);
       EXPECT_FALSE(p["identical"].boolean);
     }
   }
@@ -144,8 +145,8 @@ TEST_F(DedupCliTest, ThresholdAndPairsFormat) {
   int duplicates = 0, rejected = 0;
   for (const std::string& line : testing::SplitLines(pairs.out)) {
     const std::vector<std::string> f = testing::SplitOn(line, '\t');
-    ASSERT_EQ(f.size(), 7u) << line;
-    (f[6] == "1" ? duplicates : rejected)++;
+    ASSERT_EQ(f.size(), 8u) << line;
+    (f[7] == "1" ? duplicates : rejected)++;
   }
   EXPECT_GE(duplicates, 6);  // two groups of four need at least 3 + 3 edges
   EXPECT_GT(rejected, 0);
@@ -158,6 +159,7 @@ TEST_F(DedupCliTest, UsageErrorsExitTwo) {
            {"dedup", "--db", *tmp_ / "db", "--threshold", "1.5"},
            {"dedup", "--db", *tmp_ / "db", "--format", "table"},
            {"dedup", "--db", *tmp_ / "db", "--min-inliers", "3"},
+           {"dedup", "--db", *tmp_ / "db", "--min-spread", "1.5"},
            {"dedup", "--db", *tmp_ / "missing"},
        }) {
     const testing::ProcessResult run = Lookalike(args);
@@ -167,7 +169,8 @@ TEST_F(DedupCliTest, UsageErrorsExitTwo) {
   }
   const testing::ProcessResult help = Lookalike({"dedup", "--help"});
   EXPECT_EQ(help.exit_code, 0);
-  EXPECT_NE(help.out.find("--threshold arg (=0.15)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--threshold arg (=0.1)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--min-spread arg (=0.2)"), std::string::npos) << help.out;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <map>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -69,6 +70,16 @@ class DedupTest : public ::testing::Test {
     expected_->insert({AbsolutePath(photos + "/flat_a.png"), AbsolutePath(photos + "/flat_b.png")});
     fs::copy_file(originals[kOriginals], photos + "/same_bytes.png");
     expected_->insert({AbsolutePath(originals[kOriginals]), AbsolutePath(photos + "/same_bytes.png")});
+
+    // Two different pictures sharing a logo: plain backgrounds with a few
+    // soft shapes (few keypoints) and the same textured badge in a corner.
+    const cv::Mat logo = testing::MakeSyntheticImage(999, 160, 120);
+    for (int i = 0; i < 2; ++i) {
+      cv::Mat poster(480, 640, CV_8UC3, cv::Scalar(60 + 80 * i, 120, 200 - 60 * i));
+      cv::circle(poster, cv::Point(400 - 100 * i, 300), 90 + 30 * i, cv::Scalar(20, 40 + 100 * i, 90), -1);
+      logo.copyTo(poster(cv::Rect(460, 20, logo.cols, logo.rows)));
+      testing::WriteImage(photos + "/logo_" + std::to_string(i) + ".png", poster);
+    }
 
     IndexOptions o;
     o.image_dir = photos;
@@ -137,6 +148,8 @@ TEST_F(DedupTest, CopiesFormExactlyTheExpectedGroups) {
       } else {
         EXPECT_GE(p.inliers, DedupOptions().min_inliers);
         EXPECT_GE(p.score, DedupOptions().threshold);
+        EXPECT_GE(p.spread, DedupOptions().min_spread);
+        EXPECT_LE(p.spread, 1.0f);
       }
     }
   }
@@ -165,6 +178,32 @@ TEST_F(DedupTest, DistinctImagesStaySingletons) {
   int rejected = 0;
   for (const DedupPair& p : r.candidates) rejected += !p.duplicate;
   EXPECT_GT(rejected, 0);
+}
+
+TEST_F(DedupTest, SharedLogoIsNotADuplicate) {
+  auto store = OpenStore();
+  const std::string a = AbsolutePath(*tmp_ / "photos/logo_0.png");
+  const std::string b = AbsolutePath(*tmp_ / "photos/logo_1.png");
+  auto find_pair = [&](const DedupResult& r) -> const DedupPair* {
+    for (const DedupPair& p : r.candidates)
+      if ((p.path_a == a && p.path_b == b) || (p.path_a == b && p.path_b == a)) return &p;
+    return nullptr;
+  };
+  const DedupResult r = FindDuplicates(*store, DedupOptions());
+  const DedupPair* pair = find_pair(r);
+  ASSERT_NE(pair, nullptr) << "the two logo pictures should at least be compared";
+  // The badge verifies (many inliers, much of the sparse pictures' keypoints)
+  // but covers a small corner: the spread check is what rejects it.
+  EXPECT_GE(pair->inliers, DedupOptions().min_inliers);
+  EXPECT_LT(pair->spread, 0.1f);
+  EXPECT_FALSE(pair->duplicate);
+  DedupOptions no_spread;
+  no_spread.min_spread = 0;
+  no_spread.threshold = 0.01f;
+  const DedupResult loose_result = FindDuplicates(*store, no_spread);
+  const DedupPair* loose = find_pair(loose_result);
+  ASSERT_NE(loose, nullptr);
+  EXPECT_TRUE(loose->duplicate);
 }
 
 TEST_F(DedupTest, ThresholdOneKeepsOnlyByteIdenticalFiles) {
@@ -234,6 +273,8 @@ TEST(DedupOptionsTest, ValidateNamesTheFlag) {
       {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 0, "--max-candidates"},
       {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 20000, "--max-candidates"},
       {[](DedupOptions* o, float v) { o->min_inliers = static_cast<int>(v); }, 4, "--min-inliers"},
+      {[](DedupOptions* o, float v) { o->min_spread = v; }, -0.1f, "--min-spread"},
+      {[](DedupOptions* o, float v) { o->min_spread = v; }, nan, "--min-spread"},
       {[](DedupOptions* o, float v) { o->threads = static_cast<int>(v); }, -1, "threads"},
       {[](DedupOptions* o, float v) { o->verify.ratio = v; }, 0.0f, "ratio"},
   };
