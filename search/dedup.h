@@ -1,16 +1,18 @@
 // Near-duplicate groups across a whole collection: every image is a query
-// against the index (a range search keeps pairs whose VLAD cosine similarity
-// reaches a candidate threshold), each candidate pair is spatially verified
-// with the stored local features (VerifyPair), and verified pairs are joined
-// into groups by connected components (union-find). Byte-identical files
+// against all stored VLAD vectors (an exact FAISS range search keeps its
+// most similar images above a candidate threshold), each candidate pair is
+// spatially verified with the stored local features (VerifyPair), and
+// verified pairs are joined into groups by connected components (union-find). Byte-identical files
 // (same content hash) are always grouped, with or without features.
 //
 // "Near-duplicate" means the same picture after re-encoding, resizing,
 // cropping, rotation, a perspective warp, colour changes or an overlay: one
 // image maps onto the other by a homography that explains a large share of
-// its features. Two photos of the same scene from different viewpoints are
-// not near-duplicates; the coverage score below is what tells them apart
-// (README, "dedup", for the calibration).
+// its features, spread over the picture. Two photos of the same scene from
+// different viewpoints are not near-duplicates: the coverage score below
+// separates most of them, but photos taken from nearly the same place
+// (consecutive video frames, a stereo pair) verify like copies and are
+// grouped. Defaults measured by tools/eval_dedup.sh (README, "dedup").
 #pragma once
 
 #include <cstdint>
