@@ -2,8 +2,9 @@
 // against all stored VLAD vectors (an exact FAISS range search keeps its
 // most similar images above a candidate threshold), each candidate pair is
 // spatially verified with the stored local features (VerifyPair), and
-// verified pairs are joined into groups by connected components (union-find). Byte-identical files
-// (same content hash) are always grouped, with or without features.
+// verified pairs are joined into groups by connected components
+// (union-find). Byte-identical files (same content hash) are always grouped,
+// with or without features.
 //
 // "Near-duplicate" means the same picture after re-encoding, resizing,
 // cropping, rotation, a perspective warp, colour changes or an overlay: one
