@@ -568,8 +568,8 @@ int RunDedup(const std::vector<std::string>& args, std::ostream& out, std::ostre
        "caption covers little)")
       ("format", po::value(&format)->default_value(format),
        "tsv (group<TAB>path<TAB>score, one line per member) | json (one object per group per "
-       "line) | pairs (path_a<TAB>path_b<TAB>similarity<TAB>matches<TAB>inliers<TAB>score<TAB>"
-       "spread<TAB>duplicate 0/1, one line per candidate pair)")
+       "line) | pairs (one line per candidate pair, tab-separated: path a, path b, similarity, "
+       "matches, inliers, score, spread, duplicate 0/1)")
       ("verbose,v", "print counts and timings on stderr");
   const po::variables_map vm = Parse(args, opts, po::positional_options_description());
   if (vm.count("help")) {
