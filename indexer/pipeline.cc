@@ -606,7 +606,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
                         std::to_string(sync.index->ntotal()) + " vectors" +
                         (sync.rebuilt ? " (built: " + sync.reason + ")"
                          : sync.retrained
-                             ? " (re-learned)"
+                             ? " (re-built from its vectors: kind or lists follow the size)"
                              : " (+" + std::to_string(sync.added) + " -" +
                                    std::to_string(sync.removed) + ")"));
   }

@@ -264,6 +264,7 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
        "k-means iterations")
       ("seed", po::value(&o.codebook.seed)->default_value(d.codebook.seed),
        "seed of the training sample and k-means");
+  std::string index_kind = VectorIndexKindName(d.search_index.kind);
   po::options_description run("run");
   run.add_options()
       ("help,h", "show this help")
@@ -284,6 +285,15 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ("committed", po::value(&committed_path),
        "append each image's path to FILE once it is committed (crash-safe from then on)")
       ("format", po::value(&format)->default_value("table"), "summary format: table | json")
+      ("index-kind", po::value(&index_kind)->default_value(index_kind),
+       "search index kept with the database: auto (exact below --index-threshold images, "
+       "ivfsq from there on) | flat (exact inner product) | ivfsq (inverted file with "
+       "8-bit residual codes: approximate, ~d + 10 bytes per image)")
+      ("index-threshold",
+       po::value(&o.search_index.auto_threshold)->default_value(d.search_index.auto_threshold),
+       "images from which --index-kind auto switches to ivfsq")
+      ("nprobe", po::value(&o.search_index.nprobe)->default_value(d.search_index.nprobe),
+       "ivfsq lists visited per query (0 = lists / 128, at least 16)")
       ("verbose,v", "print phases, backend and stage timings")
       ("quiet,q", "no progress bar");
   po::options_description hidden;
@@ -312,6 +322,7 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
     o.encoding.vlad.residual_normalize = ParseBool("residual-norm", residual);
     o.projection.whiten = ParseBool("whiten", whiten);
     o.projection.half_precision = ParseBool("pca-half", pca_half);
+    o.search_index.kind = ParseVectorIndexKind(index_kind);
     o.backend = ParseBackend(backend);
     if (!(max_file_mb > 0)) throw std::invalid_argument("--max-file-mb must be > 0");
     o.limits.max_file_bytes = static_cast<uint64_t>(max_file_mb * (1 << 20));
@@ -433,6 +444,9 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
        "RANSAC inliers a result needs to count as verified")
       ("expansion", po::value(&o.expansion)->default_value(d.expansion),
        "query expansion from up to N verified results (0 = off)")
+      ("nprobe", po::value(&o.index.nprobe)->default_value(d.index.nprobe),
+       "lists an approximate (ivfsq) index visits per query (0 = as stored with the index; "
+       "more is slower and more exact)")
       ("verbose,v", "print the backend and the number of indexed images");
   po::options_description hidden;
   hidden.add_options()("query", po::value(&queries)->composing());
