@@ -18,6 +18,8 @@
 #   THREADS      threads for both, default 2 (SIFT extraction and lookalike index)
 #   K            results per query for both, default 100 (= COLMAP's verified top N)
 #   WORK         keep intermediate files here (default: a temporary folder, removed)
+#   REUSE        with WORK: skip the steps already timed in WORK/times (resume a
+#                run, or re-score it); delete their lines there to redo them
 #
 # What is counted where (all wall-clock seconds, from /usr/bin/time):
 #   COLMAP index  = feature_extractor on the database photos (full resolution,
@@ -72,13 +74,16 @@ pin() { taskset -c "$cpus" "$@"; }
 # appends "NAME wall user sys" to $work/times.
 timed() {
   name=$1; shift
+  if [ -n "${REUSE:-}" ] && [ -f "$work/times" ] && grep -q "^$name " "$work/times"; then
+    return 0
+  fi
   /usr/bin/time -f "$name %e %U %S" -a -o "$work/times" taskset -c "$cpus" "$@" \
-    > "$work/$name.log" 2>&1 || {
+    > "$work/$name.log" 2> "$work/$name.err" || {
     rc=$?
     # lookalike exits 1 when some files were skipped (e.g. no features): not fatal.
     case $name in lk_*) [ $rc -eq 1 ] && return 0 ;; esac
-    echo "colmap_compare: $name failed (exit $rc); last lines of $work/$name.log:" >&2
-    tail -n 20 "$work/$name.log" >&2
+    echo "colmap_compare: $name failed (exit $rc); last lines of $work/$name.log and .err:" >&2
+    tail -n 10 "$work/$name.log" "$work/$name.err" >&2
     exit 2
   }
 }
@@ -115,12 +120,18 @@ while IFS= read -r q; do set -- "$@" "$q"; done < "$WORK_DIR/queries.txt"
 exec "$BIN" search --db "$WORK_DIR/lk.db" -k "$K" --format tsv "$@" > "$out"
 EOF
 export SET_DIR="$set_dir" WORK_DIR="$work" BIN="$bin" K="$k"
-sh "$work/search.sh" /dev/null > /dev/null 2>&1 || true  # warm-up: page cache, binary
+if ! { [ -n "${REUSE:-}" ] && grep -q "^lk_search " "$work/times" 2>/dev/null; }; then
+  sh "$work/search.sh" /dev/null > /dev/null 2>&1 || true  # warm-up: page cache, binary
+fi
 timed lk_search sh "$work/search.sh" "$work/lk.tsv"
 timed lk_search_plain sh "$work/search.sh" "$work/lk_plain.tsv" --rerank 0 --expansion 0
 score "$work/lk.tsv" > "$work/lk.score"
 score "$work/lk_plain.tsv" > "$work/lk_plain.score"
-lk_train=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["stage_seconds"]; print(t["train"] + t.get("pca", 0))' "$work/lk_index.log")
+lk_train=$(python3 -c '
+import json, sys
+summary = [l for l in open(sys.argv[1]) if l.startswith("{")][-1]
+t = json.loads(summary)["stage_seconds"]
+print(t["train"] + t.get("pca", 0))' "$work/lk_index.log")
 
 # ---------------------------------------------------------------- COLMAP
 sift="--SiftExtraction.use_gpu 0 --SiftExtraction.num_threads $threads"
@@ -197,7 +208,6 @@ def groups(s):
 def row(label, t, n, note=""):  # t = (wall, CPU or None)
     cpu = "%9.1f" % (1000 * t[1] / n) if t[1] is not None else "%9s" % "-"
     print("%-62s %9.1f %s%s" % (label, 1000 * t[0] / n, cpu, note))
-lk = json.load(open(os.path.join(work, "lk_index.log")))
 print()
 print("INDEXING: ms per database photo (%d photos)                      wall       CPU" % ndb)
 row("lookalike index, all (new database)", T["lk_index"], ndb)
