@@ -250,6 +250,8 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
   }
   if (failure) std::rethrow_exception(failure);
   result.verify_seconds = Seconds(verify_start);
+  for (size_t p = 0; p < pairs.size(); ++p)
+    result.num_unverified += pairs[p].inliers < 0 && candidates.count(keys[p]) > 0;
 
   // Connected components of the duplicate pairs.
   UnionFind components(records.size());

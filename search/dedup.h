@@ -96,6 +96,9 @@ struct DedupResult {
   int64_t num_without_features = 0;  // zero vectors: only grouped when byte-identical
   double search_seconds = 0;         // loading vectors and the range search
   double verify_seconds = 0;         // decoding features and VerifyPair
+  // Candidate pairs left unverified because an image has no stored local
+  // features (a database indexed before they were kept): never duplicates.
+  int64_t num_unverified = 0;
 };
 
 // Finds the near-duplicate groups of a database. Reads only (works on a

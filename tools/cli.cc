@@ -648,6 +648,10 @@ int RunDedup(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << "]}\n";
   }
   out.flush();
+  if (r.num_unverified > 0)
+    err << "lookalike: warning: " << r.num_unverified
+        << " candidate pairs could not be verified (images indexed without stored keypoints); "
+           "index the folder into a new --db to check them\n";
   if (vm.count("verbose")) {
     size_t grouped = 0;
     for (const DedupGroup& group : r.groups) grouped += group.members.size();

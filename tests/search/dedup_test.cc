@@ -122,6 +122,7 @@ TEST_F(DedupTest, CopiesFormExactlyTheExpectedGroups) {
   const DedupResult r = FindDuplicates(*store, DedupOptions());
   EXPECT_EQ(r.num_images, static_cast<int64_t>(store->num_images()));
   EXPECT_EQ(r.num_without_features, 2);
+  EXPECT_EQ(r.num_unverified, 0);
   EXPECT_EQ(Groups(r), *expected_);
 
   std::set<std::string> grouped;
@@ -204,6 +205,25 @@ TEST_F(DedupTest, SharedLogoIsNotADuplicate) {
   const DedupPair* loose = find_pair(loose_result);
   ASSERT_NE(loose, nullptr);
   EXPECT_TRUE(loose->duplicate);
+}
+
+TEST_F(DedupTest, ImagesWithoutStoredKeypointsAreCountedNotGrouped) {
+  // The same records and vectors in a database that kept no local features
+  // (as one indexed before they were stored).
+  auto store = OpenStore();
+  TempDir tmp;
+  auto bare = Store::Create(tmp / "bare", store->model());
+  store->ForEachVector([&](const ImageRecord& rec, const float* v) {
+    ImageRecord copy = rec;
+    copy.id = 0;
+    bare->PutImage(&copy, v);
+  });
+  const DedupResult r = FindDuplicates(*bare, DedupOptions());
+  EXPECT_GT(r.num_unverified, 0);
+  std::set<std::set<std::string>> identical;
+  for (const auto& g : *expected_)
+    if (g.size() == 2) identical.insert(g);
+  EXPECT_EQ(Groups(r), identical) << "only byte-identical files can group without keypoints";
 }
 
 TEST_F(DedupTest, ThresholdOneKeepsOnlyByteIdenticalFiles) {
