@@ -601,7 +601,9 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     const SearchIndexSync sync = UpdateSearchIndex(store.get(), map, options.search_index);
     SetLibraryThreads(1);
     summary.stages.search_index = Seconds(t_index, Clock::now());
-    if (observer)
+    if (observer && sync.transient)
+      observer->OnPhase("search index: not persisted (" + sync.reason + ")");
+    else if (observer)
       observer->OnPhase("search index: " + sync.index->Describe() + ", " +
                         std::to_string(sync.index->ntotal()) + " vectors" +
                         (sync.rebuilt ? " (built: " + sync.reason + ")"

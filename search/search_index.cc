@@ -114,27 +114,39 @@ std::vector<int64_t> Ids(const std::vector<IndexedImage>& manifest) {
 
 // The kind `options` want for n vectors; an empty collection is always flat
 // (an approximate kind needs vectors to train on).
-VectorIndexKind WantedKind(const VectorIndexOptions& options, int64_t n) {
-  return n == 0 ? VectorIndexKind::kFlat : VectorIndex::ResolveKind(options, n);
+VectorIndexKind WantedKind(const VectorIndexOptions& options, int64_t n, int64_t dim) {
+  return n == 0 ? VectorIndexKind::kFlat : VectorIndex::ResolveKind(options, n, dim);
 }
 
 std::unique_ptr<VectorIndex> BuildFrom(int64_t dim, const VectorIndexOptions& options,
                                        const std::vector<int64_t>& ids,
                                        const std::vector<float>& vectors) {
   VectorIndexOptions o = options;
-  o.kind = WantedKind(options, static_cast<int64_t>(ids.size()));
+  o.kind = WantedKind(options, static_cast<int64_t>(ids.size()), dim);
   return VectorIndex::Build(dim, o, ids.data(), vectors.data(), static_cast<int64_t>(ids.size()));
 }
 
-}  // namespace
-
-SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
-                                const VectorIndexOptions& options) {
+SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
+                     const VectorIndexOptions& options, bool build_transient) {
   options.Validate();
   if (map.out_dim < 1 || !map.apply)
     throw std::invalid_argument("search vector map needs out_dim >= 1 and a function");
   const uint64_t fingerprint = store.model().codebook_hash;
   SearchIndexSync sync;
+  if (map.out_dim > kMaxPersistedFlatDim &&
+      WantedKind(options, static_cast<int64_t>(store.num_images()), map.out_dim) ==
+          VectorIndexKind::kFlat) {
+    sync.transient = true;
+    sync.reason = "full VLAD vectors: the exact index is built from the stored vectors";
+    if (build_transient) {
+      std::vector<float> vectors;
+      ReadAllVectors(store, map, &sync.manifest, &vectors, &sync.num_zero);
+      VectorIndexOptions o = options;
+      o.kind = VectorIndexKind::kFlat;
+      sync.index = BuildFrom(map.out_dim, o, Ids(sync.manifest), vectors);
+    }
+    return sync;
+  }
 
   // 1. The persisted index, if usable.
   try {
@@ -203,7 +215,7 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
   const int64_t n = static_cast<int64_t>(sync.manifest.size());
 
   // 3. The kind: convert or re-learn when the collection crossed a size.
-  const VectorIndexKind want = WantedKind(options, n);
+  const VectorIndexKind want = WantedKind(options, n, map.out_dim);
   const VectorIndexKind have = sync.index->kind();
   const bool grown = have == VectorIndexKind::kIvfSq && options.nlist == 0 &&
                      want == VectorIndexKind::kIvfSq && sync.index->nlist() * 4 <= AutoNlist(n);
@@ -254,6 +266,13 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
   return sync;
 }
 
+}  // namespace
+
+SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
+                                const VectorIndexOptions& options) {
+  return Sync(store, map, options, /*build_transient=*/true);
+}
+
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   if (!sync.index) throw std::logic_error("SaveSearchIndex: no index");
   std::string blob(kMagic, 4);
@@ -273,7 +292,7 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
 
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectorMap& map,
                                   const VectorIndexOptions& options) {
-  SearchIndexSync sync = SyncSearchIndex(*store, map, options);
+  SearchIndexSync sync = Sync(*store, map, options, /*build_transient=*/false);
   if (sync.changed()) SaveSearchIndex(store, sync);
   return sync;
 }

@@ -39,6 +39,12 @@ struct IndexedImage {
   uint64_t content_hash = 0;
 };
 
+// Exact indexes of vectors with more dimensions than this are not persisted:
+// without a PCA projection the search vectors are the stored VLAD vectors
+// themselves (256 KiB each at K = 512), so a copy would double the database
+// and the indexer's memory. Search builds that index from the stored vectors.
+inline constexpr int64_t kMaxPersistedFlatDim = 4096;
+
 // What SyncSearchIndex found and did.
 struct SearchIndexSync {
   std::unique_ptr<VectorIndex> index;
@@ -49,9 +55,15 @@ struct SearchIndexSync {
   bool retrained = false; // kind changed or lists re-learned as the collection grew
   int64_t added = 0;      // vectors added while reconciling
   int64_t removed = 0;    // vectors removed while reconciling
-  std::string reason;     // why it was rebuilt, empty otherwise
+  std::string reason;     // why it was rebuilt or not persisted, empty otherwise
+  // Not persisted (flat over more than kMaxPersistedFlatDim dimensions);
+  // `index` is then built from the stored vectors by SyncSearchIndex and
+  // null after UpdateSearchIndex.
+  bool transient = false;
   // True when the index differs from what is persisted (it should be saved).
-  bool changed() const { return !loaded || rebuilt || retrained || added || removed; }
+  bool changed() const {
+    return !transient && (!loaded || rebuilt || retrained || added || removed);
+  }
 };
 
 // Loads the persisted index of `store` (or builds one from every stored
@@ -71,7 +83,8 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync);
 
 // SyncSearchIndex, then SaveSearchIndex if anything changed: what
-// `lookalike index` runs at the end of every run.
+// `lookalike index` runs at the end of every run. Builds nothing for an index
+// that is not persisted (`transient`; `index` is null then).
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectorMap& map,
                                   const VectorIndexOptions& options);
 

@@ -111,9 +111,11 @@ struct VectorIndex::Impl {
 VectorIndex::VectorIndex(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 VectorIndex::~VectorIndex() = default;
 
-VectorIndexKind VectorIndex::ResolveKind(const VectorIndexOptions& options, int64_t n) {
+VectorIndexKind VectorIndex::ResolveKind(const VectorIndexOptions& options, int64_t n,
+                                         int64_t dim) {
   if (options.kind != VectorIndexKind::kAuto) return options.kind;
-  return n < options.auto_threshold ? VectorIndexKind::kFlat : VectorIndexKind::kIvfSq;
+  return n < options.auto_threshold || dim > kMaxAutoApproximateDim ? VectorIndexKind::kFlat
+                                                                    : VectorIndexKind::kIvfSq;
 }
 
 std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexOptions& options) {
@@ -164,7 +166,7 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
                                                 int64_t n) {
   options.Validate();
   VectorIndexOptions o = options;
-  o.kind = ResolveKind(options, n);
+  o.kind = ResolveKind(options, n, dim);
   if (o.kind != VectorIndexKind::kFlat && o.nlist == 0)
     o.nlist = AutoNlist(n);
   if (o.nprobe > o.nlist && o.kind != VectorIndexKind::kFlat) o.nprobe = o.nlist;

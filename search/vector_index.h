@@ -82,8 +82,13 @@ class VectorIndex {
   static std::unique_ptr<VectorIndex> Build(int64_t dim, const VectorIndexOptions& options,
                                             const int64_t* ids, const float* vectors, int64_t n);
 
-  // The concrete kind `options` asks for when the index holds n vectors.
-  static VectorIndexKind ResolveKind(const VectorIndexOptions& options, int64_t n);
+  // The concrete kind `options` asks for when the index holds n vectors of
+  // `dim` dimensions: `auto` is flat below auto_threshold vectors, and also
+  // above kMaxAutoApproximateDim dimensions (full VLAD without a PCA
+  // projection, where 4-bit codes would still cost d / 2 bytes), else ivfsq.
+  static VectorIndexKind ResolveKind(const VectorIndexOptions& options, int64_t n,
+                                     int64_t dim);
+  static constexpr int64_t kMaxAutoApproximateDim = 1024;
 
   // Reads an index written by Serialize. Throws std::runtime_error naming
   // what is wrong if the blob is truncated, fails its checksum or is not a

@@ -229,3 +229,63 @@ TEST_F(SearchIndexTest, CorruptOrForeignIndexIsRebuilt) {
 
 }  // namespace
 }  // namespace lookalike
+
+namespace lookalike {
+namespace {
+
+// Full VLAD without a projection (more than kMaxPersistedFlatDim dimensions):
+// an exact index is never persisted (it would copy every stored vector), the
+// searcher builds it from the stored vectors; an explicit ivfsq still is.
+TEST(SearchIndexFullVladTest, ExactIndexOfFullVladIsNotPersisted) {
+  testing::TempDir tmp;
+  ModelRecord m;
+  m.dim = 128;
+  m.num_clusters = 33;  // 4224 dimensions
+  m.centroids.assign(m.vlad_dim(), 0.25f);
+  m.codebook_hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
+  const int64_t dim = static_cast<int64_t>(m.vlad_dim());
+  ASSERT_GT(dim, kMaxPersistedFlatDim);
+  auto store = Store::Create(tmp / "db", m);
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> g;
+  std::vector<std::vector<float>> vectors;
+  for (int i = 0; i < 10; ++i) {
+    std::vector<float> v(dim);
+    double s = 0;
+    for (float& x : v) {
+      x = g(rng);
+      s += double{x} * x;
+    }
+    for (float& x : v) x = static_cast<float>(x / std::sqrt(s));
+    ImageRecord r;
+    r.path = "/img" + std::to_string(i);
+    r.content_hash = i + 1;
+    store->PutImage(&r, v.data());
+    vectors.push_back(v);
+  }
+  const SearchVectorMap identity{dim, [dim](const float* in, int64_t n, float* out) {
+                                   std::copy(in, in + n * dim, out);
+                                 }};
+  VectorIndexOptions o;
+  const SearchIndexSync update = UpdateSearchIndex(store.get(), identity, o);
+  EXPECT_TRUE(update.transient);
+  EXPECT_FALSE(update.changed());
+  EXPECT_EQ(update.index, nullptr);
+  EXPECT_FALSE(store->GetSearchIndex().has_value()) << "nothing persisted";
+  const SearchIndexSync search = SyncSearchIndex(*store, identity, o);
+  ASSERT_NE(search.index, nullptr);
+  EXPECT_EQ(search.index->kind(), VectorIndexKind::kFlat);
+  ASSERT_EQ(search.index->ntotal(), 10);
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    float s = 0;
+    int64_t l = -1;
+    search.index->Search(vectors[i].data(), 1, 1, &s, &l);
+    EXPECT_EQ(l, static_cast<int64_t>(i + 1));
+  }
+  o.kind = VectorIndexKind::kIvfSq;
+  EXPECT_FALSE(UpdateSearchIndex(store.get(), identity, o).transient);
+  EXPECT_TRUE(store->GetSearchIndex().has_value());
+}
+
+}  // namespace
+}  // namespace lookalike

@@ -273,10 +273,14 @@ TEST(VectorIndexTest, SerializeRoundTripAndCorruption) {
 TEST(VectorIndexTest, OptionsAndKinds) {
   VectorIndexOptions o;
   EXPECT_NO_THROW(o.Validate());
-  EXPECT_EQ(VectorIndex::ResolveKind(o, o.auto_threshold - 1), VectorIndexKind::kFlat);
-  EXPECT_EQ(VectorIndex::ResolveKind(o, o.auto_threshold), VectorIndexKind::kIvfSq);
+  EXPECT_EQ(VectorIndex::ResolveKind(o, o.auto_threshold - 1, 256), VectorIndexKind::kFlat);
+  EXPECT_EQ(VectorIndex::ResolveKind(o, o.auto_threshold, 256), VectorIndexKind::kIvfSq);
+  // Full VLAD (no PCA) stays exact: the stored vectors are the index.
+  EXPECT_EQ(VectorIndex::ResolveKind(o, 1 << 30, 65536), VectorIndexKind::kFlat);
   o.kind = VectorIndexKind::kFlat;
-  EXPECT_EQ(VectorIndex::ResolveKind(o, 1 << 30), VectorIndexKind::kFlat);
+  EXPECT_EQ(VectorIndex::ResolveKind(o, 1 << 30, 256), VectorIndexKind::kFlat);
+  o.kind = VectorIndexKind::kIvfSq;
+  EXPECT_EQ(VectorIndex::ResolveKind(o, 10, 65536), VectorIndexKind::kIvfSq);
   for (const char* name : {"auto", "flat", "ivfsq"})
     EXPECT_STREQ(VectorIndexKindName(ParseVectorIndexKind(name)), name);
   EXPECT_THROW(ParseVectorIndexKind("hnsw"), std::invalid_argument);
