@@ -186,6 +186,9 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     return c;
   };
   std::unordered_map<int64_t, int> inliers;  // row -> inliers (-1: no stored features)
+  // A candidate with fewer matches than min_inliers cannot be verified.
+  VerifyOptions verify = opt.verify;
+  verify.min_matches = std::max(verify.min_matches, opt.min_inliers);
   auto verify_and_sort = [&](std::vector<Candidate>* list) {
     const size_t n = std::min<size_t>(list->size(), static_cast<size_t>(opt.rerank));
     std::vector<int64_t> todo;
@@ -198,7 +201,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     for (size_t t = 0; t < todo.size(); ++t) {
       try {
         const auto blob = impl_->store->GetFeatures(impl_->ids[todo[t]]);
-        if (blob) found[t] = VerifyPair(features, DecodeLocalFeatures(*blob), opt.verify).inliers;
+        if (blob) found[t] = VerifyPair(features, DecodeLocalFeatures(*blob), verify).inliers;
       } catch (...) {
 #pragma omp critical(lookalike_search_failure)
         if (!failure) failure = std::current_exception();

@@ -22,6 +22,9 @@ void VerifyOptions::Validate() const {
   if (!(ransac_threshold > 0))
     throw std::invalid_argument("RANSAC threshold must be > 0, got " +
                                 std::to_string(ransac_threshold));
+  if (min_matches < 5)
+    throw std::invalid_argument("min matches must be >= 5 (four matches always fit a "
+                                "homography), got " + std::to_string(min_matches));
   if (ransac_iterations < 1)
     throw std::invalid_argument("RANSAC iterations must be >= 1, got " +
                                 std::to_string(ransac_iterations));
@@ -84,8 +87,7 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
     dst.emplace_back(b.x, b.y);
   }
   v.matches = static_cast<int>(src.size());
-  // Five matches at least: four always fit a homography exactly.
-  if (v.matches < 5) return v;
+  if (v.matches < options.min_matches) return v;
   cv::Mat mask;
   const cv::Mat h = cv::findHomography(src, dst, cv::RANSAC, options.ransac_threshold, mask,
                                        options.ransac_iterations, 0.999);
