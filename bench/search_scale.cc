@@ -18,7 +18,7 @@
 // Usage: search_scale [--n 1000000] [--dim 112] [--queries 1000]
 //                     [--kinds flat,ivfsq] [--nprobe 8,16,32,64,128]
 //                     [--clusters 2000] [--decay 0.5] [--spread 0.5]
-//                     [--query-noise 0.35] [--seed 1234]
+//                     [--query-noise 0.35] [--seed 1234] [--max-bytes 128]
 // Smoke test: search_scale --n 20000 --queries 200
 // Not a ctest test (timings on shared machines are not pass/fail material).
 #include <omp.h>
@@ -62,6 +62,7 @@ struct Args {
   double spread = 0.5;
   double query_noise = 0.35;
   uint64_t seed = 1234;
+  int64_t max_bytes = VectorIndexOptions().max_bytes_per_vector;  // ivfsq byte budget
 };
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -80,7 +81,7 @@ Args Parse(int argc, char** argv) {
       std::printf(
           "search_scale [--n N] [--dim D] [--queries Q] [--kinds flat,ivfsq]\n"
           "             [--nprobe 8,16,...] [--clusters C] [--decay A] [--spread S]\n"
-          "             [--query-noise E] [--seed S]\n"
+          "             [--query-noise E] [--seed S] [--max-bytes B]\n"
           "defaults: --n 1000000 --dim 112 --queries 1000 --clusters 2000 --decay 0.5\n"
           "          --spread 0.5 --query-noise 0.35 --seed 1234\n");
       std::exit(0);
@@ -102,6 +103,7 @@ Args Parse(int argc, char** argv) {
     else if (flag == "--spread") a.spread = std::stod(v);
     else if (flag == "--query-noise") a.query_noise = std::stod(v);
     else if (flag == "--seed") a.seed = std::stoull(v);
+    else if (flag == "--max-bytes") a.max_bytes = std::stoll(v);
     else {
       std::fprintf(stderr, "unknown flag %s (see --help)\n", flag.c_str());
       std::exit(2);
@@ -311,6 +313,7 @@ int main(int argc, char** argv) {
     VectorIndexOptions o;
     o.kind = lookalike::ParseVectorIndexKind(name);
     o.seed = a.seed;
+    o.max_bytes_per_vector = a.max_bytes;
     max_peak = std::max(max_peak, PeakRssBytes());
     ResetPeakRss();
     const int64_t rss0 = RssBytes();

@@ -253,7 +253,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
     return sync;
   }
 
-  // 4. Add what is new or changed.
+  // 4. Add what is new or changed (the default nprobe follows the size).
   std::vector<float> fresh;
   for (size_t i = 0; i < to_add.size(); i += 4096) {
     const std::vector<uint64_t> part(to_add.begin() + i,
@@ -263,6 +263,13 @@ SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
     sync.index->Add(ids.data(), fresh.data(), static_cast<int64_t>(ids.size()));
   }
   sync.added = static_cast<int64_t>(to_add.size());
+  if (options.nprobe == 0 && sync.index->nlist() > 0) {
+    const int64_t nprobe = AutoNprobe(sync.index->ntotal(), sync.index->nlist());
+    if (nprobe != sync.index->nprobe()) {
+      sync.index->set_nprobe(nprobe);
+      sync.retuned = true;
+    }
+  }
   return sync;
 }
 

@@ -53,6 +53,7 @@ struct SearchIndexSync {
   bool loaded = false;    // the persisted index was used
   bool rebuilt = false;   // built from every stored vector (see `reason`)
   bool retrained = false; // kind changed or lists re-learned as the collection grew
+  bool retuned = false;   // default nprobe re-chosen for the new size (AutoNprobe)
   int64_t added = 0;      // vectors added while reconciling
   int64_t removed = 0;    // vectors removed while reconciling
   std::string reason;     // why it was rebuilt or not persisted, empty otherwise
@@ -62,7 +63,7 @@ struct SearchIndexSync {
   bool transient = false;
   // True when the index differs from what is persisted (it should be saved).
   bool changed() const {
-    return !transient && (!loaded || rebuilt || retrained || added || removed);
+    return !transient && (!loaded || rebuilt || retrained || retuned || added || removed);
   }
 };
 

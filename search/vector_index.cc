@@ -42,6 +42,12 @@ int64_t NearestPowerOfTwo(double x) {
 
 }  // namespace
 
+int64_t AutoNprobe(int64_t n, int64_t nlist) {
+  if (nlist <= 0) return 0;
+  const int64_t by_scan = static_cast<int64_t>(std::llround(8000.0 * nlist / std::max<int64_t>(n, 1)));
+  return std::min(nlist, std::max<int64_t>(by_scan, 16));
+}
+
 int64_t AutoNlist(int64_t n) {
   const int64_t by_size = NearestPowerOfTwo(2.0 * std::sqrt(static_cast<double>(n)));
   return std::max<int64_t>(1, std::min<int64_t>({by_size, int64_t{4096}, n / 8}));
@@ -154,8 +160,7 @@ std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexO
   ivf->cp.niter = 10;
   ivf->cp.min_points_per_centroid = 1;  // Build checks n >= nlist; no FAISS warnings
   ivf->cp.seed = static_cast<int>(options.seed & 0x7fffffff);
-  ivf->nprobe = options.nprobe > 0 ? options.nprobe : std::max<int64_t>(16, nlist / 128);
-  ivf->nprobe = std::min<size_t>(ivf->nprobe, nlist);
+  ivf->nprobe = std::min<int64_t>(options.nprobe > 0 ? options.nprobe : 16, nlist);
   impl->ivf = ivf.get();
   impl->index = std::move(ivf);
   return std::unique_ptr<VectorIndex>(new VectorIndex(std::move(impl)));
@@ -209,6 +214,8 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
     index->impl_->index->add_with_ids(m, vectors + i * dim, ids + i);
   }
   index->impl_->Compact();
+  if (index->impl_->ivf && options.nprobe == 0)
+    index->impl_->ivf->nprobe = AutoNprobe(n, index->impl_->ivf->nlist);
   return index;
 }
 

@@ -293,7 +293,7 @@ int RunIndex(const std::vector<std::string>& args, std::ostream& out, std::ostre
        po::value(&o.search_index.auto_threshold)->default_value(d.search_index.auto_threshold),
        "images from which --index-kind auto switches to ivfsq")
       ("nprobe", po::value(&o.search_index.nprobe)->default_value(d.search_index.nprobe),
-       "ivfsq lists visited per query (0 = lists / 128, at least 16)")
+       "ivfsq lists visited per query (0 = enough for about 8,000 vectors, at least 16)")
       ("verbose,v", "print phases, backend and stage timings")
       ("quiet,q", "no progress bar");
   po::options_description hidden;

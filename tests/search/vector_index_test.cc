@@ -305,6 +305,9 @@ TEST(VectorIndexTest, OptionsAndKinds) {
     EXPECT_EQ(VectorIndex::Build(240, b, ids.data(), db.data(), 200)->code_bytes(), bytes)
         << "budget " << budget;
   }
+  EXPECT_EQ(AutoNprobe(1000000, 2048), 16);
+  EXPECT_EQ(AutoNprobe(20000, 256), 102);
+  EXPECT_EQ(AutoNprobe(100, 4), 4);
   EXPECT_EQ(AutoNlist(1000000), 2048);
   EXPECT_EQ(AutoNlist(20000), 256);
   EXPECT_EQ(AutoNlist(20), 2);
