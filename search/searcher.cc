@@ -118,6 +118,12 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path,
   return std::unique_ptr<Searcher>(new Searcher(std::move(impl)));
 }
 
+namespace {
+// The inner product of two unit vectors as a cosine: float rounding can put
+// an image's similarity with itself a hair above 1, and scores promise [-1, 1].
+float Cosine(float inner_product) { return std::clamp(inner_product, -1.0f, 1.0f); }
+}  // namespace
+
 std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors,
                                                       int64_t num) const {
   std::vector<std::vector<Hit>> out(num);
@@ -138,7 +144,8 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors,
       const faiss::Index::idx_t row = labels[q * k + r];
       if (row < 0) continue;
       out[q].push_back(
-          Hit{impl_->ids[row], impl_->paths[row], scores[q * k + r], scores[q * k + r], -1});
+          Hit{impl_->ids[row], impl_->paths[row], Cosine(scores[q * k + r]),
+              Cosine(scores[q * k + r]), -1});
     }
   }
   return out;
@@ -182,7 +189,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     index.search(1, q, depth, scores.data(), labels.data());
     std::vector<Candidate> c;
     for (int64_t r = 0; r < depth; ++r)
-      if (labels[r] >= 0) c.push_back(Candidate{labels[r], scores[r], scores[r]});
+      if (labels[r] >= 0) c.push_back(Candidate{labels[r], Cosine(scores[r]), Cosine(scores[r])});
     return c;
   };
   std::unordered_map<int64_t, int> inliers;  // row -> inliers (-1: no stored features)

@@ -110,8 +110,12 @@ std::string EncodeModel(const ModelRecord& m) {
   encoding::PutFixed64(&s, m.codebook_hash);
   encoding::PutFixed64(&s, m.centroids.size());
   for (float v : m.centroids) encoding::PutFloat(&s, v);
-  // Fields added after schema 1 shipped go last, so older models still decode.
+  // Fields added after schema 1 shipped go last, so older models still
+  // decode, followed by an FNV-1a of the whole value: the codebook hash
+  // covers only the centroids, and a flipped settings byte would otherwise
+  // change how queries are encoded without a word.
   encoding::PutFixed32(&s, m.min_keypoints);
+  encoding::PutFixed64(&s, encoding::Fnv1a64(s.data(), s.size()));
   return s;
 }
 
@@ -137,7 +141,19 @@ ModelRecord DecodeModel(const std::string& value) {
                                  std::to_string(m.vlad_dim()));
   m.centroids.resize(n);
   for (uint64_t i = 0; i < n; ++i) m.centroids[i] = r.Float();
-  if (r.remaining() > 0) m.min_keypoints = r.Fixed32();
+  if (r.remaining() > 0) {  // written by builds with min_keypoints
+    m.min_keypoints = r.Fixed32();
+    const uint64_t covered = value.size() - r.remaining();
+    const uint64_t stored = r.Fixed64();
+    const uint64_t computed = encoding::Fnv1a64(value.data(), covered);
+    if (stored != computed) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
+                    static_cast<unsigned long long>(stored),
+                    static_cast<unsigned long long>(computed));
+      throw encoding::CorruptValue(std::string("model: checksum mismatch (") + buf + ")");
+    }
+  }
   r.ExpectEnd();
   const uint64_t hash = encoding::Fnv1a64(m.centroids.data(), n * sizeof(float));
   if (hash != m.codebook_hash) {

@@ -425,8 +425,10 @@ void ChangedModel(Env &env) {
     std::unique_ptr<rocksdb::DB> db(raw);
     std::string model;
     ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), "m:model", &model).ok());
-    // The value ends with the K x dim f32 centroids: change the last one.
-    model[model.size() - 2] = static_cast<char>(model[model.size() - 2] ^ 0x01);
+    // The value ends with the K x dim f32 centroids, then u32 min_keypoints
+    // and a u64 checksum of the whole value: change the last centroid.
+    const size_t last_centroid = model.size() - 12 - 2;
+    model[last_centroid] = static_cast<char>(model[last_centroid] ^ 0x01);
     ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "m:model", model).ok());
     ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
     ASSERT_TRUE(db->Close().ok());
@@ -488,8 +490,9 @@ void DiskFull(Env &env) {
       << i.out;
   for (const std::string &path : {acked.front(), acked.back()}) {
     const ProcessResult s =
-        Lookalike({"search", "--db", db, path, "-k", "1", "--format", "tsv"});
+        Lookalike({"search", "--db", db, path, "-k", "1", "--format", "tsv", "--rerank", "0"});
     EXPECT_EQ(s.exit_code, 0) << s.Describe();
+    // VLAD cosine alone: 1 for a whole stored vector.
     EXPECT_EQ(s.out, path + "\t1\t" + path + "\t1.000000\n") << s.Describe();
   }
   // Fix the fault; the re-run resumes with what was not committed.

@@ -389,7 +389,11 @@ struct Checker {
     std::vector<std::string> sample = fresh;
     sample.insert(sample.end(), old.begin(), old.end());
     if (sample.empty()) return FailureCount() == failures_before;
-    std::vector<std::string> args = {"search", "--db", db, "-k", "1", "--format", "tsv"};
+    // VLAD ranking alone (--rerank 0): the score is then the cosine of the
+    // stored vector with the query's, 1 for a whole vector; query expansion
+    // would blend in neighbours.
+    std::vector<std::string> args = {"search", "--db", db,    "-k",
+                                     "1",      "--format", "tsv", "--rerank", "0"};
     args.insert(args.end(), sample.begin(), sample.end());
     const Result search = RunTool(args, scratch, Ms(60000));
     EXPECT_EQ(search.exit_code, 0) << search.err;

@@ -523,6 +523,43 @@ TEST(StoreTest, DetectsCorruptedVector) {
   }
 }
 
+TEST(StoreTest, ModelSettingsAreChecksummedAndOlderModelsStillOpen) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  ModelRecord model = MakeModel();
+  model.min_keypoints = 300;
+  Store::Create(db, model);
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->model().min_keypoints, 300u);
+  std::string value;
+  {
+    auto raw = OpenRaw(db);
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), "m:model", &value).ok());
+  }
+  auto put = [&](const std::string& v) {
+    auto raw = OpenRaw(db);
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "m:model", v).ok());
+  };
+  // The value ends with u32 min_keypoints and a u64 FNV-1a of all before it.
+  // A flipped settings byte outside the centroids (which the codebook hash
+  // covers) must not go unnoticed.
+  std::string flipped = value;
+  flipped[flipped.size() - 12] ^= 0x01;
+  put(flipped);
+  try {
+    Store::Open(db, Store::Mode::kReadOnly);
+    FAIL() << "a flipped min_keypoints byte went unnoticed";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  // A model written before min_keypoints existed ends with the centroids:
+  // it opens, with re-detection off, as it was built.
+  put(value.substr(0, value.size() - 12));
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->model().min_keypoints, 0u);
+  put(value);
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->model().min_keypoints, 300u);
+}
+
 TEST(StoreTest, DetectsTruncatedVector) {
   TempDir tmp;
   const std::string db = tmp / "db";
