@@ -17,17 +17,19 @@ namespace lookalike {
 struct ProjectionOptions {
   // Components kept; 0 = no projection (search uses full VLAD vectors).
   // Capped at (training vectors - 1) when learned, since more components
-  // would only span noise. 256 is the smallest size the literature uses at
-  // K = 512 (Jégou & Chum 2012 keep 128-4096); on the development set,
-  // keeping fewer components than the sample supports lost mAP (README,
-  // "PCA-whitening").
-  int out_dim = 256;
+  // would only span noise. 112 is what fits the large-collection search
+  // index in 128 bytes per image (8-bit codes + 8-byte id: 120 B; at 256-d
+  // it costs 266 B, and 4-bit codes drop recall@10 to 0.72; README, "Search
+  // at scale"); Jégou & Chum (ECCV 2012) show PCA-whitened VLAD keeps most
+  // of its accuracy at 128-d. On the development set, keeping fewer
+  // components than the sample supports lost mAP (README, "PCA-whitening").
+  int out_dim = 112;
   // The projection is learned only if the training sample holds at least
   // this many images with features; a smaller new collection searches its
-  // full VLAD vectors. 257 = out_dim + 1 at the default: every component is
+  // full VLAD vectors. 113 = out_dim + 1 at the default: every component is
   // then supported by the sample (measured: a full-rank projection matches
   // full VLAD, a truncated one loses). 0 = always (out_dim still capped).
-  int min_images = 257;
+  int min_images = 113;
   // Divide each component by sqrt(eigenvalue + eigen_regularization x mean
   // eigenvalue), so frequent, co-occurring directions count less.
   bool whiten = true;
