@@ -11,6 +11,16 @@
 namespace lookalike {
 namespace testing {
 
+GrayImage ToGrayImage(const cv::Mat& bgr) {
+  cv::Mat gray;
+  cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
+  GrayImage g;
+  g.width = gray.cols;
+  g.height = gray.rows;
+  g.pixels.assign(gray.data, gray.data + gray.total());
+  return g;
+}
+
 cv::Mat MakeSyntheticImage(uint64_t seed, int width, int height) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 7);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };

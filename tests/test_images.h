@@ -10,8 +10,13 @@
 
 #include <opencv2/core.hpp>
 
+#include "indexer/image_file.h"
+
 namespace lookalike {
 namespace testing {
+
+// The grey image the extractor sees for a BGR image (OpenCV's conversion).
+GrayImage ToGrayImage(const cv::Mat& bgr);
 
 // A distinct BGR image of width x height for each seed.
 cv::Mat MakeSyntheticImage(uint64_t seed, int width = 640, int height = 480);

@@ -15,16 +15,6 @@
 namespace lookalike {
 namespace {
 
-GrayImage ToGray(const cv::Mat& bgr) {
-  cv::Mat gray;
-  cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
-  GrayImage g;
-  g.width = gray.cols;
-  g.height = gray.rows;
-  g.pixels.assign(gray.data, gray.data + gray.total());
-  return g;
-}
-
 Descriptors Extract(const std::string& type, const GrayImage& image, float contrast = 0.02f,
                     int max_features = 0, int min_keypoints = 0) {
   ExtractorOptions o;
@@ -50,7 +40,7 @@ class ExtractorTest : public ::testing::Test {
 
 TEST_F(ExtractorTest, RootSiftIsSqrtOfL1NormalisedSift) {
   // Awkward size; the image is rich enough for hundreds of keypoints.
-  const GrayImage image = ToGray(testing::MakeSyntheticImage(21, 333, 251));
+  const GrayImage image = testing::ToGrayImage(testing::MakeSyntheticImage(21, 333, 251));
   const Descriptors sift = Extract("sift", image);
   const Descriptors root = Extract("rootsift", image);
   ASSERT_GT(sift.num, 50);
@@ -103,14 +93,14 @@ TEST_F(ExtractorTest, FlatAndTinyImagesGiveNoDescriptors) {
     EXPECT_EQ(d.dim, 128);
   }
   // A textured but tiny image (below SIFT's useful size).
-  const GrayImage tiny = ToGray(testing::MakeSyntheticImage(22, 15, 15));
+  const GrayImage tiny = testing::ToGrayImage(testing::MakeSyntheticImage(22, 15, 15));
   EXPECT_EQ(Extract("rootsift", tiny).num, 0);
   GrayImage empty;
   EXPECT_EQ(Extract("rootsift", empty).num, 0);
 }
 
 TEST_F(ExtractorTest, LowerContrastThresholdFindsMoreKeypoints) {
-  const GrayImage image = ToGray(testing::MakeSyntheticImage(23, 320, 240));
+  const GrayImage image = testing::ToGrayImage(testing::MakeSyntheticImage(23, 320, 240));
   const int64_t strict = Extract("rootsift", image, 0.08f).num;
   const int64_t normal = Extract("rootsift", image, 0.04f).num;
   const int64_t loose = Extract("rootsift", image, 0.01f).num;
@@ -124,7 +114,7 @@ TEST_F(ExtractorTest, SparseImagesAreRedetectedAtLowerThresholds) {
   cv::Mat faint;
   cv::GaussianBlur(testing::MakeSyntheticImage(25, 160, 120), faint, cv::Size(0, 0), 2.0);
   faint.convertTo(faint, -1, 0.25, 96);
-  const GrayImage image = ToGray(faint);
+  const GrayImage image = testing::ToGrayImage(faint);
   const int64_t plain = Extract("rootsift", image, 0.04f).num;
   const Descriptors retried = Extract("rootsift", image, 0.04f, 0, 200);
   ASSERT_LT(plain, 200) << "the test image must be sparse at the default threshold";
@@ -136,14 +126,14 @@ TEST_F(ExtractorTest, SparseImagesAreRedetectedAtLowerThresholds) {
   EXPECT_EQ(Extract("rootsift", image, 0.04f, 0, 100000).num,
             Extract("rootsift", image, kMinContrastThreshold).num);
   // An image that already has enough keypoints is not re-detected.
-  const GrayImage rich = ToGray(testing::MakeSyntheticImage(24, 320, 240));
+  const GrayImage rich = testing::ToGrayImage(testing::MakeSyntheticImage(24, 320, 240));
   const int64_t rich_plain = Extract("rootsift", rich, 0.04f).num;
   ASSERT_GE(rich_plain, 50);
   EXPECT_EQ(Extract("rootsift", rich, 0.04f, 0, 50).num, rich_plain);
 }
 
 TEST_F(ExtractorTest, MaxFeaturesCaps) {
-  const GrayImage image = ToGray(testing::MakeSyntheticImage(24, 320, 240));
+  const GrayImage image = testing::ToGrayImage(testing::MakeSyntheticImage(24, 320, 240));
   const int64_t all = Extract("rootsift", image).num;
   ASSERT_GT(all, 120);
   for (int cap : {1, 37, 100}) {

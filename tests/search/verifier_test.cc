@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <string>
 
@@ -18,12 +17,7 @@ namespace lookalike {
 namespace {
 
 LocalFeatures Features(const cv::Mat& bgr) {
-  cv::Mat gray;
-  cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
-  GrayImage g;
-  g.width = gray.cols;
-  g.height = gray.rows;
-  g.pixels.assign(gray.data, gray.data + gray.total());
+  const GrayImage g = testing::ToGrayImage(bgr);
   const Descriptors d = CreateExtractor(ExtractorOptions())->Extract(g);
   return MakeLocalFeatures(d, static_cast<uint32_t>(g.width), static_cast<uint32_t>(g.height));
 }
