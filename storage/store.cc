@@ -28,6 +28,17 @@ using encoding::Reader;
 
 namespace {
 
+// "<what>: checksum mismatch (stored …, computed …)": the words the CLI and
+// the tests look for, with both hashes so a report says which side changed.
+encoding::CorruptValue ChecksumMismatch(const std::string& what, uint64_t stored,
+                                        uint64_t computed) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
+                static_cast<unsigned long long>(stored),
+                static_cast<unsigned long long>(computed));
+  return encoding::CorruptValue(what + ": checksum mismatch (" + buf + ")");
+}
+
 const char kSchemaKey[] = "m:schema";
 const char kModelKey[] = "m:model";
 const char kNextIdKey[] = "m:next_id";
@@ -146,23 +157,11 @@ ModelRecord DecodeModel(const std::string& value) {
     const uint64_t covered = value.size() - r.remaining();
     const uint64_t stored = r.Fixed64();
     const uint64_t computed = encoding::Fnv1a64(value.data(), covered);
-    if (stored != computed) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
-                    static_cast<unsigned long long>(stored),
-                    static_cast<unsigned long long>(computed));
-      throw encoding::CorruptValue(std::string("model: checksum mismatch (") + buf + ")");
-    }
+    if (stored != computed) throw ChecksumMismatch("model", stored, computed);
   }
   r.ExpectEnd();
   const uint64_t hash = encoding::Fnv1a64(m.centroids.data(), n * sizeof(float));
-  if (hash != m.codebook_hash) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
-                  static_cast<unsigned long long>(m.codebook_hash),
-                  static_cast<unsigned long long>(hash));
-    throw encoding::CorruptValue(std::string("model: codebook checksum mismatch (") + buf + ")");
-  }
+  if (hash != m.codebook_hash) throw ChecksumMismatch("model: codebook", m.codebook_hash, hash);
   return m;
 }
 
@@ -211,14 +210,7 @@ ProjectionRecord DecodeProjection(const std::string& value, uint64_t vlad_dim) {
   const size_t body = value.size() - 8;
   const uint64_t stored = Reader(value.data() + body, 8, "projection").Fixed64();
   const uint64_t computed = encoding::Fnv1a64(value.data(), body);
-  if (stored != computed) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
-                  static_cast<unsigned long long>(stored),
-                  static_cast<unsigned long long>(computed));
-    throw encoding::CorruptValue(std::string("projection (m:pca): checksum mismatch (") + buf +
-                                 ")");
-  }
+  if (stored != computed) throw ChecksumMismatch("projection (m:pca)", stored, computed);
   Reader r(value.data(), body, "projection");
   const uint32_t format = r.Fixed32();
   if (format != kProjectionFormat)
