@@ -53,7 +53,9 @@ struct Hit {
   // g = inliers / (inliers + 20): a noisy-or of the two, so it equals s
   // without evidence, rises with the inliers, and is 1 for the image itself.
   float score = 0;
-  float similarity = 0;  // cosine similarity of the VLAD vectors, [-1, 1]
+  // Cosine similarity of the VLAD vectors, [-1, 1] (with the expanded query
+  // when query expansion ran).
+  float similarity = 0;
   int inliers = -1;      // RANSAC inliers with the query; -1 = not verified
 };
 
