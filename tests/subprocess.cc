@@ -228,6 +228,27 @@ std::vector<std::string> SplitOn(const std::string &s, char sep) {
   return parts;
 }
 
+std::string UnescapeField(const std::string &s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      out += s[i];
+      continue;
+    }
+    const char c = s[++i];
+    if (c == 't') out += '\t';
+    else if (c == 'n') out += '\n';
+    else if (c == 'r') out += '\r';
+    else if (c == 'x' && i + 2 < s.size()) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> SplitLines(const std::string &text) {
   std::vector<std::string> lines = SplitOn(text, '\n');
   if (!lines.empty() && lines.back().empty())

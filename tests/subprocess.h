@@ -86,6 +86,9 @@ std::string ReadFileBytes(const std::string &path);
 // Splits on '\n'; a trailing newline does not add an empty last element.
 std::vector<std::string> SplitLines(const std::string &text);
 std::vector<std::string> SplitOn(const std::string &s, char sep);
+// Inverse of the CLI's EscapeField (\\ \t \n \r \xHH), for reading paths
+// back from tsv output.
+std::string UnescapeField(const std::string &s);
 
 } // namespace testing
 } // namespace lookalike

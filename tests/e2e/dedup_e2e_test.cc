@@ -66,20 +66,6 @@ class DedupCliTest : public ::testing::Test {
 TempDir* DedupCliTest::tmp_ = nullptr;
 std::set<std::set<std::string>>* DedupCliTest::expected_ = nullptr;
 
-// Inverse of the CLI's EscapeField for the escapes used here.
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out += s[i];
-      continue;
-    }
-    const char c = s[++i];
-    out += c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c;
-  }
-  return out;
-}
-
 TEST_F(DedupCliTest, TsvListsEachGroupOnceWithEscapedPaths) {
   const testing::ProcessResult run = Lookalike({"dedup", "--db", *tmp_ / "db", "-v"});
   ASSERT_EQ(run.exit_code, 0) << run.Describe();
@@ -92,7 +78,7 @@ TEST_F(DedupCliTest, TsvListsEachGroupOnceWithEscapedPaths) {
     EXPECT_GT(score, 0.0);
     EXPECT_LE(score, 1.0);
     if (groups.find(f[0]) == groups.end()) order.push_back(f[0]);
-    EXPECT_TRUE(groups[f[0]].insert(Unescape(f[1])).second) << "listed twice: " << f[1];
+    EXPECT_TRUE(groups[f[0]].insert(testing::UnescapeField(f[1])).second) << "listed twice: " << f[1];
   }
   EXPECT_EQ(order, (std::vector<std::string>{"1", "2"})) << "groups numbered from 1, in order";
   std::set<std::set<std::string>> got;

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "storage/store.h"
+#include "tests/subprocess.h"
 #include "tests/test_images.h"
 
 namespace lookalike {
@@ -192,28 +193,6 @@ Result RunTool(const std::vector<std::string>& args, const std::string& scratch,
 
 // ------------------------------------------------------------------- parsing
 
-// Inverse of the CLI's EscapeField (\\ \t \n \r \xHH).
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out += s[i];
-      continue;
-    }
-    const char c = s[++i];
-    if (c == 't') out += '\t';
-    else if (c == 'n') out += '\n';
-    else if (c == 'r') out += '\r';
-    else if (c == 'x' && i + 2 < s.size()) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::vector<std::string> SplitLines(const std::string& s) {
   std::vector<std::string> lines;
   std::istringstream in(s);
@@ -259,7 +238,7 @@ Acks ReadAcks(const std::string& file) {
   acks.torn_tail = text.substr(end + 1);
   for (const std::string& line : SplitLines(text.substr(0, end + 1))) {
     ++acks.lines;
-    acks.paths.insert(Unescape(line));
+    acks.paths.insert(testing::UnescapeField(line));
   }
   return acks;
 }
@@ -400,7 +379,7 @@ struct Checker {
     std::map<std::string, std::vector<std::string>> top;  // query -> columns
     for (const std::string& line : SplitLines(search.out)) {
       const auto cols = SplitTabs(line);
-      if (cols.size() == 4) top[Unescape(cols[0])] = cols;
+      if (cols.size() == 4) top[testing::UnescapeField(cols[0])] = cols;
     }
     for (const std::string& p : sample) {
       checked.insert(p);
@@ -410,7 +389,7 @@ struct Checker {
         continue;
       }
       EXPECT_EQ(it->second[1], "1");
-      EXPECT_EQ(Unescape(it->second[2]), p) << "acknowledged image is not its own best match";
+      EXPECT_EQ(testing::UnescapeField(it->second[2]), p) << "acknowledged image is not its own best match";
       EXPECT_GT(std::stod(it->second[3]), 0.99) << "vector of " << p << " is not whole";
     }
     return FailureCount() == failures_before;
