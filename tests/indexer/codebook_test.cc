@@ -180,6 +180,45 @@ TEST(CodebookTest, AssignTiesGoToTheLowerIndex) {
   EXPECT_EQ(l2, (std::vector<int32_t>{0, 0, 0, 0}));
 }
 
+// The vectorised argmin works on lanes of 16 clusters plus a tail, and on
+// blocks of rows: a K that is not a multiple of 16 and more rows than one
+// block must still give the exact nearest centroid (lowest index on ties).
+TEST(CodebookTest, AssignMatchesBruteForceAcrossLanesAndBlocks) {
+  const int dim = 8, k = 37;
+  const int64_t n = 2500;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> c(static_cast<size_t>(k) * dim), x(static_cast<size_t>(n) * dim);
+  for (float& v : c) v = g(rng);
+  for (float& v : x) v = g(rng);
+  // Rows that copy a centroid exactly, including the last one (tail lane).
+  for (int j = 0; j < dim; ++j) {
+    x[j] = c[(k - 1) * dim + j];
+    x[(n - 1) * dim + j] = c[20 * dim + j];
+  }
+  const Codebook cb(k, dim, c);
+  std::vector<int32_t> labels(n);
+  cb.Assign(x.data(), n, labels.data());
+  int mismatches = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int best = 0;
+    double best_d = std::numeric_limits<double>::infinity();
+    for (int cl = 0; cl < k; ++cl) {
+      double d = 0;
+      for (int j = 0; j < dim; ++j) {
+        const double diff = double(x[i * dim + j]) - c[cl * dim + j];
+        d += diff * diff;
+      }
+      if (d < best_d) best_d = d, best = cl;
+    }
+    if (labels[i] != best) ++mismatches;
+  }
+  // Float rounding of ||c||^2 - 2 x.c may flip a near-tie; nothing more.
+  EXPECT_LE(mismatches, 2);
+  EXPECT_EQ(labels[0], k - 1);
+  EXPECT_EQ(labels[n - 1], 20);
+}
+
 TEST(CodebookTest, AssignZeroDescriptorsIsANoOp) {
   const Codebook cb(3, 4, Uniform(3, 4, 1));
   int32_t sentinel = 12345;
