@@ -4,7 +4,8 @@
 set -eu
 packages="build-essential cmake pkg-config git ca-certificates python3 \
   libfaiss-dev libopenblas-dev libopencv-dev librocksdb-dev \
-  libboost-program-options-dev libgtest-dev libvlfeat-dev libjpeg-dev zlib1g-dev"
+  libboost-program-options-dev libgtest-dev libvlfeat-dev libjpeg-dev zlib1g-dev \
+  libxxhash-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
