@@ -15,7 +15,6 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "storage/encoding.h"
 
 // libjpeg needs FILE and size_t declared first.
 #include <jerror.h>
@@ -374,7 +373,6 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
   LoadedImage& img = result.image.emplace();
   img.format = format;
   img.size_bytes = n;
-  img.content_hash = encoding::Fnv1a64(bytes.data(), n);
   if (header) {
     img.original_width = header->width;
     img.original_height = header->height;

@@ -1,7 +1,9 @@
 // Reading one image file safely: only regular files, bounded size and pixel
 // count (checked from the header before any pixel is allocated), format
-// recognised by magic bytes, truncation detected, and the bytes that are
-// hashed are exactly the bytes that are decoded. OpenCV stays inside the .cc.
+// recognised by magic bytes, truncation detected. ReadImageBytes returns the
+// bytes and DecodeImageBytes decodes exactly those: the indexer hashes them
+// itself, with its database's hash (Store::ContentHash), so nothing here
+// hashes file contents. OpenCV stays inside the .cc.
 #pragma once
 
 #include <cstdint>
@@ -79,7 +81,6 @@ struct LoadedImage {
   uint32_t original_height = 0;
   uint64_t size_bytes = 0;
   int64_t mtime_ns = 0;
-  uint64_t content_hash = 0;  // FNV-1a 64 of the bytes decoded
   ImageFormat format = ImageFormat::kUnknown;
   // Seconds spent downscaling (part of the decode call), so the indexer can
   // report resizing as its own stage.

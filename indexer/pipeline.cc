@@ -98,8 +98,11 @@ struct Processed {
   double extract_seconds = 0;
 };
 
+// `hash_kind` is the database's (Store::hash_kind()): content hashes are
+// compared with, and stored beside, hashes of that kind only.
 Processed ProcessFile(const Task& task, size_t index, int max_side,
-                      const ImageFileLimits& limits, DescriptorExtractor* extractor) {
+                      const ImageFileLimits& limits, HashKind hash_kind,
+                      DescriptorExtractor* extractor) {
   Processed p;
   p.task_index = index;
   p.path = task.path;
@@ -113,7 +116,7 @@ Processed ProcessFile(const Task& task, size_t index, int max_side,
   p.record.path = task.path;
   p.record.size_bytes = read.stat.size_bytes;
   p.record.mtime_ns = read.stat.mtime_ns;
-  p.record.content_hash = encoding::Fnv1a64(read.bytes.data(), read.bytes.size());
+  p.record.content_hash = Hash64(hash_kind, read.bytes.data(), read.bytes.size());
   const auto t_read = Clock::now();
   if (task.existing && task.existing->content_hash == p.record.content_hash &&
       task.existing->size_bytes == p.record.size_bytes) {
@@ -157,7 +160,7 @@ Processed ProcessFile(const Task& task, size_t index, int max_side,
 // held at once.
 void RunWorkers(const std::vector<Task>& tasks, int threads, int max_side,
                 const ExtractorOptions& extractor_options, const ImageFileLimits& limits,
-                const std::atomic<bool>* cancel,
+                HashKind hash_kind, const std::atomic<bool>* cancel,
                 const std::function<void(Processed&&)>& consume) {
   if (tasks.empty()) return;
   const size_t capacity = static_cast<size_t>(threads) * 4;
@@ -176,7 +179,7 @@ void RunWorkers(const std::vector<Task>& tasks, int threads, int max_side,
         if (stop.load() || (cancel && cancel->load())) break;
         const size_t i = next.fetch_add(1);
         if (i >= tasks.size()) break;
-        Processed p = ProcessFile(tasks[i], i, max_side, limits, extractor.get());
+        Processed p = ProcessFile(tasks[i], i, max_side, limits, hash_kind, extractor.get());
         std::unique_lock<std::mutex> lock(mu);
         not_full.wait(lock, [&] { return queue.size() < capacity || stop.load(); });
         if (stop.load()) break;
@@ -374,6 +377,10 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
   std::unique_ptr<Store> store;
   std::unordered_map<std::string, Processed> cached;  // training images, reused
   std::unique_ptr<CreationLock> creation_lock;
+  // Content hashes of the training images (reused for encoding) are taken
+  // before the database exists, with the hash of the schema it is created in.
+  const uint32_t new_schema = kSchemaVersion;
+  const HashKind new_hash_kind = HashKindForSchema(new_schema);
   bool exists = Store::IsDatabase(db_path);
   if (!exists) {
     Store::CheckCanCreate(db_path);
@@ -412,7 +419,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     size_t cached_bytes = 0;
     std::vector<FileError> training_errors;
     RunWorkers(sample, threads, options.encoding.max_side, options.encoding.extractor,
-               options.limits, cancel, [&](Processed&& p) {
+               options.limits, new_hash_kind, cancel, [&](Processed&& p) {
                  if (observer) observer->OnProgress(++sampled, static_cast<int64_t>(sample.size()));
                  if (p.error) {  // reported in the encoding pass
                    training_errors.push_back(*p.error);
@@ -513,7 +520,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
       };
       for (const Processed* p : held) add(p->descriptors);
       RunWorkers(again, threads, options.encoding.max_side, options.encoding.extractor,
-                 options.limits, cancel, [&](Processed&& p) {
+                 options.limits, new_hash_kind, cancel, [&](Processed&& p) {
                    if (!p.error) add(p.descriptors);
                  });
       if (cancel && cancel->load()) {
@@ -527,7 +534,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     }
     store = Store::Create(db_path,
                           MakeModelRecord(options.encoding, codebook, options.codebook.seed),
-                          projection ? &*projection : nullptr);
+                          projection ? &*projection : nullptr, new_schema);
     creation_lock.reset();  // the store's own lock protects it from here on
   }
   SetLibraryThreads(1);
@@ -582,8 +589,8 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
                            observer, total);
   for (Processed& p : ready) committer.Add(std::move(p));
   ready.clear();
-  RunWorkers(tasks, threads, settings.max_side, settings.extractor, options.limits, cancel,
-             [&](Processed&& p) { committer.Add(std::move(p)); });
+  RunWorkers(tasks, threads, settings.max_side, settings.extractor, options.limits,
+             store->hash_kind(), cancel, [&](Processed&& p) { committer.Add(std::move(p)); });
   committer.Flush();
   summary.cancelled = cancel && cancel->load();
   if (!summary.cancelled) {

@@ -33,6 +33,40 @@ inline void PutFloat(std::string* out, float v) {
   std::memcpy(&bits, &v, 4);
   PutFixed32(out, bits);
 }
+// True when the host stores floats and integers little-endian, as the
+// on-disk format does: float arrays are then copied as they are.
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+inline constexpr bool kLittleEndianHost = true;
+#else
+inline constexpr bool kLittleEndianHost = false;
+#endif
+// n floats, little-endian: one append on a little-endian host.
+inline void PutFloats(std::string* out, const float* v, size_t n) {
+  if (kLittleEndianHost) {
+    out->append(reinterpret_cast<const char*>(v), n * sizeof(float));
+    return;
+  }
+  const size_t at = out->size();
+  out->resize(at + n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &v[i], 4);
+    for (int b = 0; b < 4; ++b) (*out)[at + 4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+  }
+}
+// n little-endian floats at `raw` into `out`.
+inline void GetFloats(const char* raw, size_t n, float* out) {
+  if (kLittleEndianHost) {
+    std::memcpy(out, raw, n * sizeof(float));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits = 0;
+    for (int b = 3; b >= 0; --b) bits = (bits << 8) | static_cast<unsigned char>(raw[4 * i + b]);
+    std::memcpy(&out[i], &bits, 4);
+  }
+}
 inline void PutBytes(std::string* out, const std::string& s) {
   PutFixed32(out, static_cast<uint32_t>(s.size()));
   out->append(s);
@@ -157,7 +191,9 @@ class Reader {
   const char* what_;
 };
 
-// 64-bit FNV-1a over bytes (identity of codebooks and stored values).
+// 64-bit FNV-1a over bytes: identity of codebooks, checksum of the model,
+// PCA and search index values, and (schema 1 only) of per-image values and
+// file contents; schema 2 uses XXH3-64 for those (Store::hash_kind()).
 inline uint64_t Fnv1a64(const void* data, size_t size,
                         uint64_t h = 1469598103934665603ull) {
   const auto* b = static_cast<const unsigned char*>(data);

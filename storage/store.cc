@@ -20,11 +20,26 @@
 #include <filesystem>
 #include <system_error>
 
+#include <xxhash.h>
+
 #include "storage/encoding.h"
 
 namespace lookalike {
 namespace fs = std::filesystem;
 using encoding::Reader;
+
+HashKind HashKindForSchema(uint32_t schema_version) {
+  return schema_version >= 2 ? HashKind::kXxh3_64 : HashKind::kFnv1a64;
+}
+
+const char* HashKindName(HashKind kind) {
+  return kind == HashKind::kXxh3_64 ? "xxh3-64" : "fnv1a-64";
+}
+
+uint64_t Hash64(HashKind kind, const void* data, size_t size) {
+  if (kind == HashKind::kXxh3_64) return XXH3_64bits(data, size);
+  return encoding::Fnv1a64(data, size);
+}
 
 namespace {
 
@@ -36,7 +51,8 @@ encoding::CorruptValue ChecksumMismatch(const std::string& what, uint64_t stored
   std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
                 static_cast<unsigned long long>(stored),
                 static_cast<unsigned long long>(computed));
-  return encoding::CorruptValue(what + ": checksum mismatch (" + buf + ")");
+  return encoding::CorruptValue((what.empty() ? "" : what + ": ") + "checksum mismatch (" +
+                                buf + ")");
 }
 
 const char kSchemaKey[] = "m:schema";
@@ -84,20 +100,59 @@ std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(id); }
 std::string PathKey(const std::string& path) { return "p:" + path; }
 std::string FeaturesKey(uint64_t id) { return "f:" + encoding::BigEndian64(id); }
 
-std::string EncodeFeatures(const std::string& blob) {
-  std::string s = blob;
-  encoding::PutFixed64(&s, encoding::Fnv1a64(blob.data(), blob.size()));
-  return s;
+// Puts f:<id> = blob, u64 hash of the blob. The blob goes into the batch
+// straight from the caller's string (no intermediate copy).
+void PutFeatures(rocksdb::WriteBatch* batch, const std::string& key, const std::string& blob,
+                 HashKind kind) {
+  std::string tail;
+  encoding::PutFixed64(&tail, Hash64(kind, blob.data(), blob.size()));
+  const rocksdb::Slice key_part(key);
+  const rocksdb::Slice parts[2] = {rocksdb::Slice(blob), rocksdb::Slice(tail)};
+  batch->Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 2));
 }
 
-// The blob of an f: value, or CorruptValue if it is short or fails its checksum.
-std::string DecodeFeatures(const std::string& value) {
+// Throws CorruptValue unless an f: value ends with the hash of its blob;
+// returns the blob's size.
+size_t CheckFeatures(const std::string& value, HashKind kind) {
   if (value.size() < 8) throw encoding::CorruptValue("local features: too short");
   const size_t n = value.size() - 8;
-  if (Reader(value.data() + n, 8, "local features").Fixed64() !=
-      encoding::Fnv1a64(value.data(), n))
-    throw encoding::CorruptValue("local features: checksum mismatch");
-  return value.substr(0, n);
+  const uint64_t stored = Reader(value.data() + n, 8, "local features").Fixed64();
+  const uint64_t computed = Hash64(kind, value.data(), n);
+  if (stored != computed) throw ChecksumMismatch("local features", stored, computed);
+  return n;
+}
+
+// Puts v:<id> = u32 dim, dim x f32 little-endian, u64 hash of the float
+// bytes. On a little-endian host the floats go into the batch straight from
+// `v`: the 256 KiB value is copied once, by the batch, and never encoded
+// into a string first.
+void PutVector(rocksdb::WriteBatch* batch, const std::string& key, const float* v,
+               uint64_t dim, HashKind kind) {
+  std::string head, swapped, tail;
+  encoding::PutFixed32(&head, static_cast<uint32_t>(dim));
+  rocksdb::Slice floats(reinterpret_cast<const char*>(v), dim * 4);
+  if (!encoding::kLittleEndianHost) {
+    swapped.reserve(dim * 4);
+    encoding::PutFloats(&swapped, v, dim);
+    floats = rocksdb::Slice(swapped);
+  }
+  encoding::PutFixed64(&tail, Hash64(kind, floats.data(), floats.size()));
+  const rocksdb::Slice key_part(key);
+  const rocksdb::Slice parts[3] = {rocksdb::Slice(head), floats, rocksdb::Slice(tail)};
+  batch->Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 3));
+}
+
+// Checks a v: value (dimension, size, hash) and returns its float bytes
+// (dim x 4, little-endian); throws CorruptValue.
+const char* CheckVector(const char* data, size_t size, uint64_t dim, HashKind kind) {
+  Reader r(data, size, "vector");
+  if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
+  const char* raw = r.Raw(dim * 4);
+  const uint64_t stored = r.Fixed64();
+  r.ExpectEnd();
+  const uint64_t computed = Hash64(kind, raw, dim * 4);
+  if (stored != computed) throw ChecksumMismatch("", stored, computed);
+  return raw;
 }
 
 std::string EncodeU64(uint64_t v) {
@@ -290,15 +345,6 @@ ImageRecord DecodeRecord(const char* data, size_t size) {
   return rec;
 }
 
-std::string EncodeVector(const float* v, uint64_t dim) {
-  std::string s;
-  s.reserve(12 + dim * 4);
-  encoding::PutFixed32(&s, static_cast<uint32_t>(dim));
-  for (uint64_t i = 0; i < dim; ++i) encoding::PutFloat(&s, v[i]);
-  encoding::PutFixed64(&s, encoding::Fnv1a64(s.data() + 4, dim * 4));
-  return s;
-}
-
 StoreError IoError(const std::string& path, const rocksdb::Status& s,
                    const std::string& doing) {
   const std::string msg = s.ToString();
@@ -407,7 +453,14 @@ void Store::CheckCanCreate(const std::string& path) {
 
 std::unique_ptr<Store> Store::Create(const std::string& path,
                                      const ModelRecord& model,
-                                     const ProjectionRecord* projection) {
+                                     const ProjectionRecord* projection,
+                                     uint32_t schema_version) {
+  if (schema_version < kOldestSchemaVersion || schema_version > kSchemaVersion)
+    throw StoreError(StoreError::Kind::kSchema,
+                     "cannot create a schema " + std::to_string(schema_version) +
+                         " database: this build writes " +
+                         std::to_string(kOldestSchemaVersion) + " to " +
+                         std::to_string(kSchemaVersion));
   CheckCanCreate(path);
   std::error_code ec;
   const fs::path target(path);
@@ -440,7 +493,7 @@ std::unique_ptr<Store> Store::Create(const std::string& path,
     batch.Put(kNextIdKey, EncodeU64(1));
     batch.Put(kCountKey, EncodeU64(0));
     std::string schema;
-    encoding::PutFixed32(&schema, kSchemaVersion);
+    encoding::PutFixed32(&schema, schema_version);
     batch.Put(kSchemaKey, schema);
     rocksdb::WriteOptions wo;
     wo.sync = true;
@@ -539,12 +592,16 @@ void Store::LoadMeta() {
                      "database schema " + std::to_string(version) +
                          " is newer than this build reads (" +
                          std::to_string(kSchemaVersion) + "); upgrade lookalike");
-  if (version < kSchemaVersion)
+  if (version < kOldestSchemaVersion)
     throw StoreError(StoreError::Kind::kSchema,
                      "database schema " + std::to_string(version) +
                          " is older than this build reads (" +
+                         std::to_string(kOldestSchemaVersion) + " to " +
                          std::to_string(kSchemaVersion) +
                          "); re-index the folder into a new --db");
+  // Decided once: every per-image value of a database uses its schema's hash.
+  schema_version_ = version;
+  hash_kind_ = HashKindForSchema(version);
   try {
     const auto model = impl_->Get(kModelKey);
     if (!model) throw encoding::CorruptValue("model missing");
@@ -597,14 +654,9 @@ void Store::ForEachVector(
       throw StoreError(StoreError::Kind::kCorrupt,
                        "database " + path_ + ": vector of " + rec.path +
                            " unreadable (" + s.ToString() + ")");
-    Reader r(value, "vector");
     try {
-      if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
-      const char* raw = r.Raw(dim * 4);
-      const uint64_t stored = r.Fixed64();
-      if (stored != encoding::Fnv1a64(raw, dim * 4))
-        throw encoding::CorruptValue("checksum mismatch");
-      std::memcpy(vec.data(), raw, dim * 4);
+      encoding::GetFloats(CheckVector(value.data(), value.size(), dim, hash_kind_), dim,
+                          vec.data());
     } catch (const encoding::CorruptValue& e) {
       if (snapshot) impl_->db->ReleaseSnapshot(snapshot);
       throw StoreError(StoreError::Kind::kCorrupt,
@@ -624,12 +676,8 @@ std::optional<std::vector<float>> Store::GetVector(uint64_t id) const {
   const uint64_t dim = model_.vlad_dim();
   std::vector<float> vec(dim);
   try {
-    Reader r(*value, "vector");
-    if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
-    const char* raw = r.Raw(dim * 4);
-    if (r.Fixed64() != encoding::Fnv1a64(raw, dim * 4))
-      throw encoding::CorruptValue("checksum mismatch");
-    std::memcpy(vec.data(), raw, dim * 4);
+    encoding::GetFloats(CheckVector(value->data(), value->size(), dim, hash_kind_), dim,
+                        vec.data());
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": vector of id " +
                                                      std::to_string(id) + ": " + e.what() +
@@ -713,10 +761,11 @@ void Store::PutSearchIndex(const std::string& blob) {
 }
 
 std::optional<std::string> Store::GetFeatures(uint64_t id) const {
-  const auto value = impl_->Get(FeaturesKey(id));
+  auto value = impl_->Get(FeaturesKey(id));
   if (!value) return std::nullopt;
   try {
-    return DecodeFeatures(*value);
+    value->resize(CheckFeatures(*value, hash_kind_));
+    return std::move(*value);
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": image id " +
                                                      std::to_string(id) + ": " + e.what() +
@@ -741,11 +790,11 @@ void Store::PutImage(ImageRecord* record, const float* vector, const std::string
     batch.Put(kCountKey, EncodeU64(count));
   }
   batch.Put(ImageKey(record->id), EncodeRecord(*record));
-  batch.Put(VectorKey(record->id), EncodeVector(vector, dim));
+  PutVector(&batch, VectorKey(record->id), vector, dim, hash_kind_);
   if (features.empty())
     batch.Delete(FeaturesKey(record->id));  // a replaced image keeps no stale features
   else
-    batch.Put(FeaturesKey(record->id), EncodeFeatures(features));
+    PutFeatures(&batch, FeaturesKey(record->id), features, hash_kind_);
   batch.Put(PathKey(record->path), EncodeU64(record->id));
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) {
@@ -790,6 +839,7 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
   rocksdb::ReadOptions ro;
   ro.verify_checksums = true;
   const uint64_t dim = model_.vlad_dim();
+  std::vector<float> floats(dim);
   uint64_t num_records = 0;
   std::string value;
   {
@@ -831,17 +881,12 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
       continue;
     }
     try {
-      Reader r(value, "vector");
-      if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
-      const char* raw = r.Raw(dim * 4);
-      if (r.Fixed64() != encoding::Fnv1a64(raw, dim * 4))
-        throw encoding::CorruptValue("checksum mismatch");
-      r.ExpectEnd();
+      encoding::GetFloats(CheckVector(value.data(), value.size(), dim, hash_kind_), dim,
+                          floats.data());
       double norm2 = 0;
       bool finite = true;
       for (uint64_t j = 0; j < dim; ++j) {
-        float v;
-        std::memcpy(&v, raw + 4 * j, 4);
+        const float v = floats[j];
         finite = finite && std::isfinite(v);
         norm2 += double{v} * v;
       }
@@ -857,7 +902,7 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
     s = impl_->db->Get(ro, FeaturesKey(rec.id), &value);
     if (s.ok()) {
       try {
-        DecodeFeatures(value);
+        CheckFeatures(value, hash_kind_);
       } catch (const encoding::CorruptValue& e) {
         problem(where + ": " + e.what());
       }

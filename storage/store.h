@@ -2,16 +2,20 @@
 // and encoding settings), one record and one VLAD vector per image, and a
 // path -> id map. rocksdb types never leave storage/.
 //
-// Key layout (schema 1; see README "On-disk format"):
+// Key layout (schema 2; see README "On-disk format"):
 //   m:schema            u32 schema version
 //   m:model             ModelRecord
 //   m:next_id, m:count  u64 id allocator and image count
 //   i:<id BE64>         ImageRecord
-//   v:<id BE64>         u32 dim, dim x f32, u64 FNV-1a of the floats
+//   v:<id BE64>         u32 dim, dim x f32, u64 hash of the floats
 //   p:<path bytes>      u64 id
 //   f:<id BE64>         local features for spatial verification (an opaque
-//                       blob the indexer encodes), u64 FNV-1a of the blob;
+//                       blob the indexer encodes), u64 hash of the blob;
 //                       optional per image
+// "hash" is the database's per-image hash (hash_kind()): XXH3-64 in schema 2,
+// FNV-1a 64 in schema 1. It also gives ImageRecord::content_hash. Schema-1
+// databases are still read and written, with FNV-1a throughout, and stay
+// schema 1. The model, PCA and search index values use FNV-1a in both.
 //   m:pca               ProjectionRecord, u64 FNV-1a of the value; optional
 //                       (written only at creation; absent = search full VLAD)
 //   m:xindex            u32 format, u64 size, u32 chunks, u64 FNV-1a of the
@@ -21,6 +25,7 @@
 // atomic WriteBatch (WAL on), so an image is either wholly present or absent.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,8 +36,20 @@
 
 namespace lookalike {
 
-// Schema version this build writes and reads.
-inline constexpr uint32_t kSchemaVersion = 1;
+// Schema version this build writes for new databases; it reads and writes
+// kOldestSchemaVersion..kSchemaVersion.
+inline constexpr uint32_t kSchemaVersion = 2;
+inline constexpr uint32_t kOldestSchemaVersion = 1;
+
+// The 64-bit hash of a database's per-image values (vector, local features)
+// and of the file contents in its records, fixed by its schema.
+enum class HashKind : uint8_t {
+  kFnv1a64,  // schema 1: FNV-1a 64, byte at a time
+  kXxh3_64,  // schema 2: XXH3-64 (libxxhash)
+};
+HashKind HashKindForSchema(uint32_t schema_version);
+const char* HashKindName(HashKind kind);  // "fnv1a-64" | "xxh3-64"
+uint64_t Hash64(HashKind kind, const void* data, size_t size);
 
 // Failure to open or write a database. kind() lets the CLI choose the exit
 // code and message; what() already says what to do.
@@ -58,7 +75,7 @@ struct ImageRecord {
   std::string path;           // absolute path, raw bytes as the file system gave them
   uint64_t size_bytes = 0;    // file size when indexed
   int64_t mtime_ns = 0;       // modification time when indexed (ns since epoch)
-  uint64_t content_hash = 0;  // FNV-1a 64 of the file bytes that were decoded
+  uint64_t content_hash = 0;  // Store::ContentHash of the file bytes that were decoded
   uint32_t width = 0;         // decoded size before downscaling, pixels
   uint32_t height = 0;
   uint32_t num_descriptors = 0;
@@ -134,9 +151,12 @@ class Store {
   // leaves either nothing or a complete empty database. Throws StoreError if
   // `path` exists and is not an empty directory.
   // `projection`, if given, is written in the same atomic creation.
+  // `schema_version` is for tests only (databases as older builds wrote
+  // them); kOldestSchemaVersion..kSchemaVersion, else StoreError(kSchema).
   static std::unique_ptr<Store> Create(const std::string& path,
                                        const ModelRecord& model,
-                                       const ProjectionRecord* projection = nullptr);
+                                       const ProjectionRecord* projection = nullptr,
+                                       uint32_t schema_version = kSchemaVersion);
 
   // Throws the StoreError Create would throw for `path` (a file, a non-empty
   // folder that is not a database, a missing parent), without creating anything.
@@ -144,7 +164,8 @@ class Store {
 
   // Opens an existing database. kReadOnly never writes or creates anything
   // and works while another process writes. Throws StoreError: kNotFound,
-  // kNotADatabase, kLocked (another writer), kSchema (other version),
+  // kNotADatabase, kLocked (another writer), kSchema (a version outside
+  // kOldestSchemaVersion..kSchemaVersion),
   // kCorrupt (unreadable model).
   static std::unique_ptr<Store> Open(const std::string& path, Mode mode);
 
@@ -155,6 +176,14 @@ class Store {
   const std::string& path() const { return path_; }
   const ModelRecord& model() const { return model_; }
   uint64_t num_images() const { return num_images_; }
+  // The database's schema, as stored; opening never changes it.
+  uint32_t schema_version() const { return schema_version_; }
+  // The hash of its per-image values and content hashes (from the schema).
+  HashKind hash_kind() const { return hash_kind_; }
+  // ImageRecord::content_hash of file bytes, as this database computes it.
+  uint64_t ContentHash(const void* data, size_t size) const {
+    return Hash64(hash_kind_, data, size);
+  }
 
   // Record of the image stored under this exact path, if any.
   std::optional<ImageRecord> FindByPath(const std::string& path) const;
@@ -233,6 +262,8 @@ class Store {
   ModelRecord model_;
   uint64_t num_images_ = 0;
   uint64_t next_id_ = 1;
+  uint32_t schema_version_ = kSchemaVersion;
+  HashKind hash_kind_ = HashKindForSchema(kSchemaVersion);
 };
 
 }  // namespace lookalike

@@ -688,7 +688,9 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(m.codebook_hash));
   if (format == "json") {
-    out << "{\"path\":" << JsonString(AbsolutePath(db)) << ",\"schema_version\":" << kSchemaVersion
+    out << "{\"path\":" << JsonString(AbsolutePath(db))
+        << ",\"schema_version\":" << store->schema_version() << ",\"image_hash\":\""
+        << HashKindName(store->hash_kind()) << "\""
         << ",\"images\":" << store->num_images() << ",\"images_without_features\":" << no_features
         << ",\"descriptors\":" << descriptors << ",\"size_bytes\":" << size
         << ",\"model\":{\"descriptor\":" << JsonString(m.descriptor_type) << ",\"dim\":" << m.dim
@@ -713,7 +715,9 @@ int RunInfo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << "}}\n";
   } else {
     out << "database      " << EscapeField(AbsolutePath(db)) << "\n"
-        << "schema        " << kSchemaVersion << "\n"
+        << "schema        " << store->schema_version() << " ("
+        << HashKindName(store->hash_kind())
+        << " checksums of vectors and features, and file content hashes)\n"
         << "images        " << store->num_images()
         << (no_features ? " (" + std::to_string(no_features) + " without features)" : "") << "\n"
         << "descriptors   " << descriptors << "\n"

@@ -9,6 +9,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <signal.h>
+#include <xxhash.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -448,7 +449,9 @@ TEST(StoreTest, AtomicUnderSigkill) {
 
 // ---- schema gate ------------------------------------------------------------
 
-void ExpectSchemaRefused(uint32_t version, const std::string& advice) {
+// `readable` is how the message names the versions this build reads.
+void ExpectSchemaRefused(uint32_t version, const std::string& readable,
+                         const std::string& advice) {
   TempDir tmp;
   const std::string db = tmp / "db";
   {
@@ -473,7 +476,7 @@ void ExpectSchemaRefused(uint32_t version, const std::string& advice) {
       const std::string msg = e.what();
       EXPECT_EQ(e.kind(), StoreError::Kind::kSchema) << msg;
       EXPECT_NE(msg.find("schema " + std::to_string(version)), std::string::npos) << msg;
-      EXPECT_NE(msg.find("(" + std::to_string(kSchemaVersion) + ")"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("(" + readable + ")"), std::string::npos) << msg;
       EXPECT_NE(msg.find(advice), std::string::npos) << msg;
     }
   }
@@ -489,37 +492,263 @@ void ExpectSchemaRefused(uint32_t version, const std::string& advice) {
     EXPECT_TRUE(before_files.count(name)) << name << " was created by a refused open";
 }
 
-TEST(StoreTest, RefusesNewerSchema) { ExpectSchemaRefused(99, "upgrade lookalike"); }
-TEST(StoreTest, RefusesOlderSchema) { ExpectSchemaRefused(0, "re-index"); }
+TEST(StoreTest, RefusesNewerSchema) {
+  ExpectSchemaRefused(kSchemaVersion + 1, std::to_string(kSchemaVersion), "upgrade lookalike");
+  ExpectSchemaRefused(99, std::to_string(kSchemaVersion), "upgrade lookalike");
+}
+TEST(StoreTest, RefusesOlderSchema) { ExpectSchemaRefused(0, "1 to 2", "re-index"); }
 
-TEST(StoreTest, DetectsCorruptedVector) {
+TEST(StoreTest, CreateRefusesUnknownSchema) {
+  TempDir tmp;
+  for (uint32_t version : {0u, kSchemaVersion + 1}) {
+    try {
+      Store::Create(tmp / "db", MakeModel(), nullptr, version);
+      ADD_FAILURE() << "created a schema " << version << " database";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(e.kind(), StoreError::Kind::kSchema) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(tmp / "db"));
+  }
+}
+
+// ---- per-image hashes by schema ---------------------------------------------
+
+// A vector and record Verify accepts (unit norm, status ok).
+std::vector<float> UnitVector(uint64_t seed) {
+  std::vector<float> v = MakeVector(seed);
+  double n2 = 0;
+  for (float x : v) n2 += double{x} * x;
+  for (float& x : v) x = static_cast<float>(x / std::sqrt(n2));
+  return v;
+}
+ImageRecord OkRecord(const std::string& path, uint64_t n) {
+  ImageRecord r = MakeRecord(path, n);
+  r.status = ImageStatus::kOk;
+  return r;
+}
+
+std::string FeaturesBlob(uint64_t seed, size_t size) {
+  std::mt19937_64 rng(seed);
+  std::string blob(size, '\0');
+  for (char& c : blob) c = static_cast<char>(rng());
+  return blob;
+}
+
+// The hash a schema stores, computed here from the libraries themselves
+// (not through the store), so a store using the wrong one is caught.
+uint64_t ExpectedHash(uint32_t schema, const void* data, size_t size) {
+  return schema >= 2 ? XXH3_64bits(data, size) : encoding::Fnv1a64(data, size);
+}
+
+// Every v: and f: value of the database ends with `schema`'s hash of what it
+// covers; returns how many values were checked.
+size_t ExpectAllValuesHashedAs(const std::string& db, uint32_t schema) {
+  size_t checked = 0;
+  for (const auto& [key, value] : DumpRaw(db)) {
+    const bool vector = key.rfind("v:", 0) == 0;
+    if (!vector && key.rfind("f:", 0) != 0) continue;
+    EXPECT_GE(value.size(), 12u) << key;
+    if (value.size() < 12) continue;
+    const size_t from = vector ? 4 : 0;
+    const size_t body = value.size() - 8;
+    const uint64_t stored =
+        encoding::Reader(value.data() + body, 8, "test").Fixed64();
+    EXPECT_EQ(stored, ExpectedHash(schema, value.data() + from, body - from))
+        << (vector ? "vector " : "features ") << "value not hashed as schema " << schema;
+    ++checked;
+  }
+  return checked;
+}
+
+uint32_t StoredSchema(const std::string& db) {
+  const auto kv = DumpRaw(db);
+  const auto it = kv.find("m:schema");
+  if (it == kv.end() || it->second.size() != 4) return 0;
+  return encoding::Reader(it->second, "test").Fixed32();
+}
+
+TEST(StoreTest, NewDatabaseIsSchema2WithXxh3) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  uint64_t victim_id = 0;
+  const std::string features = FeaturesBlob(1, 1000);
+  std::vector<float> v = UnitVector(1);
   {
     auto store = Store::Create(db, MakeModel());
-    for (int i = 0; i < 4; ++i) {
-      ImageRecord r = MakeRecord("/img" + std::to_string(i), i);
-      const auto v = MakeVector(i);
-      store->PutImage(&r, v.data());
-      if (i == 2) victim_id = r.id;
+    EXPECT_EQ(store->schema_version(), 2u);
+    EXPECT_EQ(store->hash_kind(), HashKind::kXxh3_64);
+    ImageRecord r = OkRecord("/a.jpg", 1);
+    store->PutImage(&r, v.data(), features);
+    const std::string bytes = "file contents";
+    EXPECT_EQ(store->ContentHash(bytes.data(), bytes.size()),
+              XXH3_64bits(bytes.data(), bytes.size()));
+  }
+  EXPECT_EQ(StoredSchema(db), 2u);
+  EXPECT_EQ(ExpectAllValuesHashedAs(db, 2), 2u);
+  // The floats are stored as they are, little-endian, after the u32 dim.
+  const std::string value = DumpRaw(db).at("v:" + encoding::BigEndian64(1));
+  ASSERT_EQ(value.size(), 4 + v.size() * 4 + 8);
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_EQ(encoding::Reader(value.data() + 4 + 4 * i, 4, "test").Float(), v[i]) << i;
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(store->GetVector(1), v);
+  EXPECT_EQ(store->GetFeatures(1), features);
+  EXPECT_TRUE(store->Verify().empty());
+}
+
+// A schema-1 database (every database written before schema 2) opens, takes
+// more images, and stays schema 1 with FNV-1a in every per-image value; it
+// is never converted and never mixed.
+TEST(StoreTest, Schema1DatabaseStaysSchema1WithFnv) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  std::vector<std::vector<float>> vectors;
+  {
+    auto store = Store::Create(db, MakeModel(), nullptr, 1);
+    EXPECT_EQ(store->schema_version(), 1u);
+    EXPECT_EQ(store->hash_kind(), HashKind::kFnv1a64);
+    for (int i = 0; i < 3; ++i) {
+      ImageRecord r = OkRecord("/old" + std::to_string(i), i);
+      vectors.push_back(UnitVector(i));
+      store->PutImage(&r, vectors.back().data(), FeaturesBlob(i, 500 + i));
     }
   }
-  {
-    auto raw = OpenRaw(db);
-    const std::string key = "v:" + encoding::BigEndian64(victim_id);
-    std::string value;
-    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), key, &value).ok());
-    value[4 + 4 * 7 + 1] ^= 0x10;  // one byte inside float 7
-    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), key, value).ok());
+  for (Store::Mode mode : {Store::Mode::kReadWrite, Store::Mode::kReadOnly}) {
+    auto store = Store::Open(db, mode);
+    EXPECT_EQ(store->schema_version(), 1u);
+    EXPECT_EQ(store->hash_kind(), HashKind::kFnv1a64);
+    const std::string bytes = "file contents";
+    EXPECT_EQ(store->ContentHash(bytes.data(), bytes.size()),
+              encoding::Fnv1a64(bytes.data(), bytes.size()));
+    if (mode == Store::Mode::kReadWrite) {
+      ImageRecord r = OkRecord("/new", 10);
+      vectors.push_back(UnitVector(10));
+      store->PutImage(&r, vectors.back().data(), FeaturesBlob(10, 700));
+      ImageRecord replaced = *store->FindByPath("/old1");
+      vectors[1] = UnitVector(11);
+      store->PutImage(&replaced, vectors[1].data(), FeaturesBlob(11, 300));
+    }
   }
+  EXPECT_EQ(StoredSchema(db), 1u) << "opening or writing converted a schema-1 database";
+  EXPECT_EQ(ExpectAllValuesHashedAs(db, 1), 8u);
   auto store = Store::Open(db, Store::Mode::kReadOnly);
-  try {
-    store->ForEachVector([](const ImageRecord&, const float*) {});
-    FAIL() << "a flipped byte in a stored vector went unnoticed";
-  } catch (const StoreError& e) {
-    EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
-    EXPECT_NE(std::string(e.what()).find("/img2"), std::string::npos) << e.what();
+  EXPECT_TRUE(store->Verify().empty());
+  size_t n = 0;
+  store->ForEachVector([&](const ImageRecord& r, const float* v) {
+    ASSERT_LT(n, vectors.size());
+    EXPECT_EQ(std::vector<float>(v, v + kClusters * kDim), vectors[n]) << r.path;
+    ++n;
+  });
+  EXPECT_EQ(n, 4u);
+  EXPECT_EQ(store->GetFeatures(4), FeaturesBlob(10, 700));
+}
+
+// The hash is taken from the schema, never guessed per value: a value that
+// carries the other schema's hash is corrupt.
+TEST(StoreTest, ValueWithTheOtherSchemasHashIsCorrupt) {
+  for (uint32_t schema : {1u, 2u}) {
+    SCOPED_TRACE("schema " + std::to_string(schema));
+    TempDir tmp;
+    const std::string db = tmp / "db";
+    {
+      auto store = Store::Create(db, MakeModel(), nullptr, schema);
+      ImageRecord r = OkRecord("/a", 1);
+      const auto v = UnitVector(1);
+      store->PutImage(&r, v.data(), FeaturesBlob(1, 100));
+    }
+    {
+      auto raw = OpenRaw(db);
+      for (const char* prefix : {"v:", "f:"}) {
+        const std::string key = prefix + encoding::BigEndian64(1);
+        std::string value;
+        ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), key, &value).ok());
+        const size_t from = prefix[0] == 'v' ? 4 : 0;
+        const size_t body = value.size() - 8;
+        value.resize(body);
+        encoding::PutFixed64(&value,
+                             ExpectedHash(3 - schema, value.data() + from, body - from));
+        ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), key, value).ok());
+      }
+    }
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_THROW(store->GetVector(1), StoreError);
+    EXPECT_THROW(store->GetFeatures(1), StoreError);
+    EXPECT_EQ(store->Verify().size(), 2u);
+  }
+}
+
+// Flips one byte of image `id`'s value under `prefix` at `offset`.
+void FlipByte(const std::string& db, const std::string& prefix, uint64_t id, size_t offset) {
+  auto raw = OpenRaw(db);
+  const std::string key = prefix + encoding::BigEndian64(id);
+  std::string value;
+  ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), key, &value).ok());
+  ASSERT_LT(offset, value.size());
+  value[offset] ^= 0x10;
+  ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), key, value).ok());
+}
+
+TEST(StoreTest, DetectsCorruptedVector) {
+  for (uint32_t schema : {1u, 2u}) {
+    SCOPED_TRACE("schema " + std::to_string(schema));
+    TempDir tmp;
+    const std::string db = tmp / "db";
+    uint64_t victim_id = 0;
+    {
+      auto store = Store::Create(db, MakeModel(), nullptr, schema);
+      for (int i = 0; i < 4; ++i) {
+        ImageRecord r = OkRecord("/img" + std::to_string(i), i);
+        const auto v = UnitVector(i);
+        store->PutImage(&r, v.data());
+        if (i == 2) victim_id = r.id;
+      }
+    }
+    FlipByte(db, "v:", victim_id, 4 + 4 * 7 + 1);  // one byte inside float 7
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    try {
+      store->ForEachVector([](const ImageRecord&, const float*) {});
+      ADD_FAILURE() << "a flipped byte in a stored vector went unnoticed";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+      EXPECT_NE(std::string(e.what()).find("/img2"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(store->GetVector(victim_id), StoreError);
+    EXPECT_NO_THROW(store->GetVector(victim_id - 1));
+    const auto problems = store->Verify();
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("/img2"), std::string::npos) << problems[0];
+    EXPECT_NE(problems[0].find("vector: checksum mismatch"), std::string::npos) << problems[0];
+  }
+}
+
+TEST(StoreTest, DetectsCorruptedFeatures) {
+  for (uint32_t schema : {1u, 2u}) {
+    SCOPED_TRACE("schema " + std::to_string(schema));
+    TempDir tmp;
+    const std::string db = tmp / "db";
+    {
+      auto store = Store::Create(db, MakeModel(), nullptr, schema);
+      for (int i = 0; i < 3; ++i) {
+        ImageRecord r = OkRecord("/img" + std::to_string(i), i);
+        const auto v = UnitVector(i);
+        store->PutImage(&r, v.data(), FeaturesBlob(i, 165 * 1024));
+      }
+    }
+    FlipByte(db, "f:", 2, 100 * 1024);
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_EQ(store->GetFeatures(1), FeaturesBlob(0, 165 * 1024));
+    try {
+      store->GetFeatures(2);
+      ADD_FAILURE() << "a flipped byte in stored local features went unnoticed";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+    }
+    const auto problems = store->Verify();
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("/img1"), std::string::npos) << problems[0];
+    EXPECT_NE(problems[0].find("local features: checksum mismatch"), std::string::npos)
+        << problems[0];
   }
 }
 

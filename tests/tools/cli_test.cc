@@ -3,8 +3,13 @@
 // and the escaping of fields.
 #include "tools/cli.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <xxhash.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +24,8 @@
 #include "indexer/pipeline.h"
 #include "indexer/vlad.h"
 #include "search/searcher.h"
+#include "storage/encoding.h"
+#include "storage/store.h"
 #include "tests/test_images.h"
 
 namespace lookalike {
@@ -232,7 +239,8 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
   ASSERT_EQ(info.code, kExitOk) << info.err;
   EXPECT_EQ(Lines(info.out).size(), 1u);
   EXPECT_TRUE(Contains(info.out, "\"images\":" + std::to_string(kImages))) << info.out;
-  EXPECT_TRUE(Contains(info.out, "\"schema_version\":1")) << info.out;
+  EXPECT_TRUE(Contains(info.out, "\"schema_version\":2")) << info.out;
+  EXPECT_TRUE(Contains(info.out, "\"image_hash\":\"xxh3-64\"")) << info.out;
   EXPECT_TRUE(Contains(info.out, "\"clusters\":16")) << info.out;
   const CliRun info_table = RunLookalike({"info", "--db", db()});
   ASSERT_EQ(info_table.code, kExitOk);
@@ -376,6 +384,140 @@ TEST(EscapeTest, JsonString) {
     ASSERT_EQ(j.back(), '"');
   }
 }
+
+// ---- schema 1 and schema 2 databases through the command line --------------
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void SetMtime(const std::string& path, int64_t seconds) {
+  struct timespec times[2];
+  times[0].tv_sec = times[1].tv_sec = seconds;
+  times[0].tv_nsec = times[1].tv_nsec = 0;
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+// Flips one byte in the middle of the value of `key` (RocksDB opened directly).
+void FlipValueByte(const std::string& db, const std::string& key) {
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), db, &raw).ok());
+  std::unique_ptr<rocksdb::DB> owned(raw);
+  std::string value;
+  ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), key, &value).ok()) << key;
+  value[value.size() / 2] ^= 0x01;
+  ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), key, value).ok());
+}
+
+// A database's life through the CLI in one schema: it holds the content hash
+// of that schema for every file, re-indexes nothing when nothing changed
+// (also when every mtime changed but no byte did), takes more images without
+// changing schema, finds an image first for itself, verifies clean, and a
+// flipped byte in a vector or in local features makes verify fail.
+class CliSchemaTest : public CliIndexTest, public ::testing::WithParamInterface<uint32_t> {
+ protected:
+  void ExpectContentHashes(uint32_t schema) {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    EXPECT_EQ(store->schema_version(), schema);
+    size_t n = 0;
+    store->ForEachImage([&](const ImageRecord& r) {
+      const std::string bytes = FileBytes(r.path);
+      EXPECT_EQ(r.content_hash, schema >= 2 ? XXH3_64bits(bytes.data(), bytes.size())
+                                            : encoding::Fnv1a64(bytes.data(), bytes.size()))
+          << r.path << ": content hash not of schema " << schema;
+      ++n;
+    });
+    EXPECT_EQ(n, store->num_images());
+  }
+};
+
+TEST_P(CliSchemaTest, IndexSearchVerifyAndNothingReindexed) {
+  const uint32_t schema = GetParam();
+  if (schema == 1) {
+    // Schema 1 as older builds wrote it: the model (and PCA) of a database
+    // built here, in a database created in schema 1; `index` fills it.
+    const std::string donor = tmp_ / "donor";
+    ASSERT_EQ(RunLookalike({"index", tmp_ / "photos", "--db", donor, "--clusters", "16",
+                            "--threads", "2", "--backend", "cpu"})
+                  .code,
+              kExitOk);
+    auto model_source = Store::Open(donor, Store::Mode::kReadOnly);
+    const auto projection = model_source->GetProjection();
+    Store::Create(db(), model_source->model(), projection ? &*projection : nullptr, 1);
+  }
+  CliRun r = Index({"--format", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(Contains(r.out, "\"indexed\":" + std::to_string(kImages))) << r.out;
+  ExpectContentHashes(schema);
+
+  // Nothing changed: nothing read.
+  r = Index({"--format", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(Contains(r.out, "\"indexed\":0,\"unchanged\":" + std::to_string(kImages)))
+      << r.out;
+  // Every mtime changed, no byte did: each file is read and hashed, and its
+  // content hash matches the stored one, so nothing is re-indexed.
+  for (const std::string& p : paths_) SetMtime(p, 1'800'000'000);
+  r = Index({"--format", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(Contains(r.out, "\"indexed\":0,")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "\"touched\":" + std::to_string(kImages))) << r.out;
+
+  // More images: same schema, same hash.
+  testing::WriteImage(tmp_ / "photos/more_a.png", testing::MakeSyntheticImage(700, 320, 240));
+  testing::WriteImage(tmp_ / "photos/more_b.jpg", testing::MakeSyntheticImage(701, 320, 240));
+  r = Index({"--format", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(Contains(r.out, "\"indexed\":2,\"unchanged\":" + std::to_string(kImages)))
+      << r.out;
+  ExpectContentHashes(schema);
+
+  const CliRun info = RunLookalike({"info", "--db", db(), "--format", "json"});
+  ASSERT_EQ(info.code, kExitOk) << info.err;
+  EXPECT_TRUE(Contains(info.out, "\"schema_version\":" + std::to_string(schema))) << info.out;
+  EXPECT_TRUE(Contains(info.out, std::string("\"image_hash\":\"") +
+                                     (schema >= 2 ? "xxh3-64" : "fnv1a-64") + "\""))
+      << info.out;
+  const CliRun table = RunLookalike({"info", "--db", db()});
+  EXPECT_TRUE(Contains(table.out, "schema        " + std::to_string(schema) + " (")) << table.out;
+
+  for (const std::string& q : {paths_[2], tmp_ / "photos/more_b.jpg"}) {
+    const CliRun hit = RunLookalike({"search", "--db", db(), q, "-k", "1", "--format", "tsv",
+                                     "--backend", "cpu"});
+    ASSERT_EQ(hit.code, kExitOk) << hit.err;
+    const auto f = Split(Lines(hit.out).at(0), '\t');
+    ASSERT_EQ(f.size(), 4u) << hit.out;
+    EXPECT_EQ(f[2], AbsolutePath(q)) << "an indexed image finds itself first";
+  }
+  const CliRun clean = RunLookalike({"verify", "--db", db()});
+  EXPECT_EQ(clean.code, kExitOk) << clean.err;
+
+  // One flipped byte in a vector, one in another image's local features.
+  uint64_t vector_id = 0, features_id = 0;
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    vector_id = store->FindByPath(AbsolutePath(paths_[4]))->id;
+    features_id = store->FindByPath(AbsolutePath(tmp_ / "photos/more_a.png"))->id;
+    ASSERT_TRUE(store->GetFeatures(features_id).has_value());
+  }
+  FlipValueByte(db(), "v:" + encoding::BigEndian64(vector_id));
+  FlipValueByte(db(), "f:" + encoding::BigEndian64(features_id));
+  const CliRun dirty = RunLookalike({"verify", "--db", db(), "--format", "json"});
+  EXPECT_EQ(dirty.code, kExitFatal) << dirty.out;
+  EXPECT_TRUE(Contains(dirty.out, "vector: checksum mismatch")) << dirty.out;
+  EXPECT_TRUE(Contains(dirty.out, "local features: checksum mismatch")) << dirty.out;
+  EXPECT_TRUE(Contains(dirty.out, AbsolutePath(paths_[4]))) << dirty.out;
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    EXPECT_EQ(store->schema_version(), schema);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemas, CliSchemaTest, ::testing::Values(1u, 2u),
+                         [](const ::testing::TestParamInfo<uint32_t>& info) {
+                           return "schema" + std::to_string(info.param);
+                         });
 
 int ShellExitCode(const std::string& command) {
   const int status = std::system(command.c_str());
