@@ -1,5 +1,7 @@
 #include "indexer/image_file.h"
 
+#include "indexer/colour.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -348,13 +350,15 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
                   name, problem);
   }
 
-  int flags = cv::IMREAD_GRAYSCALE;
+  // Colour, not greyscale: the colour histogram needs it (indexer/colour.h);
+  // the grey image for SIFT is converted from it below.
+  int flags = cv::IMREAD_COLOR;
   if (format == ImageFormat::kJpeg && header && max_side > 0) {
     // libjpeg's DCT scaling: decode at 1/f when that still covers max_side.
     const uint32_t longest = std::max(header->width, header->height);
-    if (longest >= 8u * max_side) flags = cv::IMREAD_REDUCED_GRAYSCALE_8;
-    else if (longest >= 4u * max_side) flags = cv::IMREAD_REDUCED_GRAYSCALE_4;
-    else if (longest >= 2u * max_side) flags = cv::IMREAD_REDUCED_GRAYSCALE_2;
+    if (longest >= 8u * max_side) flags = cv::IMREAD_REDUCED_COLOR_8;
+    else if (longest >= 4u * max_side) flags = cv::IMREAD_REDUCED_COLOR_4;
+    else if (longest >= 2u * max_side) flags = cv::IMREAD_REDUCED_COLOR_2;
   }
   cv::Mat decoded;
   try {
@@ -367,10 +371,15 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
     return Fail(FileErrorCode::kDecodeFailed, name,
                 std::string("the ") + ImageFormatName(format) + " decoder rejected the data");
   if (decoded.depth() != CV_8U) decoded.convertTo(decoded, CV_8U, 1.0 / 256.0);
-  if (decoded.channels() != 1) cv::cvtColor(decoded, decoded, cv::COLOR_BGR2GRAY);
+  if (decoded.channels() == 4) cv::cvtColor(decoded, decoded, cv::COLOR_BGRA2BGR);
 
   LoadResult result;
   LoadedImage& img = result.image.emplace();
+  const auto colour_start = std::chrono::steady_clock::now();
+  img.colour = ColourHistogram(decoded);
+  img.colour_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - colour_start).count();
+  if (decoded.channels() != 1) cv::cvtColor(decoded, decoded, cv::COLOR_BGR2GRAY);
   img.format = format;
   img.size_bytes = n;
   if (header) {

@@ -82,9 +82,12 @@ struct LoadedImage {
   uint64_t size_bytes = 0;
   int64_t mtime_ns = 0;
   ImageFormat format = ImageFormat::kUnknown;
-  // Seconds spent downscaling (part of the decode call), so the indexer can
-  // report resizing as its own stage.
+  // Colour histogram of the decoded image (indexer/colour.h), kColourBins bytes.
+  std::vector<uint8_t> colour;
+  // Seconds spent downscaling and computing the colour histogram (both part
+  // of the decode call), so the indexer can report them as their own stages.
   double resize_seconds = 0;
+  double colour_seconds = 0;
 };
 
 // File facts from stat(2) without opening it (for incremental skipping).

@@ -74,6 +74,7 @@ ImageEncoder::Result ImageEncoder::EncodeFile(const std::string& path,
     result.error = std::move(loaded.error);
     return result;
   }
+  result.colour = std::move(loaded.image->colour);
   const Descriptors d = extractor_->Extract(loaded.image->gray);
   result.num_descriptors = d.num;
   result.features = MakeLocalFeatures(d, static_cast<uint32_t>(loaded.image->gray.width),

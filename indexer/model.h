@@ -54,6 +54,7 @@ class ImageEncoder {
     std::vector<float> vlad;  // vlad_dim() floats, L2-normalised or all zero
     int64_t num_descriptors = 0;
     LocalFeatures features;   // for spatial verification
+    std::vector<uint8_t> colour;  // colour histogram (indexer/colour.h)
     std::optional<FileError> error;
   };
   Result EncodeFile(const std::string& path, const ImageFileLimits& limits);

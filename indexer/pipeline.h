@@ -46,7 +46,7 @@ struct StageTimes {
   double read = 0;         //   open, read, hash the file
   double decode = 0;       //   check and decode (reduced-size JPEG decoding included)
   double resize = 0;       //   downscale to the max side
-  double extract = 0;      // SIFT + RootSIFT
+  double extract = 0;      // SIFT + RootSIFT, and the colour histogram (indexer/colour.h)
   double train = 0;        // k-means (new database only)
   double pca = 0;          // VLAD of the training sample + PCA (new database only)
   double search_index = 0; // loading, updating and writing the persisted search index

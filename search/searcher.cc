@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "indexer/colour.h"
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
 #include "indexer/pipeline.h"
@@ -34,6 +35,12 @@ void SearchOptions::Validate() const {
                                 std::to_string(expansion));
   if (threads < 0)
     throw std::invalid_argument("threads must be >= 0, got " + std::to_string(threads));
+  if (!(colour_weight >= 0 && colour_weight <= 1))
+    throw std::invalid_argument("--colour-weight must be in [0, 1], got " +
+                                std::to_string(colour_weight));
+  if (colour_depth < 0 || colour_depth > 100000)
+    throw std::invalid_argument("--colour-depth must be in 0..100000, got " +
+                                std::to_string(colour_depth));
   verify.Validate();
   index.Validate();
 }
@@ -163,20 +170,37 @@ struct Candidate {
   int64_t row = 0;
   float similarity = 0;  // VLAD cosine with the (possibly expanded) query
   float score = 0;
+  float base = 0;        // similarity + colour_weight x colour (Hit::score)
+  float colour = -1;     // colour similarity with the query; -1 = not used
 };
 
 }  // namespace
 
-std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& features) const {
+std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& features,
+                                       const std::vector<uint8_t>& colour) const {
   const SearchOptions& opt = impl_->options;
   const RowIndex& index = *impl_->index;
   const int64_t n_index = index.ntotal;
   std::vector<Hit> hits;
   if (n_index == 0) return hits;
   const int64_t dim = impl_->projection.in_dim();  // full VLAD (query, expansion)
-  const int64_t depth = std::min<int64_t>(n_index, std::max(opt.k, opt.rerank));
+  const bool fuse_colour = opt.colour_weight > 0 && opt.colour_depth > 0 && !colour.empty() &&
+                           impl_->store->stores_colour();
+  const int64_t depth = std::min<int64_t>(
+      n_index, std::max({opt.k, opt.rerank, fuse_colour ? opt.colour_depth : 0}));
   const bool rerank = opt.rerank > 0 && features.num() >= 5;
 
+  // Colour similarity of a candidate, read from its record once per query
+  // (records are small; the candidates are at most colour_depth).
+  std::unordered_map<int64_t, float> colour_cache;
+  auto colour_of = [&](int64_t row) {
+    const auto it = colour_cache.find(row);
+    if (it != colour_cache.end()) return it->second;
+    const auto record = impl_->store->FindByPath(impl_->paths[row]);
+    const float c = record ? ColourSimilarity(colour, record->colour) : 0.0f;
+    colour_cache.emplace(row, c);
+    return c;
+  };
   auto vlad_search = [&](const float* q) {
     std::vector<float> scores(depth);
     std::vector<faiss::Index::idx_t> labels(depth);
@@ -188,8 +212,22 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     }
     index.search(1, q, depth, scores.data(), labels.data());
     std::vector<Candidate> c;
-    for (int64_t r = 0; r < depth; ++r)
-      if (labels[r] >= 0) c.push_back(Candidate{labels[r], Cosine(scores[r]), Cosine(scores[r])});
+    for (int64_t r = 0; r < depth; ++r) {
+      if (labels[r] < 0) continue;
+      const float s = Cosine(scores[r]);
+      c.push_back(Candidate{labels[r], s, s, s, -1.0f});
+    }
+    if (fuse_colour) {
+      for (Candidate& cand : c) {
+        cand.colour = colour_of(cand.row);
+        // Divided by 1 + w so b stays in [-1, 1] without clamping (clamping
+        // would tie near-duplicates at 1) and is 1 only for the image itself.
+        cand.base = (cand.similarity + opt.colour_weight * cand.colour) / (1.0f + opt.colour_weight);
+        cand.score = cand.base;
+      }
+      std::stable_sort(c.begin(), c.end(),
+                       [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+    }
     return c;
   };
   std::unordered_map<int64_t, int> inliers;  // row -> inliers (-1: no stored features)
@@ -218,10 +256,10 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     for (size_t t = 0; t < todo.size(); ++t) inliers[todo[t]] = found[t];
     for (size_t i = 0; i < list->size(); ++i) {
       Candidate& c = (*list)[i];
-      c.score = c.similarity;
+      c.score = c.base;
       const auto it = inliers.find(c.row);
       if (it != inliers.end() && it->second >= opt.min_inliers)
-        c.score = CombinedScore(c.similarity, it->second);
+        c.score = std::clamp(CombinedScore(c.base, it->second), -1.0f, 1.0f);
     }
     std::stable_sort(list->begin(), list->end(),
                      [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
@@ -258,7 +296,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     if (static_cast<int>(hits.size()) == opt.k) break;
     const auto it = inliers.find(c.row);
     hits.push_back(Hit{impl_->ids[c.row], impl_->paths[c.row], c.score, c.similarity,
-                       it == inliers.end() ? -1 : it->second});
+                       it == inliers.end() ? -1 : it->second, c.colour});
   }
   return hits;
 }
@@ -269,7 +307,7 @@ std::vector<QueryResult> Searcher::SearchFiles(const std::vector<std::string>& q
     const auto start = std::chrono::steady_clock::now();
     results[i].query = queries[i];
     ImageEncoder::Result enc = impl_->encoder->EncodeFile(queries[i], impl_->options.limits);
-    if (!enc.error) results[i].hits = SearchQuery(enc.vlad.data(), enc.features);
+    if (!enc.error) results[i].hits = SearchQuery(enc.vlad.data(), enc.features, enc.colour);
     results[i].error = std::move(enc.error);
     results[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

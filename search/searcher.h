@@ -34,6 +34,14 @@ struct SearchOptions {
   // needs rerank > 0.
   int expansion = 5;
   VerifyOptions verify;
+  // Colour fusion: the top `colour_depth` VLAD results are ranked by
+  // s + colour_weight x c, c the colour similarity of query and candidate
+  // (indexer/colour.h, in [0, 1]), before verification picks its `rerank`
+  // candidates from that order. Colour is what texture misses (rooms, video,
+  // landmarks in other light): measured on the dev set, README "Colour".
+  // 0 = off; off by itself for databases without colour (schema 1).
+  float colour_weight = 0.15f;
+  int colour_depth = 1000;
   // Threads for verification; 0 = all hardware threads.
   int threads = 0;
   // Search index: the persisted one is used (reconciled in memory if stale);
@@ -48,15 +56,18 @@ struct SearchOptions {
 struct Hit {
   uint64_t id = 0;
   std::string path;  // absolute path as indexed
-  // Ranking score in [-1, 1]: the VLAD similarity s, and for a verified
-  // result (inliers >= min_inliers) 1 - (1 - s)(1 - g) with spatial evidence
-  // g = inliers / (inliers + 20): a noisy-or of the two, so it equals s
-  // without evidence, rises with the inliers, and is 1 for the image itself.
+  // Ranking score in [-1, 1]: the global similarity b = s + w c (VLAD
+  // cosine s, colour similarity c, SearchOptions::colour_weight w; b = s
+  // without colour), and for a verified result (inliers >= min_inliers)
+  // 1 - (1 - b)(1 - g) with spatial evidence g = inliers / (inliers + 20): a
+  // noisy-or of the two, so it equals b without evidence, rises with the
+  // inliers, and is 1 for the image itself.
   float score = 0;
   // Cosine similarity of the VLAD vectors, [-1, 1] (with the expanded query
   // when query expansion ran).
   float similarity = 0;
   int inliers = -1;      // RANSAC inliers with the query; -1 = not verified
+  float colour = -1;     // colour similarity with the query, [0, 1]; -1 = not used
 };
 
 struct QueryResult {
@@ -86,9 +97,11 @@ class Searcher {
   // similarity alone (no re-ranking).
   std::vector<std::vector<Hit>> SearchVectors(const float* vectors, int64_t num) const;
 
-  // Top k for one encoded query: VLAD search, then re-ranking and query
-  // expansion as the options say.
-  std::vector<Hit> SearchQuery(const float* vlad, const LocalFeatures& features) const;
+  // Top k for one encoded query: VLAD search, colour fusion, then re-ranking
+  // and query expansion as the options say. `colour` is the query's colour
+  // histogram (empty: no colour fusion).
+  std::vector<Hit> SearchQuery(const float* vlad, const LocalFeatures& features,
+                               const std::vector<uint8_t>& colour = {}) const;
 
   int64_t num_indexed() const;       // vectors in the search index
   int64_t num_zero_vectors() const;  // images without features (never returned)

@@ -313,7 +313,7 @@ ProjectionRecord DecodeProjection(const std::string& value, uint64_t vlad_dim) {
   return p;
 }
 
-std::string EncodeRecord(const ImageRecord& r) {
+std::string EncodeRecord(const ImageRecord& r, bool with_colour) {
   std::string s;
   encoding::PutFixed64(&s, r.id);
   encoding::PutBytes(&s, r.path);
@@ -324,6 +324,9 @@ std::string EncodeRecord(const ImageRecord& r) {
   encoding::PutFixed32(&s, r.height);
   encoding::PutFixed32(&s, r.num_descriptors);
   encoding::PutFixed32(&s, static_cast<uint32_t>(r.status));
+  // Schema 2 appends the colour histogram (length-prefixed); schema-1 records
+  // end here, as the builds that read schema 1 expect.
+  if (with_colour) encoding::PutBytes(&s, std::string(r.colour.begin(), r.colour.end()));
   return s;
 }
 
@@ -341,6 +344,10 @@ ImageRecord DecodeRecord(const char* data, size_t size) {
   const uint32_t status = r.Fixed32();
   if (status > 1) throw encoding::CorruptValue("image record: unknown status");
   rec.status = static_cast<ImageStatus>(status);
+  if (r.remaining() > 0) {
+    const std::string colour = r.Bytes();
+    rec.colour.assign(colour.begin(), colour.end());
+  }
   r.ExpectEnd();
   return rec;
 }
@@ -789,7 +796,7 @@ void Store::PutImage(ImageRecord* record, const float* vector, const std::string
     batch.Put(kNextIdKey, EncodeU64(next_id));
     batch.Put(kCountKey, EncodeU64(count));
   }
-  batch.Put(ImageKey(record->id), EncodeRecord(*record));
+  batch.Put(ImageKey(record->id), EncodeRecord(*record, stores_colour()));
   PutVector(&batch, VectorKey(record->id), vector, dim, hash_kind_);
   if (features.empty())
     batch.Delete(FeaturesKey(record->id));  // a replaced image keeps no stale features
@@ -809,7 +816,7 @@ void Store::UpdateRecord(const ImageRecord& record) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   rocksdb::WriteBatch batch;
-  batch.Put(ImageKey(record.id), EncodeRecord(record));
+  batch.Put(ImageKey(record.id), EncodeRecord(record, stores_colour()));
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
 }

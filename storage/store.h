@@ -80,6 +80,9 @@ struct ImageRecord {
   uint32_t height = 0;
   uint32_t num_descriptors = 0;
   ImageStatus status = ImageStatus::kOk;
+  // Colour histogram (indexer/colour.h, 288 bytes); empty when unknown
+  // (schema-1 databases, which do not store it).
+  std::vector<uint8_t> colour;
 };
 
 // Everything needed to encode a query exactly as the database was encoded.
@@ -180,6 +183,8 @@ class Store {
   uint32_t schema_version() const { return schema_version_; }
   // The hash of its per-image values and content hashes (from the schema).
   HashKind hash_kind() const { return hash_kind_; }
+  // Whether image records carry their colour histogram (schema >= 2).
+  bool stores_colour() const { return schema_version_ >= 2; }
   // ImageRecord::content_hash of file bytes, as this database computes it.
   uint64_t ContentHash(const void* data, size_t size) const {
     return Hash64(hash_kind_, data, size);

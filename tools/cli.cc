@@ -444,6 +444,10 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
        "RANSAC inliers a result needs to count as verified")
       ("expansion", po::value(&o.expansion)->default_value(d.expansion),
        "query expansion from up to N verified results (0 = off)")
+      ("colour-weight", po::value(&o.colour_weight)->default_value(d.colour_weight, "0.15"),
+       "weight of the colour similarity added to the VLAD similarity (0 = off)")
+      ("colour-depth", po::value(&o.colour_depth)->default_value(d.colour_depth),
+       "VLAD results whose colour is compared with the query's")
       ("nprobe", po::value(&o.index.nprobe)->default_value(d.index.nprobe),
        "lists an approximate (ivfsq) index visits per query (0 = as stored with the index; "
        "more is slower and more exact)")
@@ -515,6 +519,11 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
         out << (i ? "," : "") << "{\"rank\":" << i + 1 << "," << JsonPathField("path", r.hits[i].path)
             << ",\"score\":" << score;
         if (r.hits[i].inliers >= 0) out << ",\"inliers\":" << r.hits[i].inliers;
+        if (r.hits[i].colour >= 0) {
+          char colour[32];
+          std::snprintf(colour, sizeof colour, "%.4f", r.hits[i].colour);
+          out << ",\"colour\":" << colour;
+        }
         out << "}";
       }
       out << "]}\n";

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
 #include <string>
 #include <vector>
 
@@ -41,10 +42,12 @@ class SearcherTest : public ::testing::Test {
     ASSERT_EQ(s.indexed, kImages + 1);
     ASSERT_EQ(s.no_features, 1);
   }
-  std::unique_ptr<Searcher> Open(int k, int rerank = 0) {
+  std::unique_ptr<Searcher> Open(int k, int rerank = 0,
+                                 float colour_weight = SearchOptions().colour_weight) {
     SearchOptions o;
     o.k = k;
     o.rerank = rerank;
+    o.colour_weight = colour_weight;
     o.backend = Backend::kCpu;
     return Searcher::Open(db(), o);
   }
@@ -111,6 +114,12 @@ TEST_F(SearcherTest, TransformedCopyFindsOriginal) {
   EXPECT_EQ(results[0].hits[0].path, AbsolutePath(paths_[4]));
 }
 
+// Hit::score of an unverified hit under the default colour weight.
+float Global(const Hit& h) {
+  const float w = SearchOptions().colour_weight;
+  return (h.similarity + w * h.colour) / (1.0f + w);
+}
+
 TEST_F(SearcherTest, VerificationRaisesTheCopyAndLeavesUnverifiedScoresAlone) {
   const std::string copy = tmp_ / "copy.jpg";
   testing::WriteImage(copy, testing::ApplyTransform(testing::MakeSyntheticImage(1 + 6, 320, 240),
@@ -127,14 +136,69 @@ TEST_F(SearcherTest, VerificationRaisesTheCopyAndLeavesUnverifiedScoresAlone) {
   for (const Hit& h : verified[0].hits) {
     EXPECT_GE(h.inliers, 0) << "every candidate within the re-ranking depth was verified";
     if (h.inliers < SearchOptions().min_inliers) {
-      EXPECT_EQ(h.score, h.similarity) << "unverified results keep their VLAD similarity";
+      EXPECT_FLOAT_EQ(h.score, Global(h)) << "unverified results keep their global similarity";
     }
   }
-  // Without re-ranking, scores are the VLAD similarities and nothing is verified.
+  // Without re-ranking, scores are the global similarities and nothing is verified.
   for (const Hit& h : plain[0].hits) {
     EXPECT_EQ(h.inliers, -1);
+    EXPECT_GE(h.colour, 0.0f);
+    EXPECT_LE(h.colour, 1.0f);
+    EXPECT_FLOAT_EQ(h.score, Global(h));
+  }
+  // Without colour, they are the VLAD similarities.
+  for (const Hit& h : Open(kImages, 0, 0.0f)->SearchFiles({copy})[0].hits) {
+    EXPECT_EQ(h.colour, -1.0f);
     EXPECT_EQ(h.score, h.similarity);
   }
+}
+
+// Two database images with the same grey picture (so the same SIFT features
+// and VLAD vector) but different colours: colour fusion ranks the one whose
+// colours match the query first; without it they tie.
+TEST(SearcherColourTest, ColourSeparatesImagesThatLookAlikeInGrey) {
+  TempDir tmp;
+  const std::string dir = tmp / "photos";
+  std::filesystem::create_directories(dir);
+  testing::WriteSyntheticSet(dir, 6, 100, 320, 240);  // distractors for the codebook
+  cv::Mat grey;
+  cv::cvtColor(testing::MakeSyntheticImage(7, 320, 240), grey, cv::COLOR_BGR2GRAY);
+  grey = grey * 0.5 + 60;  // in [60, 187]: room to tint without clipping
+  // Luma-preserving tint: 0.114 db + 0.587 dg + 0.299 dr = 0.
+  cv::Mat blue, grey_bgr;
+  cv::cvtColor(grey, grey_bgr, cv::COLOR_GRAY2BGR);
+  cv::add(grey_bgr, cv::Scalar(0.299 * 200, 0, 0), blue, cv::noArray(), CV_8UC3);
+  cv::subtract(blue, cv::Scalar(0, 0, 0.114 * 200), blue);
+  const std::string grey_path = dir + "/grey.png", blue_path = dir + "/blue.png";
+  testing::WriteImage(grey_path, grey_bgr);
+  testing::WriteImage(blue_path, blue);
+  IndexOptions io;
+  io.image_dir = dir;
+  io.db_path = tmp / "db";
+  io.codebook.num_clusters = 16;
+  io.backend = Backend::kCpu;
+  ASSERT_EQ(BuildIndex(io, nullptr).indexed, 8);
+  // The query: the blue picture, slightly shifted so it is not a file copy.
+  const std::string query = tmp / "query.png";
+  testing::WriteImage(query, blue(cv::Rect(4, 3, 310, 232)).clone());
+  auto search = [&](float w) {
+    SearchOptions o;
+    o.k = 2;
+    o.rerank = 0;
+    o.colour_weight = w;
+    o.backend = Backend::kCpu;
+    return Searcher::Open(io.db_path, o)->SearchFiles({query})[0].hits;
+  };
+  const std::vector<Hit> plain = search(0.0f);
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_NEAR(plain[0].score, plain[1].score, 0.05f) << "the same picture in grey";
+  const std::vector<Hit> fused = search(0.1f);
+  ASSERT_EQ(fused.size(), 2u);
+  EXPECT_EQ(fused[0].path, AbsolutePath(blue_path));
+  EXPECT_EQ(fused[1].path, AbsolutePath(grey_path));
+  EXPECT_GT(fused[0].colour, 0.9f);
+  EXPECT_LT(fused[1].colour, 0.5f);
+  EXPECT_GT(fused[0].score - fused[1].score, 0.03f);
 }
 
 TEST_F(SearcherTest, BadQueryGetsErrorOthersSucceed) {

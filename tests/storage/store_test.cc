@@ -642,6 +642,42 @@ TEST(StoreTest, Schema1DatabaseStaysSchema1WithFnv) {
   EXPECT_EQ(store->GetFeatures(4), FeaturesBlob(10, 700));
 }
 
+// Schema 2 records carry the colour histogram; schema-1 records are written
+// exactly as builds that read schema 1 expect (no trailing colour), so such
+// a database stays readable by them.
+TEST(StoreTest, RecordColourOnlyInSchema2) {
+  TempDir tmp;
+  const std::vector<uint8_t> colour = {0, 1, 2, 250, 255, 7};
+  for (uint32_t schema : {1u, 2u}) {
+    const std::string db = tmp / ("db" + std::to_string(schema));
+    std::string raw_record;
+    {
+      auto store = Store::Create(db, MakeModel(), nullptr, schema);
+      EXPECT_EQ(store->stores_colour(), schema >= 2);
+      ImageRecord r = OkRecord("/a.jpg", 1);
+      r.colour = colour;
+      std::vector<float> v = UnitVector(1);
+      store->PutImage(&r, v.data(), FeaturesBlob(1, 100));
+      ImageRecord touched = *store->FindByPath("/a.jpg");
+      touched.mtime_ns += 5;
+      store->UpdateRecord(touched);
+    }
+    raw_record = DumpRaw(db).at("i:" + encoding::BigEndian64(1));
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    const auto r = store->FindByPath("/a.jpg");
+    ASSERT_TRUE(r.has_value());
+    if (schema >= 2) {
+      EXPECT_EQ(r->colour, colour);
+    } else {
+      EXPECT_TRUE(r->colour.empty());
+      // The schema-1 layout ends with the status word.
+      ImageRecord bare = *r;
+      EXPECT_EQ(raw_record.size(), 8 + 4 + bare.path.size() + 8 * 3 + 4 * 4);
+    }
+    EXPECT_TRUE(store->Verify().empty());
+  }
+}
+
 // The hash is taken from the schema, never guessed per value: a value that
 // carries the other schema's hash is corrupt.
 TEST(StoreTest, ValueWithTheOtherSchemasHashIsCorrupt) {

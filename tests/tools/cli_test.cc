@@ -221,9 +221,19 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
         << l;
     EXPECT_EQ(Count(l, "\"similarity\":"), 3u) << "every hit carries its VLAD similarity: " << l;
     EXPECT_TRUE(Contains(l, "\"inliers\":")) << "the top results were verified: " << l;
+    EXPECT_EQ(Count(l, "\"colour\":"), 3u) << "every hit carries its colour similarity: " << l;
     EXPECT_EQ(Count(l, "{"), Count(l, "}"));
     EXPECT_EQ(Count(l, "["), Count(l, "]"));
   }
+
+  // --colour-weight 0: no colour compared, none reported; out of range: a usage error.
+  const CliRun no_colour = RunLookalike({"search", "--db", db(), paths_[1], "-k", "3", "--format",
+                                         "json", "--colour-weight", "0"});
+  ASSERT_EQ(no_colour.code, kExitOk) << no_colour.err;
+  EXPECT_FALSE(Contains(no_colour.out, "\"colour\":")) << no_colour.out;
+  const CliRun bad_colour = RunLookalike({"search", "--db", db(), paths_[1], "--colour-weight", "2"});
+  EXPECT_EQ(bad_colour.code, kExitFatal);
+  EXPECT_TRUE(Contains(bad_colour.err, "--colour-weight")) << bad_colour.err;
 
   // A folder as query expands to its images; k larger than the index is capped.
   const CliRun folder = RunLookalike({"search", "--db", db(), tmp_ / "photos", "-k", "50", "--format", "tsv"});
