@@ -37,7 +37,7 @@
 #                   the one-time cost, shown apart, then encoding and storing)
 #   lookalike query = one `lookalike search` call over all queries / number of
 #                   queries (database loaded once), default settings (re-ranking
-#                   on) and plain VLAD (--rerank 0 --expansion 0)
+#                   on) and without verification (--rerank 0 --expansion 0: VLAD + colour)
 # Ratios are COLMAP time / lookalike time (> 1: lookalike is faster).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -109,7 +109,7 @@ score() {  # RESULTS.tsv -> one JSON line
 echo "set: $set_dir ($ndb database photos, $nq queries); CPUs $cpus, $threads threads; $(nproc) CPUs online, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---------------------------------------------------------------- lookalike
-echo "lookalike: index, search (default and plain VLAD)" >&2
+echo "lookalike: index, search (default and without verification)" >&2
 timed lk_index "$bin" index "$set_dir/db" --db "$work/lk.db" --threads "$threads" --format json -q
 # search.sh OUT [FLAGS]: every query of queries.txt in one search call.
 cat > "$work/search.sh" <<'EOF'
@@ -227,7 +227,7 @@ for w in words:
 print()
 print("QUERIES: ms per query (%d queries, top %s)                        wall       CPU" % (nq, k))
 row("lookalike search, default (re-ranking on), one call", T["lk_search"], nq)
-row("lookalike search, plain VLAD (--rerank 0 --expansion 0)", T["lk_search_plain"], nq)
+row("lookalike search, no verification (--rerank 0 --expansion 0)", T["lk_search_plain"], nq)
 row("COLMAP feature_extractor on the queries", T["colmap_extract_q"], nq)
 q = {}
 for w in words:
@@ -240,7 +240,7 @@ print()
 print("mAP (the set's scorer; overall, then per group)")
 lks, lkp = score("lk"), score("lk_plain")
 print("%-46s %.3f   %s" % ("lookalike default", lks["mAP"], groups(lks)))
-print("%-46s %.3f   %s" % ("lookalike plain VLAD", lkp["mAP"], groups(lkp)))
+print("%-46s %.3f   %s" % ("lookalike without verification", lkp["mAP"], groups(lkp)))
 cs = {}
 for w in words:
     for sv in ("", "sv_"):

@@ -30,12 +30,12 @@ stats() {
           p = v[int(0.9 * NR + 0.999)]; printf "%.4f %.4f %.4f %d\n", m, p, s / NR, NR }'
 }
 "$bin" search --db "$work/db" "$query_dir" -k 100 --format json >"$work/default.json" || [ $? -eq 1 ]
-"$bin" search --db "$work/db" "$query_dir" -k 100 --format json --rerank 0 >"$work/vlad.json" || [ $? -eq 1 ]
+"$bin" search --db "$work/db" "$query_dir" -k 100 --format json --rerank 0 --colour-weight 0 >"$work/vlad.json" || [ $? -eq 1 ]
 echo "index: $images images; $(nproc) cores"
 for run in default vlad; do
   set -- $(stats "$work/$run.json")
   label="default (re-ranking + expansion)"
-  [ "$run" = vlad ] && label="VLAD only (--rerank 0)"
+  [ "$run" = vlad ] && label="VLAD only (--rerank 0 --colour-weight 0)"
   awk -v l="$label" -v m="$1" -v p="$2" -v a="$3" -v n="$4" 'BEGIN {
     printf "%-34s %d queries   median %7.1f ms   p90 %7.1f ms   mean %7.1f ms\n", l, n, m * 1000, p * 1000, a * 1000 }'
   eval "${run}_median=$1"
