@@ -55,6 +55,10 @@ class Codebook {
   int dim_;
   std::vector<float> centroids_;
   std::vector<float> norms2_;
+  // K x (dim + 1): each centroid followed by -||c||^2 / 2, so one SGEMM of
+  // descriptors extended with a 1 gives x.c - ||c||^2 / 2 directly, whose
+  // argmax is the nearest centroid (Assign).
+  std::vector<float> augmented_;
 };
 
 }  // namespace lookalike
