@@ -35,8 +35,8 @@ void SearchOptions::Validate() const {
                                 std::to_string(expansion));
   if (threads < 0)
     throw std::invalid_argument("threads must be >= 0, got " + std::to_string(threads));
-  if (!(colour_weight >= 0 && colour_weight <= 1))
-    throw std::invalid_argument("--colour-weight must be in [0, 1], got " +
+  if (!(colour_weight >= 0 && colour_weight <= 100))
+    throw std::invalid_argument("--colour-weight must be in [0, 100], got " +
                                 std::to_string(colour_weight));
   if (colour_depth < 0 || colour_depth > 100000)
     throw std::invalid_argument("--colour-depth must be in 0..100000, got " +
@@ -217,12 +217,32 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       const float s = Cosine(scores[r]);
       c.push_back(Candidate{labels[r], s, s, s, -1.0f});
     }
-    if (fuse_colour) {
+    if (fuse_colour && !c.empty()) {
+      // The weight is in units of this query's similarity spread over the
+      // candidates: PCA-whitening, K and the collection change how much VLAD
+      // similarities vary (six-fold between full and whitened VLAD on the
+      // dev set), and colour must weigh the same against them either way.
+      // Robust spread (1.4826 x the median absolute deviation): the few true
+      // matches a query has must not inflate it, or colour would outweigh
+      // the VLAD evidence of a near-duplicate.
+      std::vector<float> sims;
+      sims.reserve(c.size());
+      for (const Candidate& cand : c) sims.push_back(cand.similarity);
+      auto median = [](std::vector<float>* v) {
+        auto mid = v->begin() + static_cast<std::ptrdiff_t>(v->size() / 2);
+        std::nth_element(v->begin(), mid, v->end());
+        return *mid;
+      };
+      const float centre = median(&sims);
+      for (float& x : sims) x = std::abs(x - centre);
+      const float spread = c.size() < 3 ? 0.0f : 1.4826f * median(&sims);
+      const float colour_weight =
+          opt.colour_weight * (spread > 1e-6f ? spread : Searcher::kDefaultSimilaritySpread);
       for (Candidate& cand : c) {
         cand.colour = colour_of(cand.row);
         // Divided by 1 + w so b stays in [-1, 1] without clamping (clamping
         // would tie near-duplicates at 1) and is 1 only for the image itself.
-        cand.base = (cand.similarity + opt.colour_weight * cand.colour) / (1.0f + opt.colour_weight);
+        cand.base = (cand.similarity + colour_weight * cand.colour) / (1.0f + colour_weight);
         cand.score = cand.base;
       }
       std::stable_sort(c.begin(), c.end(),

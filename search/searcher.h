@@ -31,16 +31,20 @@ struct SearchOptions {
   int min_inliers = 8;
   // Average query expansion: the query vector plus the vectors of up to this
   // many verified results is searched again (and re-ranked). 0 = off;
-  // needs rerank > 0.
+  // needs rerank > 0. With colour fusion it still adds about 0.001 mAP on
+  // every dev-set seed (README "Colour").
   int expansion = 5;
   VerifyOptions verify;
   // Colour fusion: the top `colour_depth` VLAD results are ranked by
-  // s + colour_weight x c, c the colour similarity of query and candidate
+  // b = (s + w c) / (1 + w), c the colour similarity of query and candidate
   // (indexer/colour.h, in [0, 1]), before verification picks its `rerank`
-  // candidates from that order. Colour is what texture misses (rooms, video,
-  // landmarks in other light): measured on the dev set, README "Colour".
-  // 0 = off; off by itself for databases without colour (schema 1).
-  float colour_weight = 0.15f;
+  // candidates from that order. w = colour_weight x the robust spread of s
+  // over those candidates (1.4826 x median absolute deviation, so a query's
+  // few true matches do not inflate it): colour is weighed against how much
+  // VLAD similarities vary, which PCA-whitening changes six-fold. Colour is what texture misses (rooms, video, landmarks in
+  // other light): measured on the dev set, README "Colour". 0 = off; off by
+  // itself for databases without colour (schema 1).
+  float colour_weight = 14.0f;
   int colour_depth = 1000;
   // Threads for verification; 0 = all hardware threads.
   int threads = 0;
@@ -56,9 +60,9 @@ struct SearchOptions {
 struct Hit {
   uint64_t id = 0;
   std::string path;  // absolute path as indexed
-  // Ranking score in [-1, 1]: the global similarity b = s + w c (VLAD
-  // cosine s, colour similarity c, SearchOptions::colour_weight w; b = s
-  // without colour), and for a verified result (inliers >= min_inliers)
+  // Ranking score in [-1, 1]: the global similarity b = (s + w c) / (1 + w)
+  // (VLAD cosine s, colour similarity c, w from SearchOptions::colour_weight;
+  // b = s without colour), and for a verified result (inliers >= min_inliers)
   // 1 - (1 - b)(1 - g) with spatial evidence g = inliers / (inliers + 20): a
   // noisy-or of the two, so it equals b without evidence, rises with the
   // inliers, and is 1 for the image itself.
@@ -104,6 +108,8 @@ class Searcher {
                                const std::vector<uint8_t>& colour = {}) const;
 
   int64_t num_indexed() const;       // vectors in the search index
+  // The colour weight's unit when a query has a single candidate.
+  static constexpr float kDefaultSimilaritySpread = 0.02f;
   int64_t num_zero_vectors() const;  // images without features (never returned)
   const ModelRecord& model() const;
   Backend backend() const;

@@ -444,8 +444,9 @@ int RunSearch(const std::vector<std::string>& args, std::ostream& out, std::ostr
        "RANSAC inliers a result needs to count as verified")
       ("expansion", po::value(&o.expansion)->default_value(d.expansion),
        "query expansion from up to N verified results (0 = off)")
-      ("colour-weight", po::value(&o.colour_weight)->default_value(d.colour_weight, "0.15"),
-       "weight of the colour similarity added to the VLAD similarity (0 = off)")
+      ("colour-weight", po::value(&o.colour_weight)->default_value(d.colour_weight, "14"),
+       "weight of the colour similarity added to the VLAD similarity, in units of the "
+       "robust spread (1.4826 x median absolute deviation) of the VLAD similarities over the candidates (0 = off)")
       ("colour-depth", po::value(&o.colour_depth)->default_value(d.colour_depth),
        "VLAD results whose colour is compared with the query's")
       ("nprobe", po::value(&o.index.nprobe)->default_value(d.index.nprobe),

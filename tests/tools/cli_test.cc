@@ -231,7 +231,7 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
                                          "json", "--colour-weight", "0"});
   ASSERT_EQ(no_colour.code, kExitOk) << no_colour.err;
   EXPECT_FALSE(Contains(no_colour.out, "\"colour\":")) << no_colour.out;
-  const CliRun bad_colour = RunLookalike({"search", "--db", db(), paths_[1], "--colour-weight", "2"});
+  const CliRun bad_colour = RunLookalike({"search", "--db", db(), paths_[1], "--colour-weight", "-1"});
   EXPECT_EQ(bad_colour.code, kExitFatal);
   EXPECT_TRUE(Contains(bad_colour.err, "--colour-weight")) << bad_colour.err;
 
