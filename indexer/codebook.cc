@@ -14,13 +14,8 @@
 
 #include "cuda/vlad_math.h"
 #include "storage/encoding.h"
+#include "util/blas.h"
 
-// Fortran BLAS, provided by the BLAS that FAISS links (OpenBLAS on Debian).
-extern "C" int sgemm_(const char* transa, const char* transb, const int* m,
-                      const int* n, const int* k, const float* alpha,
-                      const float* a, const int* lda, const float* b,
-                      const int* ldb, const float* beta, float* c,
-                      const int* ldc);
 
 namespace lookalike {
 namespace {

@@ -95,11 +95,4 @@ class IndexObserver {
 IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
                         const std::atomic<bool>* cancel = nullptr);
 
-// Gives OpenMP (FAISS) `threads` threads and keeps BLAS single-threaded, so
-// library threads do not multiply with each other or with ours.
-void SetLibraryThreads(int threads);
-
-// Number of hardware threads (>= 1).
-int DefaultThreads();
-
 }  // namespace lookalike

@@ -5,13 +5,8 @@
 #include <stdexcept>
 #include <string>
 
-extern "C" {
-int sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-           const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
-           const float* beta, float* c, const int* ldc);
-void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda,
-            double* w, double* work, const int* lwork, int* info);
-}
+#include "util/blas.h"
+
 
 namespace lookalike {
 

@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "indexer/local_features.h"
-#include "indexer/pipeline.h"
+#include "util/threads.h"
 
 namespace lookalike {
 

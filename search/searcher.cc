@@ -15,7 +15,7 @@
 #include "indexer/colour.h"
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
-#include "indexer/pipeline.h"
+#include "util/threads.h"
 #include "indexer/projection.h"
 #include "search/search_index.h"
 

@@ -9,10 +9,8 @@
 #include <opencv2/calib3d.hpp>
 #include <opencv2/core.hpp>
 
-extern "C" int sgemm_(const char* transa, const char* transb, const int* m, const int* n,
-                      const int* k, const float* alpha, const float* a, const int* lda,
-                      const float* b, const int* ldb, const float* beta, float* c,
-                      const int* ldc);
+#include "util/blas.h"
+
 
 namespace lookalike {
 

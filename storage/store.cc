@@ -636,6 +636,12 @@ std::optional<ImageRecord> Store::FindByPath(const std::string& path) const {
   return DecodeRecord(rec->data(), rec->size());
 }
 
+std::optional<ImageRecord> Store::FindById(uint64_t id) const {
+  const auto rec = impl_->Get(ImageKey(id));
+  if (!rec) return std::nullopt;
+  return DecodeRecord(rec->data(), rec->size());
+}
+
 void Store::ForEachImage(const std::function<void(const ImageRecord&)>& fn) const {
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek("i:"); it->Valid() && it->key().starts_with("i:"); it->Next())

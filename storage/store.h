@@ -193,6 +193,9 @@ class Store {
   // Record of the image stored under this exact path, if any.
   std::optional<ImageRecord> FindByPath(const std::string& path) const;
 
+  // Record of image `id`, if any.
+  std::optional<ImageRecord> FindById(uint64_t id) const;
+
   // Calls fn for every image record in id order.
   void ForEachImage(const std::function<void(const ImageRecord&)>& fn) const;
 
