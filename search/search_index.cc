@@ -56,10 +56,10 @@ Decoded Decode(const std::string& blob) {
 }
 
 // Search vectors of the listed images, read from the store and mapped.
-void ReadVectors(const Store& store, const SearchVectorMap& map,
+void ReadVectors(const Store& store, const SearchProjection& projection,
                  const std::vector<uint64_t>& ids, std::vector<float>* out) {
   const int64_t in_dim = static_cast<int64_t>(store.model().vlad_dim());
-  out->resize(ids.size() * static_cast<size_t>(map.out_dim));
+  out->resize(ids.size() * static_cast<size_t>(projection.out_dim()));
   std::vector<float> chunk;
   for (size_t i = 0; i < ids.size(); i += kChunk) {
     const size_t n = std::min<size_t>(kChunk, ids.size() - i);
@@ -67,18 +67,18 @@ void ReadVectors(const Store& store, const SearchVectorMap& map,
     for (size_t j = 0; j < n; ++j) {
       const auto v = store.GetVector(ids[i + j]);
       if (!v)
-        throw StoreError(StoreError::Kind::kCorrupt,
-                         "database " + store.path() + ": image id " +
-                             std::to_string(ids[i + j]) + " has a record but no vector; run "
-                             "`lookalike verify`");
+        throw StoreError(StoreError::Kind::kCorrupt, "database " + store.path() + ": image id " +
+                                                         std::to_string(ids[i + j]) +
+                                                         " has a record but no vector; run "
+                                                         "`lookalike verify`");
       std::copy(v->begin(), v->end(), chunk.begin() + j * in_dim);
     }
-    map.apply(chunk.data(), static_cast<int64_t>(n), out->data() + i * map.out_dim);
+    projection.Apply(chunk.data(), static_cast<int64_t>(n), out->data() + i * projection.out_dim());
   }
 }
 
 // Every stored image with features, mapped, in id order.
-void ReadAllVectors(const Store& store, const SearchVectorMap& map,
+void ReadAllVectors(const Store& store, const SearchProjection& projection,
                     std::vector<IndexedImage>* manifest, std::vector<float>* vectors,
                     int64_t* num_zero) {
   const int64_t in_dim = static_cast<int64_t>(store.model().vlad_dim());
@@ -90,8 +90,8 @@ void ReadAllVectors(const Store& store, const SearchVectorMap& map,
     if (chunk.empty()) return;
     const int64_t n = static_cast<int64_t>(chunk.size()) / in_dim;
     const size_t at = vectors->size();
-    vectors->resize(at + n * map.out_dim);
-    map.apply(chunk.data(), n, vectors->data() + at);
+    vectors->resize(at + n * projection.out_dim());
+    projection.Apply(chunk.data(), n, vectors->data() + at);
     chunk.clear();
   };
   store.ForEachVector([&](const ImageRecord& rec, const float* v) {
@@ -126,24 +126,21 @@ std::unique_ptr<VectorIndex> BuildFrom(int64_t dim, const VectorIndexOptions& op
   return VectorIndex::Build(dim, o, ids.data(), vectors.data(), static_cast<int64_t>(ids.size()));
 }
 
-SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
+SearchIndexSync Sync(const Store& store, const SearchProjection& projection,
                      const VectorIndexOptions& options, bool build_transient) {
-  options.Validate();
-  if (map.out_dim < 1 || !map.apply)
-    throw std::invalid_argument("search vector map needs out_dim >= 1 and a function");
   const uint64_t fingerprint = store.model().codebook_hash;
   SearchIndexSync sync;
-  if (map.out_dim > kMaxPersistedFlatDim &&
-      WantedKind(options, static_cast<int64_t>(store.num_images()), map.out_dim) ==
+  if (projection.out_dim() > kMaxPersistedFlatDim &&
+      WantedKind(options, static_cast<int64_t>(store.num_images()), projection.out_dim()) ==
           VectorIndexKind::kFlat) {
     sync.transient = true;
     sync.reason = "full VLAD vectors: the exact index is built from the stored vectors";
     if (build_transient) {
       std::vector<float> vectors;
-      ReadAllVectors(store, map, &sync.manifest, &vectors, &sync.num_zero);
+      ReadAllVectors(store, projection, &sync.manifest, &vectors, &sync.num_zero);
       VectorIndexOptions o = options;
       o.kind = VectorIndexKind::kFlat;
-      sync.index = BuildFrom(map.out_dim, o, Ids(sync.manifest), vectors);
+      sync.index = BuildFrom(projection.out_dim(), o, Ids(sync.manifest), vectors);
     }
     return sync;
   }
@@ -155,7 +152,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
       sync.reason = "no persisted search index";
     } else {
       Decoded d = Decode(*blob);
-      if (d.fingerprint != fingerprint || d.dim != static_cast<uint64_t>(map.out_dim)) {
+      if (d.fingerprint != fingerprint || d.dim != static_cast<uint64_t>(projection.out_dim())) {
         sync.reason = "persisted search index was built for another model or dimension";
       } else {
         sync.index = std::move(d.index);
@@ -172,8 +169,8 @@ SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
 
   auto rebuild = [&] {
     std::vector<float> vectors;
-    ReadAllVectors(store, map, &sync.manifest, &vectors, &sync.num_zero);
-    sync.index = BuildFrom(map.out_dim, options, Ids(sync.manifest), vectors);
+    ReadAllVectors(store, projection, &sync.manifest, &vectors, &sync.num_zero);
+    sync.index = BuildFrom(projection.out_dim(), options, Ids(sync.manifest), vectors);
     sync.rebuilt = true;
     sync.added = sync.removed = 0;
     return std::move(sync);
@@ -215,17 +212,17 @@ SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
   const int64_t n = static_cast<int64_t>(sync.manifest.size());
 
   // 3. The kind: convert or re-learn when the collection crossed a size.
-  const VectorIndexKind want = WantedKind(options, n, map.out_dim);
+  const VectorIndexKind want = WantedKind(options, n, projection.out_dim());
   const VectorIndexKind have = sync.index->kind();
   const bool grown = have == VectorIndexKind::kIvfSq && options.nlist == 0 &&
                      want == VectorIndexKind::kIvfSq && sync.index->nlist() * 4 <= AutoNlist(n);
   // An auto index turns exact again only well below the threshold, so a
   // collection hovering around it does not flip back and forth.
-  const bool shrunk = options.kind == VectorIndexKind::kAuto &&
-                      have == VectorIndexKind::kIvfSq && n < options.auto_threshold / 2;
+  const bool shrunk = options.kind == VectorIndexKind::kAuto && have == VectorIndexKind::kIvfSq &&
+                      n < options.auto_threshold / 2;
   const bool explicit_change = options.kind != VectorIndexKind::kAuto && want != have;
-  const bool auto_grow = options.kind == VectorIndexKind::kAuto &&
-                         have == VectorIndexKind::kFlat && want != have;
+  const bool auto_grow =
+      options.kind == VectorIndexKind::kAuto && have == VectorIndexKind::kFlat && want != have;
   if (grown || shrunk || explicit_change || auto_grow) {
     std::vector<int64_t> ids;
     std::vector<float> vectors;
@@ -235,20 +232,20 @@ SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
       sync.index->Export(&ids, &vectors);
       std::vector<float> fresh;
       std::vector<uint64_t> fresh_ids(to_add.begin(), to_add.end());
-      ReadVectors(store, map, fresh_ids, &fresh);
+      ReadVectors(store, projection, fresh_ids, &fresh);
       ids.insert(ids.end(), to_add.begin(), to_add.end());
       vectors.insert(vectors.end(), fresh.begin(), fresh.end());
     } else {
       // Leaving an approximate kind: read the exact vectors again.
       std::vector<IndexedImage> all;
       int64_t zero = 0;
-      ReadAllVectors(store, map, &all, &vectors, &zero);
+      ReadAllVectors(store, projection, &all, &vectors, &zero);
       ids = Ids(all);
     }
     sync.added = static_cast<int64_t>(to_add.size());
     VectorIndexOptions o = options;
     o.kind = want;
-    sync.index = BuildFrom(map.out_dim, o, ids, vectors);
+    sync.index = BuildFrom(projection.out_dim(), o, ids, vectors);
     sync.retrained = true;
     return sync;
   }
@@ -258,7 +255,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
   for (size_t i = 0; i < to_add.size(); i += 4096) {
     const std::vector<uint64_t> part(to_add.begin() + i,
                                      to_add.begin() + std::min(to_add.size(), i + 4096));
-    ReadVectors(store, map, part, &fresh);
+    ReadVectors(store, projection, part, &fresh);
     std::vector<int64_t> ids(part.begin(), part.end());
     sync.index->Add(ids.data(), fresh.data(), static_cast<int64_t>(ids.size()));
   }
@@ -275,9 +272,9 @@ SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
 
 }  // namespace
 
-SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
+SearchIndexSync SyncSearchIndex(const Store& store, const SearchProjection& projection,
                                 const VectorIndexOptions& options) {
-  return Sync(store, map, options, /*build_transient=*/true);
+  return Sync(store, projection, options, /*build_transient=*/true);
 }
 
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
@@ -297,9 +294,9 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   store->PutSearchIndex(blob);
 }
 
-SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectorMap& map,
+SearchIndexSync UpdateSearchIndex(Store* store, const SearchProjection& projection,
                                   const VectorIndexOptions& options) {
-  SearchIndexSync sync = Sync(*store, map, options, /*build_transient=*/false);
+  SearchIndexSync sync = Sync(*store, projection, options, /*build_transient=*/false);
   if (sync.changed()) SaveSearchIndex(store, sync);
   return sync;
 }
