@@ -89,47 +89,71 @@ using PairKey = std::pair<size_t, size_t>;
 
 // Every image of the store, and an exact inner-product index over the full
 // VLAD vectors of those with features, keyed by row (0..n-1, record order).
+// The index holds the only copy of the vectors.
 struct Collection {
   std::vector<ImageRecord> records;
   std::vector<size_t> row_record;  // index row -> position in records
-  std::vector<float> vectors;      // row-major, one per row: the queries
   std::unique_ptr<VectorIndex> index;
-  int64_t dim = 0;
 };
 
-Collection LoadCollection(const Store& store, int64_t* num_without_features) {
+Collection LoadCollection(const Store& store, int64_t dim, int64_t* num_without_features) {
   Collection c;
-  c.dim = static_cast<int64_t>(store.model().vlad_dim());
+  VectorIndexOptions exact;
+  exact.kind = VectorIndexKind::kFlat;
+  c.index = VectorIndex::Create(dim, exact);
+  c.index->Reserve(static_cast<int64_t>(store.num_images()));
+  constexpr int64_t kChunk = 256;
+  std::vector<float> chunk;
+  std::vector<int64_t> rows;
+  auto flush = [&] {
+    c.index->Add(rows.data(), chunk.data(), static_cast<int64_t>(rows.size()));
+    chunk.clear();
+    rows.clear();
+  };
   store.ForEachVector([&](const ImageRecord& rec, const float* v) {
     c.records.push_back(rec);
     if (rec.status == ImageStatus::kNoFeatures) {
       ++*num_without_features;
       return;
     }
+    rows.push_back(static_cast<int64_t>(c.row_record.size()));
     c.row_record.push_back(c.records.size() - 1);
-    c.vectors.insert(c.vectors.end(), v, v + c.dim);
+    chunk.insert(chunk.end(), v, v + dim);
+    if (static_cast<int64_t>(rows.size()) == kChunk) flush();
   });
-  const int64_t n = static_cast<int64_t>(c.row_record.size());
-  std::vector<int64_t> rows(n);
-  std::iota(rows.begin(), rows.end(), 0);
-  VectorIndexOptions exact;
-  exact.kind = VectorIndexKind::kFlat;
-  c.index = VectorIndex::Build(c.dim, exact, rows.data(), c.vectors.data(), n);
+  flush();
   return c;
+}
+
+// The stored vectors (dim floats each) of the n records at `positions`, into
+// `out`, row by row.
+void ReadQueries(const Store& store, const std::vector<ImageRecord>& records,
+                 const size_t* positions, int64_t n, int64_t dim, std::vector<float>* out) {
+  out->resize(static_cast<size_t>(n * dim));
+  for (int64_t q = 0; q < n; ++q) {
+    const ImageRecord& rec = records[positions[q]];
+    const auto v = store.GetVector(rec.id);
+    if (!v || static_cast<int64_t>(v->size()) != dim)
+      throw StoreError(StoreError::Kind::kCorrupt, "database " + store.path() + ": vector of " +
+                                                       rec.path +
+                                                       " vanished; run `lookalike verify`");
+    std::copy(v->begin(), v->end(), out->begin() + q * dim);
+  }
 }
 
 // Candidate pairs -> VLAD similarity: each image's max_candidates most
 // similar other images with similarity >= min_similarity (ties by row, so
 // the cap is deterministic).
-std::map<PairKey, float> FindCandidates(const Collection& c, const DedupOptions& options,
-                                        int threads) {
+std::map<PairKey, float> FindCandidates(const Store& store, const Collection& c,
+                                        const DedupOptions& options, int threads) {
   // Batches of queries in parallel, each searched single-threaded (FAISS's
   // own OpenMP loop is nested, hence serial; BLAS stays at one thread), so
   // both cores work on the inner products and the result does not depend
-  // on the thread count.
+  // on the thread count. The queries are read from the store again, batch by
+  // batch, so the vectors are held once (in the index).
   SetLibraryThreads(threads);
   constexpr int64_t kBatch = 128;
-  const int64_t n = c.index->ntotal();
+  const int64_t n = c.index->ntotal(), dim = c.index->dim();
   const int64_t num_batches = (n + kBatch - 1) / kBatch;
   std::vector<std::vector<std::pair<PairKey, float>>> found(num_batches);
   std::exception_ptr failure;
@@ -137,9 +161,11 @@ std::map<PairKey, float> FindCandidates(const Collection& c, const DedupOptions&
   for (int64_t batch = 0; batch < num_batches; ++batch) {
     try {
       const int64_t q0 = batch * kBatch, nq = std::min(kBatch, n - q0);
+      std::vector<float> queries;
+      ReadQueries(store, c.records, c.row_record.data() + q0, nq, dim, &queries);
       // One more than the cap: the image itself is usually among them.
-      const auto lists = c.index->RangeSearch(c.vectors.data() + q0 * c.dim, nq,
-                                              options.min_similarity, options.max_candidates + 1);
+      const auto lists = c.index->RangeSearch(queries.data(), nq, options.min_similarity,
+                                              options.max_candidates + 1);
       for (int64_t q = 0; q < nq; ++q) {
         int kept = 0;
         for (const Neighbor& hit : lists[q]) {
@@ -314,8 +340,9 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
   std::vector<ImageRecord> records;
   std::map<PairKey, float> candidates;
   {
-    Collection collection = LoadCollection(store, &result.num_without_features);
-    candidates = FindCandidates(collection, options, threads);
+    const int64_t dim = static_cast<int64_t>(store.model().vlad_dim());
+    Collection collection = LoadCollection(store, dim, &result.num_without_features);
+    candidates = FindCandidates(store, collection, options, threads);
     records = std::move(collection.records);
   }
   result.num_images = static_cast<int64_t>(records.size());

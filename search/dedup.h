@@ -104,11 +104,11 @@ struct DedupResult {
 
 // Finds the near-duplicate groups of a database. Reads only (works on a
 // read-only store). Validates `options` here, once (std::invalid_argument
-// naming the flag); nothing behind checks them again. Memory while
-// searching: the vectors of every image with features twice (num x vlad_dim
-// floats as the queries, and the exact index's copy) plus one range-search
-// batch. Throws StoreError (corrupt vector or features) or
-// std::invalid_argument (options).
+// naming the flag); nothing behind checks them again. Memory: the vectors
+// of every image with features (num x vlad_dim floats, in the exact index)
+// plus one range-search batch and its queries (read from the store again).
+// Throws StoreError (corrupt vector or features) or std::invalid_argument
+// (options).
 DedupResult FindDuplicates(const Store& store, const DedupOptions& options);
 
 }  // namespace lookalike

@@ -96,12 +96,15 @@ struct VectorIndex::Impl {
   int64_t dim = 0;
   std::unique_ptr<faiss::Index> index;  // IndexIDMap<IndexFlatIP> or an IndexIVF
   faiss::IndexIVF* ivf = nullptr;       // borrowed view for the IVF kinds
+  int64_t reserved = 0;                 // Reserve's total; 0 = none
 
   faiss::IndexIDMap* idmap() const { return static_cast<faiss::IndexIDMap*>(index.get()); }
 
   // Gives back the spare capacity std::vector growth leaves in the lists, so
-  // the resident size is what the codes need.
+  // the resident size is what the codes need; keeps a Reserve until it is
+  // filled (shrinking it after every Add would copy the index each time).
   void Compact() {
+    if (index->ntotal < reserved) return;
     if (ivf) {
       auto* lists = dynamic_cast<faiss::ArrayInvertedLists*>(ivf->invlists);
       if (!lists) return;
@@ -235,6 +238,14 @@ void VectorIndex::Add(const int64_t* ids, const float* vectors, int64_t n) {
                            " is not trained; build it with VectorIndex::Build");
   impl_->index->add_with_ids(n, vectors, ids);
   impl_->Compact();
+}
+
+void VectorIndex::Reserve(int64_t n) {
+  if (impl_->ivf || n <= impl_->index->ntotal) return;
+  impl_->reserved = n;
+  auto* flat = static_cast<faiss::IndexFlat*>(impl_->idmap()->index);
+  flat->codes.reserve(static_cast<size_t>(n) * flat->code_size);
+  impl_->idmap()->id_map.reserve(static_cast<size_t>(n));
 }
 
 int64_t VectorIndex::Remove(const std::vector<int64_t>& ids) {

@@ -116,6 +116,11 @@ class VectorIndex {
   // untrained approximate index.
   void Add(const int64_t* ids, const float* vectors, int64_t n);
 
+  // Flat kind: room for n vectors in total, so Adds up to n (chunks of a
+  // stream) never reallocate and the vectors are held once; the room is kept
+  // until it is filled. No-op for approximate kinds or n <= ntotal().
+  void Reserve(int64_t n);
+
   // Removes every vector whose id is listed (absent ids are ignored);
   // returns how many were removed. O(size of the index) per call: batch ids.
   int64_t Remove(const std::vector<int64_t>& ids);
