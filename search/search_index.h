@@ -67,11 +67,12 @@ struct SearchIndexSync {
 // whose collection passes auto_threshold is converted to ivfsq from its own
 // exact vectors, and an ivfsq index re-learns its lists from its own vectors
 // when the collection has grown 16-fold since it was trained. Stored VLAD
-// vectors become search vectors through `projection` (PCA or identity; its
-// in_dim must be the store's VLAD dimension). `options` must have passed
-// VectorIndexOptions::Validate (the callers' option structs validate them at
-// their boundary). Writes nothing. Throws StoreError (a corrupt stored
-// vector) or std::runtime_error.
+// vectors become search vectors through `projection` (PCA or identity;
+// std::invalid_argument unless its in_dim is the store's VLAD dimension).
+// `options` must have passed VectorIndexOptions::Validate (the callers'
+// option structs validate them at their boundary: SearchOptions in
+// Searcher::Open, IndexOptions in the indexer). Writes nothing. Throws
+// StoreError (a corrupt stored vector) or std::runtime_error.
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchProjection& projection,
                                 const VectorIndexOptions& options);
 
