@@ -592,10 +592,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     const auto t_index = Clock::now();
     SetLibraryThreads(threads);
     const SearchProjection projection = SearchProjection::FromStore(*store);
-    const SearchVectorMap map{projection.out_dim(), [&](const float* in, int64_t n, float* out) {
-                                projection.Apply(in, n, out);
-                              }};
-    const SearchIndexSync sync = UpdateSearchIndex(store.get(), map, options.search_index);
+    const SearchIndexSync sync = UpdateSearchIndex(store.get(), projection, options.search_index);
     SetLibraryThreads(1);
     summary.stages.search_index = Seconds(t_index, Clock::now());
     if (observer && sync.transient)

@@ -1,10 +1,6 @@
 #include "search/dedup.h"
 
-#include <faiss/IndexFlat.h>
-#include <faiss/impl/AuxIndexStructures.h>
 #include <omp.h>
-
-#include <opencv2/imgproc.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -13,12 +9,15 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <opencv2/imgproc.hpp>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
 #include "indexer/local_features.h"
+#include "search/vector_index.h"
 #include "util/threads.h"
 
 namespace lookalike {
@@ -31,11 +30,12 @@ void DedupOptions::Validate() const {
     throw std::invalid_argument("--max-candidates must be in 1..10000, got " +
                                 std::to_string(max_candidates));
   if (!(threshold > 0 && threshold <= 1))
-    throw std::invalid_argument("--threshold must be in (0, 1], got " +
-                                std::to_string(threshold));
+    throw std::invalid_argument("--threshold must be in (0, 1], got " + std::to_string(threshold));
   if (min_inliers < 5)
-    throw std::invalid_argument("--min-inliers must be >= 5 (four matches always fit a "
-                                "homography), got " + std::to_string(min_inliers));
+    throw std::invalid_argument(
+        "--min-inliers must be >= 5 (four matches always fit a "
+        "homography), got " +
+        std::to_string(min_inliers));
   if (!(min_spread >= 0 && min_spread <= 1))
     throw std::invalid_argument("--min-spread must be in [0, 1], got " +
                                 std::to_string(min_spread));
@@ -84,117 +84,148 @@ class UnionFind {
   std::vector<size_t> parent_;
 };
 
-}  // namespace
+// Record positions (first < second) of a candidate pair.
+using PairKey = std::pair<size_t, size_t>;
 
-DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
-  options.Validate();
-  DedupResult result;
-  const int threads = options.threads > 0 ? options.threads : DefaultThreads();
-  const auto search_start = Clock::now();
-
-  // Every image (for content-hash grouping); rows of the index are the
-  // images with features.
-  const int64_t dim = static_cast<int64_t>(store.model().vlad_dim());
+// Every image of the store, and an exact inner-product index over the full
+// VLAD vectors of those with features, keyed by row (0..n-1, record order).
+// The index holds the only copy of the vectors.
+struct Collection {
   std::vector<ImageRecord> records;
   std::vector<size_t> row_record;  // index row -> position in records
-  faiss::IndexFlatIP index(dim);
-  {
-    std::vector<float> chunk;
-    constexpr int64_t kChunk = 256;
-    auto flush = [&] {
-      if (chunk.empty()) return;
-      index.add(static_cast<faiss::Index::idx_t>(chunk.size() / dim), chunk.data());
-      chunk.clear();
-    };
-    store.ForEachVector([&](const ImageRecord& rec, const float* v) {
-      records.push_back(rec);
-      if (rec.status == ImageStatus::kNoFeatures) {
-        ++result.num_without_features;
-        return;
-      }
-      row_record.push_back(records.size() - 1);
-      chunk.insert(chunk.end(), v, v + dim);
-      if (static_cast<int64_t>(chunk.size()) >= kChunk * dim) flush();
-    });
-    flush();
-  }
-  result.num_images = static_cast<int64_t>(records.size());
+  std::unique_ptr<VectorIndex> index;
+};
 
-  // Candidate pairs (record positions, first < second) -> VLAD similarity.
-  std::map<std::pair<size_t, size_t>, float> candidates;
-  const int64_t n = index.ntotal;
-  {
-    // Batches of queries in parallel, each searched single-threaded (FAISS's
-    // own OpenMP loop is nested, hence serial; BLAS stays at one thread), so
-    // both cores work on the inner products and the result does not depend
-    // on the thread count.
-    SetLibraryThreads(threads);
-    constexpr int64_t kBatch = 128;
-    const int64_t num_batches = (n + kBatch - 1) / kBatch;
-    std::vector<std::vector<std::pair<size_t, size_t>>> batch_pairs(num_batches);
-    std::vector<std::vector<float>> batch_sims(num_batches);
-    std::exception_ptr failure;
+Collection LoadCollection(const Store& store, int64_t dim, int64_t* num_without_features) {
+  Collection c;
+  VectorIndexOptions exact;
+  exact.kind = VectorIndexKind::kFlat;
+  c.index = VectorIndex::Create(dim, exact);
+  c.index->Reserve(static_cast<int64_t>(store.num_images()));
+  constexpr int64_t kChunk = 256;
+  std::vector<float> chunk;
+  std::vector<int64_t> rows;
+  auto flush = [&] {
+    c.index->Add(rows.data(), chunk.data(), static_cast<int64_t>(rows.size()));
+    chunk.clear();
+    rows.clear();
+  };
+  store.ForEachVector([&](const ImageRecord& rec, const float* v) {
+    c.records.push_back(rec);
+    if (rec.status == ImageStatus::kNoFeatures) {
+      ++*num_without_features;
+      return;
+    }
+    rows.push_back(static_cast<int64_t>(c.row_record.size()));
+    c.row_record.push_back(c.records.size() - 1);
+    chunk.insert(chunk.end(), v, v + dim);
+    if (static_cast<int64_t>(rows.size()) == kChunk) flush();
+  });
+  flush();
+  return c;
+}
+
+// The stored vectors (dim floats each) of the n records at `positions`, into
+// `out`, row by row.
+void ReadQueries(const Store& store, const std::vector<ImageRecord>& records,
+                 const size_t* positions, int64_t n, int64_t dim, std::vector<float>* out) {
+  out->resize(static_cast<size_t>(n * dim));
+  for (int64_t q = 0; q < n; ++q) {
+    const ImageRecord& rec = records[positions[q]];
+    const auto v = store.GetVector(rec.id);
+    if (!v || static_cast<int64_t>(v->size()) != dim)
+      throw StoreError(StoreError::Kind::kCorrupt, "database " + store.path() + ": vector of " +
+                                                       rec.path +
+                                                       " vanished; run `lookalike verify`");
+    std::copy(v->begin(), v->end(), out->begin() + q * dim);
+  }
+}
+
+// Candidate pairs -> VLAD similarity: each image's max_candidates most
+// similar other images with similarity >= min_similarity (ties by row, so
+// the cap is deterministic).
+std::map<PairKey, float> FindCandidates(const Store& store, const Collection& c,
+                                        const DedupOptions& options, int threads) {
+  // Batches of queries in parallel, each searched single-threaded (FAISS's
+  // own OpenMP loop is nested, hence serial; BLAS stays at one thread), so
+  // both cores work on the inner products and the result does not depend
+  // on the thread count. The queries are read from the store again, batch by
+  // batch, so the vectors are held once (in the index).
+  SetLibraryThreads(threads);
+  constexpr int64_t kBatch = 128;
+  const int64_t n = c.index->ntotal(), dim = c.index->dim();
+  const int64_t num_batches = (n + kBatch - 1) / kBatch;
+  std::vector<std::vector<std::pair<PairKey, float>>> found(num_batches);
+  std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t batch = 0; batch < num_batches; ++batch) {
-      try {
-        const int64_t q0 = batch * kBatch, nq = std::min(kBatch, n - q0);
-        faiss::RangeSearchResult range(nq);
-        // FAISS keeps inner products strictly above the radius.
-        index.range_search(nq, index.get_xb() + q0 * dim,
-                           std::nextafter(options.min_similarity, -2.0f), &range);
-        std::vector<std::pair<float, int64_t>> hits;
-        for (int64_t q = 0; q < nq; ++q) {
-          hits.clear();
-          for (size_t r = range.lims[q]; r < range.lims[q + 1]; ++r)
-            if (range.labels[r] != q0 + q) hits.emplace_back(range.distances[r], range.labels[r]);
-          // Most similar first; ties by row, so the cap is deterministic.
-          std::sort(hits.begin(), hits.end(), [](const auto& x, const auto& y) {
-            return x.first != y.first ? x.first > y.first : x.second < y.second;
-          });
-          if (hits.size() > static_cast<size_t>(options.max_candidates))
-            hits.resize(options.max_candidates);
-          for (const auto& [sim, row] : hits) {
-            size_t a = row_record[q0 + q], b = row_record[row];
-            if (a > b) std::swap(a, b);
-            batch_pairs[batch].emplace_back(a, b);
-            batch_sims[batch].push_back(sim);
-          }
+  for (int64_t batch = 0; batch < num_batches; ++batch) {
+    try {
+      const int64_t q0 = batch * kBatch, nq = std::min(kBatch, n - q0);
+      std::vector<float> queries;
+      ReadQueries(store, c.records, c.row_record.data() + q0, nq, dim, &queries);
+      // One more than the cap: the image itself is usually among them.
+      const auto lists = c.index->RangeSearch(queries.data(), nq, options.min_similarity,
+                                              options.max_candidates + 1);
+      for (int64_t q = 0; q < nq; ++q) {
+        int kept = 0;
+        for (const Neighbor& hit : lists[q]) {
+          if (hit.id == q0 + q) continue;
+          if (kept++ == options.max_candidates) break;
+          size_t a = c.row_record[q0 + q], b = c.row_record[hit.id];
+          if (a > b) std::swap(a, b);
+          found[batch].emplace_back(PairKey{a, b}, hit.score);
         }
-      } catch (...) {
+      }
+    } catch (...) {
 #pragma omp critical(lookalike_dedup_failure)
-        if (!failure) failure = std::current_exception();
-      }
-    }
-    if (failure) std::rethrow_exception(failure);
-    for (int64_t batch = 0; batch < num_batches; ++batch) {
-      for (size_t i = 0; i < batch_pairs[batch].size(); ++i) {
-        // The two directions of a pair may differ in the last bit; keep one.
-        auto [it, inserted] = candidates.emplace(batch_pairs[batch][i], batch_sims[batch][i]);
-        if (!inserted) it->second = std::max(it->second, batch_sims[batch][i]);
-      }
+      if (!failure) failure = std::current_exception();
     }
   }
-  // Byte-identical files are duplicates whatever their features.
-  std::map<std::pair<size_t, size_t>, bool> identical;
-  {
-    std::unordered_map<uint64_t, size_t> first_with_hash;
-    for (size_t i = 0; i < records.size(); ++i) {
-      if (records[i].content_hash == 0) continue;
-      const auto [it, inserted] = first_with_hash.emplace(records[i].content_hash, i);
-      if (!inserted) identical[{it->second, i}] = true;
+  if (failure) std::rethrow_exception(failure);
+  std::map<PairKey, float> candidates;
+  for (const auto& pairs : found) {
+    for (const auto& [key, sim] : pairs) {
+      // The two directions of a pair may differ in the last bit; keep one.
+      auto [it, inserted] = candidates.emplace(key, sim);
+      if (!inserted) it->second = std::max(it->second, sim);
     }
   }
-  result.search_seconds = Seconds(search_start);
+  return candidates;
+}
 
-  // Spatial verification, one task per first image (its features are
-  // decoded once for all its candidates).
-  const auto verify_start = Clock::now();
-  std::vector<std::pair<size_t, size_t>> keys;
-  keys.reserve(candidates.size() + identical.size());
-  for (const auto& [key, sim] : candidates) keys.push_back(key);
-  for (const auto& [key, unused] : identical)
-    if (!candidates.count(key)) keys.push_back(key);
-  std::sort(keys.begin(), keys.end());
+// Byte-identical files (same non-zero content hash): each with the first
+// record of its hash. Duplicates whatever their features.
+std::set<PairKey> IdenticalPairs(const std::vector<ImageRecord>& records) {
+  std::set<PairKey> identical;
+  std::unordered_map<uint64_t, size_t> first_with_hash;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i].content_hash == 0) continue;
+    const auto [it, inserted] = first_with_hash.emplace(records[i].content_hash, i);
+    if (!inserted) identical.insert({it->second, i});
+  }
+  return identical;
+}
+
+// The evidence of a searched pair from its two images' local features.
+void Verify(const LocalFeatures& first, const LocalFeatures& second, const VerifyOptions& options,
+            DedupPair* pair) {
+  const Verification v = VerifyPair(first, second, options);
+  pair->matches = v.matches;
+  pair->inliers = v.inliers;
+  const int64_t fewer = std::min(first.num(), second.num());
+  if (fewer > 0)
+    pair->score = std::min(1.0f, static_cast<float>(v.inliers) / static_cast<float>(fewer));
+  pair->spread =
+      std::max(InlierSpread(first, v.inlier_pairs, 0), InlierSpread(second, v.inlier_pairs, 1));
+}
+
+// The candidate and identical pairs with their evidence, in key order: one
+// task per first image (its features are decoded once for all its pairs).
+std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRecord>& records,
+                                   const std::vector<PairKey>& keys,
+                                   const std::map<PairKey, float>& candidates,
+                                   const std::set<PairKey>& identical, const DedupOptions& options,
+                                   int threads) {
   std::vector<DedupPair> pairs(keys.size());
   std::vector<size_t> task_begin;  // first pair of each first image
   for (size_t i = 0; i < keys.size(); ++i)
@@ -215,28 +246,19 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
         pair.path_a = records[a].path;
         pair.path_b = records[b].path;
         pair.identical = identical.count(keys[p]) > 0;
-        const auto cand = candidates.find(keys[p]);
         pair.inliers = -1;
+        const auto cand = candidates.find(keys[p]);
         if (cand == candidates.end()) {
           pair.similarity = 1;  // identical files not searched (no features)
         } else {
           pair.similarity = cand->second;
           if (!first_loaded) {
             first_loaded = true;
-            if (auto blob = store.GetFeatures(records[a].id)) first = DecodeLocalFeatures(*blob);
+            first = ReadLocalFeatures(store, records[a].id);
           }
-          const auto blob = store.GetFeatures(records[b].id);
-          if (first && blob) {
-            const LocalFeatures second = DecodeLocalFeatures(*blob);
-            const Verification v = VerifyPair(*first, second, options.verify);
-            pair.matches = v.matches;
-            pair.inliers = v.inliers;
-            const int64_t fewer = std::min(first->num(), second.num());
-            if (fewer > 0)
-              pair.score = std::min(1.0f, static_cast<float>(v.inliers) / static_cast<float>(fewer));
-            pair.spread = std::max(InlierSpread(*first, v.inlier_pairs, 0),
-                                   InlierSpread(second, v.inlier_pairs, 1));
-          }
+          if (first)
+            if (const auto second = ReadLocalFeatures(store, records[b].id))
+              Verify(*first, *second, options.verify, &pair);
         }
         if (pair.identical) pair.score = 1;
         pair.duplicate = pair.identical ||
@@ -249,24 +271,29 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
     }
   }
   if (failure) std::rethrow_exception(failure);
-  result.verify_seconds = Seconds(verify_start);
-  for (size_t p = 0; p < pairs.size(); ++p)
-    result.num_unverified += pairs[p].inliers < 0 && candidates.count(keys[p]) > 0;
+  return pairs;
+}
 
-  // Connected components of the duplicate pairs.
+bool ByIds(const DedupPair& x, const DedupPair& y) {
+  return std::make_pair(x.a, x.b) < std::make_pair(y.a, y.b);
+}
+
+// The connected components of the duplicate pairs with 2 or more images,
+// ordered as DedupResult::groups says. pairs[p] is the pair of keys[p].
+std::vector<DedupGroup> GroupDuplicates(const std::vector<ImageRecord>& records,
+                                        const std::vector<PairKey>& keys,
+                                        const std::vector<DedupPair>& pairs) {
   UnionFind components(records.size());
-  for (size_t p = 0; p < pairs.size(); ++p)
-    if (pairs[p].duplicate) components.Union(keys[p].first, keys[p].second);
-  std::map<size_t, std::vector<size_t>> members_of;  // root -> record positions
   std::vector<float> best_score(records.size(), 0.0f);
   for (size_t p = 0; p < pairs.size(); ++p) {
     if (!pairs[p].duplicate) continue;
+    components.Union(keys[p].first, keys[p].second);
     for (size_t r : {keys[p].first, keys[p].second})
       best_score[r] = std::max(best_score[r], pairs[p].score);
   }
-  for (size_t i = 0; i < records.size(); ++i) {
-    members_of[components.Find(i)].push_back(i);
-  }
+  std::map<size_t, std::vector<size_t>> members_of;  // root -> record positions
+  for (size_t i = 0; i < records.size(); ++i) members_of[components.Find(i)].push_back(i);
+  std::vector<DedupGroup> groups;
   std::map<size_t, size_t> group_of_root;
   for (auto& [root, positions] : members_of) {
     if (positions.size() < 2) continue;
@@ -283,29 +310,60 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
                 if (x.size_bytes != y.size_bytes) return x.size_bytes > y.size_bytes;
                 return x.path < y.path;
               });
-    group_of_root[root] = result.groups.size();
-    result.groups.push_back(std::move(group));
+    group_of_root[root] = groups.size();
+    groups.push_back(std::move(group));
   }
   for (size_t p = 0; p < pairs.size(); ++p)
     if (pairs[p].duplicate)
-      result.groups[group_of_root.at(components.Find(keys[p].first))].pairs.push_back(pairs[p]);
-  for (DedupGroup& g : result.groups)
-    std::sort(g.pairs.begin(), g.pairs.end(), [](const DedupPair& x, const DedupPair& y) {
-      return std::make_pair(x.a, x.b) < std::make_pair(y.a, y.b);
-    });
+      groups[group_of_root.at(components.Find(keys[p].first))].pairs.push_back(pairs[p]);
+  for (DedupGroup& g : groups) std::sort(g.pairs.begin(), g.pairs.end(), ByIds);
   auto smallest_path = [](const DedupGroup& g) {
     const std::string* best = &g.members[0].path;
     for (const DedupMember& m : g.members)
       if (m.path < *best) best = &m.path;
     return *best;
   };
-  std::sort(result.groups.begin(), result.groups.end(),
-            [&](const DedupGroup& x, const DedupGroup& y) {
-              return smallest_path(x) < smallest_path(y);
-            });
-  std::sort(pairs.begin(), pairs.end(), [](const DedupPair& x, const DedupPair& y) {
-    return std::make_pair(x.a, x.b) < std::make_pair(y.a, y.b);
+  std::sort(groups.begin(), groups.end(), [&](const DedupGroup& x, const DedupGroup& y) {
+    return smallest_path(x) < smallest_path(y);
   });
+  return groups;
+}
+
+}  // namespace
+
+DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
+  // The one check of the options: the steps behind trust them.
+  options.Validate();
+  DedupResult result;
+  const int threads = ResolveThreads(options.threads);
+  const auto search_start = Clock::now();
+  std::vector<ImageRecord> records;
+  std::map<PairKey, float> candidates;
+  {
+    const int64_t dim = static_cast<int64_t>(store.model().vlad_dim());
+    Collection collection = LoadCollection(store, dim, &result.num_without_features);
+    candidates = FindCandidates(store, collection, options, threads);
+    records = std::move(collection.records);
+  }
+  result.num_images = static_cast<int64_t>(records.size());
+  const std::set<PairKey> identical = IdenticalPairs(records);
+  result.search_seconds = Seconds(search_start);
+
+  const auto verify_start = Clock::now();
+  std::vector<PairKey> keys;
+  keys.reserve(candidates.size() + identical.size());
+  for (const auto& [key, sim] : candidates) keys.push_back(key);
+  for (const PairKey& key : identical)
+    if (!candidates.count(key)) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  std::vector<DedupPair> pairs =
+      VerifyPairs(store, records, keys, candidates, identical, options, threads);
+  result.verify_seconds = Seconds(verify_start);
+  for (size_t p = 0; p < pairs.size(); ++p)
+    result.num_unverified += pairs[p].inliers < 0 && candidates.count(keys[p]) > 0;
+
+  result.groups = GroupDuplicates(records, keys, pairs);
+  std::sort(pairs.begin(), pairs.end(), ByIds);
   result.candidates = std::move(pairs);
   return result;
 }

@@ -1,7 +1,8 @@
 // Near-duplicate groups across a whole collection: every image is a query
-// against all stored VLAD vectors (an exact FAISS range search keeps its
-// most similar images above a candidate threshold), each candidate pair is
-// spatially verified with the stored local features (VerifyPair), and
+// against all stored VLAD vectors (an exact range search of a flat
+// VectorIndex keeps its most similar images above a candidate threshold),
+// each candidate pair is spatially verified with the stored local features
+// (VerifyPair, the verifier search re-ranks with), and
 // verified pairs are joined into groups by connected components
 // (union-find). Byte-identical files (same content hash) are always grouped,
 // with or without features.
@@ -52,9 +53,9 @@ struct DedupOptions {
 struct DedupPair {
   uint64_t a = 0, b = 0;
   std::string path_a, path_b;  // their absolute paths as indexed
-  float similarity = 0;  // VLAD cosine similarity, [-1, 1]
-  int matches = 0;       // one-to-one ratio-test matches
-  int inliers = 0;       // RANSAC homography inliers; -1 = not verified
+  float similarity = 0;        // VLAD cosine similarity, [-1, 1]
+  int matches = 0;             // one-to-one ratio-test matches
+  int inliers = 0;             // RANSAC homography inliers; -1 = not verified
   // Coverage: inliers / (keypoints of the image with fewer keypoints), in
   // [0, 1]: the share of the poorer image that the other explains. 1 for
   // byte-identical files.
@@ -102,9 +103,12 @@ struct DedupResult {
 };
 
 // Finds the near-duplicate groups of a database. Reads only (works on a
-// read-only store). Memory: the vectors of every image with features
-// (num x vlad_dim floats) plus one range-search batch. Throws StoreError
-// (corrupt vector or features) or std::invalid_argument (options).
+// read-only store). Validates `options` here, once (std::invalid_argument
+// naming the flag); nothing behind checks them again. Memory: the vectors
+// of every image with features (num x vlad_dim floats, in the exact index)
+// plus one range-search batch and its queries (read from the store again).
+// Throws StoreError (corrupt vector or features) or std::invalid_argument
+// (options).
 DedupResult FindDuplicates(const Store& store, const DedupOptions& options);
 
 }  // namespace lookalike

@@ -56,10 +56,10 @@ Decoded Decode(const std::string& blob) {
 }
 
 // Search vectors of the listed images, read from the store and mapped.
-void ReadVectors(const Store& store, const SearchVectorMap& map,
+void ReadVectors(const Store& store, const SearchProjection& projection,
                  const std::vector<uint64_t>& ids, std::vector<float>* out) {
-  const int64_t in_dim = static_cast<int64_t>(store.model().vlad_dim());
-  out->resize(ids.size() * static_cast<size_t>(map.out_dim));
+  const int64_t in_dim = projection.in_dim();
+  out->resize(ids.size() * static_cast<size_t>(projection.out_dim()));
   std::vector<float> chunk;
   for (size_t i = 0; i < ids.size(); i += kChunk) {
     const size_t n = std::min<size_t>(kChunk, ids.size() - i);
@@ -67,21 +67,21 @@ void ReadVectors(const Store& store, const SearchVectorMap& map,
     for (size_t j = 0; j < n; ++j) {
       const auto v = store.GetVector(ids[i + j]);
       if (!v)
-        throw StoreError(StoreError::Kind::kCorrupt,
-                         "database " + store.path() + ": image id " +
-                             std::to_string(ids[i + j]) + " has a record but no vector; run "
-                             "`lookalike verify`");
+        throw StoreError(StoreError::Kind::kCorrupt, "database " + store.path() + ": image id " +
+                                                         std::to_string(ids[i + j]) +
+                                                         " has a record but no vector; run "
+                                                         "`lookalike verify`");
       std::copy(v->begin(), v->end(), chunk.begin() + j * in_dim);
     }
-    map.apply(chunk.data(), static_cast<int64_t>(n), out->data() + i * map.out_dim);
+    projection.Apply(chunk.data(), static_cast<int64_t>(n), out->data() + i * projection.out_dim());
   }
 }
 
 // Every stored image with features, mapped, in id order.
-void ReadAllVectors(const Store& store, const SearchVectorMap& map,
+void ReadAllVectors(const Store& store, const SearchProjection& projection,
                     std::vector<IndexedImage>* manifest, std::vector<float>* vectors,
                     int64_t* num_zero) {
-  const int64_t in_dim = static_cast<int64_t>(store.model().vlad_dim());
+  const int64_t in_dim = projection.in_dim();
   manifest->clear();
   vectors->clear();
   *num_zero = 0;
@@ -90,8 +90,8 @@ void ReadAllVectors(const Store& store, const SearchVectorMap& map,
     if (chunk.empty()) return;
     const int64_t n = static_cast<int64_t>(chunk.size()) / in_dim;
     const size_t at = vectors->size();
-    vectors->resize(at + n * map.out_dim);
-    map.apply(chunk.data(), n, vectors->data() + at);
+    vectors->resize(at + n * projection.out_dim());
+    projection.Apply(chunk.data(), n, vectors->data() + at);
     chunk.clear();
   };
   store.ForEachVector([&](const ImageRecord& rec, const float* v) {
@@ -126,158 +126,198 @@ std::unique_ptr<VectorIndex> BuildFrom(int64_t dim, const VectorIndexOptions& op
   return VectorIndex::Build(dim, o, ids.data(), vectors.data(), static_cast<int64_t>(ids.size()));
 }
 
-SearchIndexSync Sync(const Store& store, const SearchVectorMap& map,
-                     const VectorIndexOptions& options, bool build_transient) {
-  options.Validate();
-  if (map.out_dim < 1 || !map.apply)
-    throw std::invalid_argument("search vector map needs out_dim >= 1 and a function");
-  const uint64_t fingerprint = store.model().codebook_hash;
-  SearchIndexSync sync;
-  if (map.out_dim > kMaxPersistedFlatDim &&
-      WantedKind(options, static_cast<int64_t>(store.num_images()), map.out_dim) ==
-          VectorIndexKind::kFlat) {
-    sync.transient = true;
-    sync.reason = "full VLAD vectors: the exact index is built from the stored vectors";
-    if (build_transient) {
-      std::vector<float> vectors;
-      ReadAllVectors(store, map, &sync.manifest, &vectors, &sync.num_zero);
-      VectorIndexOptions o = options;
-      o.kind = VectorIndexKind::kFlat;
-      sync.index = BuildFrom(map.out_dim, o, Ids(sync.manifest), vectors);
-    }
-    return sync;
-  }
-
-  // 1. The persisted index, if usable.
+// Step 1: the persisted index into `sync` (loaded = true) if it is usable,
+// else the reason it is not.
+void LoadPersisted(const Store& store, int64_t dim, SearchIndexSync* sync) {
   try {
     const auto blob = store.GetSearchIndex();
     if (!blob) {
-      sync.reason = "no persisted search index";
-    } else {
-      Decoded d = Decode(*blob);
-      if (d.fingerprint != fingerprint || d.dim != static_cast<uint64_t>(map.out_dim)) {
-        sync.reason = "persisted search index was built for another model or dimension";
-      } else {
-        sync.index = std::move(d.index);
-        sync.manifest = std::move(d.manifest);
-        sync.loaded = true;
-      }
+      sync->reason = "no persisted search index";
+      return;
     }
+    Decoded d = Decode(*blob);
+    if (d.fingerprint != store.model().codebook_hash || d.dim != static_cast<uint64_t>(dim)) {
+      sync->reason = "persisted search index was built for another model or dimension";
+      return;
+    }
+    sync->index = std::move(d.index);
+    sync->manifest = std::move(d.manifest);
+    sync->loaded = true;
   } catch (const StoreError& e) {
     if (e.kind() != StoreError::Kind::kCorrupt) throw;
-    sync.reason = e.what();
+    sync->reason = e.what();
   } catch (const std::runtime_error& e) {
-    sync.reason = std::string("persisted search index unusable: ") + e.what();
+    sync->reason = std::string("persisted search index unusable: ") + e.what();
   }
+}
 
-  auto rebuild = [&] {
-    std::vector<float> vectors;
-    ReadAllVectors(store, map, &sync.manifest, &vectors, &sync.num_zero);
-    sync.index = BuildFrom(map.out_dim, options, Ids(sync.manifest), vectors);
-    sync.rebuilt = true;
-    sync.added = sync.removed = 0;
-    return std::move(sync);
-  };
-  if (!sync.loaded) return rebuild();
+// An index of every stored vector, with its manifest and num_zero.
+void BuildFromStore(const Store& store, const SearchProjection& projection,
+                    const VectorIndexOptions& options, SearchIndexSync* sync) {
+  std::vector<float> vectors;
+  ReadAllVectors(store, projection, &sync->manifest, &vectors, &sync->num_zero);
+  sync->index = BuildFrom(projection.out_dim(), options, Ids(sync->manifest), vectors);
+}
 
-  // 2. Reconcile with the records: both lists are in id order.
-  std::vector<int64_t> to_remove;
-  std::vector<uint64_t> to_add;
-  std::vector<IndexedImage> wanted;
+// Replaces what was loaded by an index of every stored vector.
+void Rebuild(const Store& store, const SearchProjection& projection,
+             const VectorIndexOptions& options, SearchIndexSync* sync) {
+  BuildFromStore(store, projection, options, sync);
+  sync->rebuilt = true;
+  sync->added = sync->removed = 0;
+}
+
+// Step 2: how the held manifest differs from the records (both in id order).
+struct Difference {
+  std::vector<int64_t> to_remove;    // held, but removed, changed or featureless
+  std::vector<uint64_t> to_add;      // new or changed, with features
+  std::vector<IndexedImage> wanted;  // the manifest once applied
+  int64_t num_zero = 0;              // images without features
+};
+
+Difference Compare(const Store& store, const std::vector<IndexedImage>& held) {
+  Difference diff;
   size_t m = 0;
-  const std::vector<IndexedImage>& held = sync.manifest;
   store.ForEachImage([&](const ImageRecord& rec) {
-    while (m < held.size() && held[m].id < rec.id) to_remove.push_back(held[m++].id);
+    while (m < held.size() && held[m].id < rec.id) diff.to_remove.push_back(held[m++].id);
     const bool in_index = m < held.size() && held[m].id == rec.id;
     if (rec.status == ImageStatus::kNoFeatures) {
-      ++sync.num_zero;
-      if (in_index) to_remove.push_back(held[m].id);
+      ++diff.num_zero;
+      if (in_index) diff.to_remove.push_back(held[m].id);
     } else if (in_index && held[m].content_hash == rec.content_hash) {
-      wanted.push_back(held[m]);
+      diff.wanted.push_back(held[m]);
     } else {
-      if (in_index) to_remove.push_back(held[m].id);
-      to_add.push_back(rec.id);
-      wanted.push_back(IndexedImage{rec.id, rec.content_hash});
+      if (in_index) diff.to_remove.push_back(held[m].id);
+      diff.to_add.push_back(rec.id);
+      diff.wanted.push_back(IndexedImage{rec.id, rec.content_hash});
     }
     if (in_index) ++m;
   });
-  while (m < held.size()) to_remove.push_back(held[m++].id);
-  if (!to_remove.empty()) sync.removed = sync.index->Remove(to_remove);
-  if (sync.removed != static_cast<int64_t>(to_remove.size())) {
-    // The manifest and the index disagree: trust neither.
-    sync.reason = "persisted search index held " + std::to_string(sync.removed) + " of the " +
-                  std::to_string(to_remove.size()) + " vectors its manifest lists for removal";
-    sync.loaded = false;
-    sync.num_zero = 0;
-    return rebuild();
-  }
-  sync.manifest = std::move(wanted);
-  const int64_t n = static_cast<int64_t>(sync.manifest.size());
+  while (m < held.size()) diff.to_remove.push_back(held[m++].id);
+  return diff;
+}
 
-  // 3. The kind: convert or re-learn when the collection crossed a size.
-  const VectorIndexKind want = WantedKind(options, n, map.out_dim);
-  const VectorIndexKind have = sync.index->kind();
+// Step 3: whether an index of kind `have` over n vectors must become `want`
+// or re-learn its lists: when the collection crossed a size.
+bool NeedsRetraining(const VectorIndexOptions& options, const VectorIndex& index,
+                     VectorIndexKind want, int64_t n) {
+  const VectorIndexKind have = index.kind();
   const bool grown = have == VectorIndexKind::kIvfSq && options.nlist == 0 &&
-                     want == VectorIndexKind::kIvfSq && sync.index->nlist() * 4 <= AutoNlist(n);
+                     want == VectorIndexKind::kIvfSq && index.nlist() * 4 <= AutoNlist(n);
   // An auto index turns exact again only well below the threshold, so a
   // collection hovering around it does not flip back and forth.
-  const bool shrunk = options.kind == VectorIndexKind::kAuto &&
-                      have == VectorIndexKind::kIvfSq && n < options.auto_threshold / 2;
+  const bool shrunk = options.kind == VectorIndexKind::kAuto && have == VectorIndexKind::kIvfSq &&
+                      n < options.auto_threshold / 2;
   const bool explicit_change = options.kind != VectorIndexKind::kAuto && want != have;
-  const bool auto_grow = options.kind == VectorIndexKind::kAuto &&
-                         have == VectorIndexKind::kFlat && want != have;
-  if (grown || shrunk || explicit_change || auto_grow) {
-    std::vector<int64_t> ids;
-    std::vector<float> vectors;
-    if (have == VectorIndexKind::kFlat || grown) {
-      // The flat index holds the exact vectors; 8-bit residual codes are
-      // close enough to re-learn lists from.
-      sync.index->Export(&ids, &vectors);
-      std::vector<float> fresh;
-      std::vector<uint64_t> fresh_ids(to_add.begin(), to_add.end());
-      ReadVectors(store, map, fresh_ids, &fresh);
-      ids.insert(ids.end(), to_add.begin(), to_add.end());
-      vectors.insert(vectors.end(), fresh.begin(), fresh.end());
-    } else {
-      // Leaving an approximate kind: read the exact vectors again.
-      std::vector<IndexedImage> all;
-      int64_t zero = 0;
-      ReadAllVectors(store, map, &all, &vectors, &zero);
-      ids = Ids(all);
-    }
-    sync.added = static_cast<int64_t>(to_add.size());
-    VectorIndexOptions o = options;
-    o.kind = want;
-    sync.index = BuildFrom(map.out_dim, o, ids, vectors);
-    sync.retrained = true;
-    return sync;
-  }
+  const bool auto_grow =
+      options.kind == VectorIndexKind::kAuto && have == VectorIndexKind::kFlat && want != have;
+  return grown || shrunk || explicit_change || auto_grow;
+}
 
-  // 4. Add what is new or changed (the default nprobe follows the size).
+// Step 3, done: a new index of kind `want` from the held index's own vectors
+// plus `to_add` (retrained = true).
+void Retrain(const Store& store, const SearchProjection& projection,
+             const VectorIndexOptions& options, VectorIndexKind want,
+             const std::vector<uint64_t>& to_add, SearchIndexSync* sync) {
+  std::vector<int64_t> ids;
+  std::vector<float> vectors;
+  const VectorIndexKind have = sync->index->kind();
+  if (have == VectorIndexKind::kFlat || want == have) {
+    // The flat index holds the exact vectors; an ivfsq index re-learning its
+    // lists as it grew keeps its kind, and its 8-bit residual codes are close
+    // enough to re-learn them from.
+    sync->index->Export(&ids, &vectors);
+    std::vector<float> fresh;
+    ReadVectors(store, projection, to_add, &fresh);
+    ids.insert(ids.end(), to_add.begin(), to_add.end());
+    vectors.insert(vectors.end(), fresh.begin(), fresh.end());
+  } else {
+    // Leaving an approximate kind: read the exact vectors again.
+    std::vector<IndexedImage> all;
+    int64_t zero = 0;
+    ReadAllVectors(store, projection, &all, &vectors, &zero);
+    ids = Ids(all);
+  }
+  sync->added = static_cast<int64_t>(to_add.size());
+  VectorIndexOptions o = options;
+  o.kind = want;
+  sync->index = BuildFrom(projection.out_dim(), o, ids, vectors);
+  sync->retrained = true;
+}
+
+// Step 4: adds what is new or changed; the default nprobe follows the size.
+void AddFresh(const Store& store, const SearchProjection& projection,
+              const VectorIndexOptions& options, const std::vector<uint64_t>& to_add,
+              SearchIndexSync* sync) {
   std::vector<float> fresh;
   for (size_t i = 0; i < to_add.size(); i += 4096) {
     const std::vector<uint64_t> part(to_add.begin() + i,
                                      to_add.begin() + std::min(to_add.size(), i + 4096));
-    ReadVectors(store, map, part, &fresh);
+    ReadVectors(store, projection, part, &fresh);
     std::vector<int64_t> ids(part.begin(), part.end());
-    sync.index->Add(ids.data(), fresh.data(), static_cast<int64_t>(ids.size()));
+    sync->index->Add(ids.data(), fresh.data(), static_cast<int64_t>(ids.size()));
   }
-  sync.added = static_cast<int64_t>(to_add.size());
-  if (options.nprobe == 0 && sync.index->nlist() > 0) {
-    const int64_t nprobe = AutoNprobe(sync.index->ntotal(), sync.index->nlist());
-    if (nprobe != sync.index->nprobe()) {
-      sync.index->set_nprobe(nprobe);
-      sync.retuned = true;
+  sync->added = static_cast<int64_t>(to_add.size());
+  if (options.nprobe == 0 && sync->index->nlist() > 0) {
+    const int64_t nprobe = AutoNprobe(sync->index->ntotal(), sync->index->nlist());
+    if (nprobe != sync->index->nprobe()) {
+      sync->index->set_nprobe(nprobe);
+      sync->retuned = true;
     }
   }
+}
+
+SearchIndexSync Sync(const Store& store, const SearchProjection& projection,
+                     const VectorIndexOptions& options, bool build_transient) {
+  if (projection.in_dim() != static_cast<int64_t>(store.model().vlad_dim()))
+    throw std::invalid_argument("search projection reads " + std::to_string(projection.in_dim()) +
+                                "-d vectors, the database stores " +
+                                std::to_string(store.model().vlad_dim()) + "-d");
+  const int64_t dim = projection.out_dim();
+  SearchIndexSync sync;
+  if (dim > kMaxPersistedFlatDim && WantedKind(options, static_cast<int64_t>(store.num_images()),
+                                               dim) == VectorIndexKind::kFlat) {
+    sync.transient = true;
+    sync.reason = "full VLAD vectors: the exact index is built from the stored vectors";
+    if (build_transient) {
+      VectorIndexOptions o = options;
+      o.kind = VectorIndexKind::kFlat;
+      BuildFromStore(store, projection, o, &sync);
+    }
+    return sync;
+  }
+  LoadPersisted(store, dim, &sync);
+  if (!sync.loaded) {
+    Rebuild(store, projection, options, &sync);
+    return sync;
+  }
+  Difference diff = Compare(store, sync.manifest);
+  sync.num_zero = diff.num_zero;
+  if (!diff.to_remove.empty()) sync.removed = sync.index->Remove(diff.to_remove);
+  if (sync.removed != static_cast<int64_t>(diff.to_remove.size())) {
+    // The manifest and the index disagree: trust neither.
+    sync.reason = "persisted search index held " + std::to_string(sync.removed) + " of the " +
+                  std::to_string(diff.to_remove.size()) + " vectors its manifest lists for removal";
+    sync.loaded = false;
+    sync.num_zero = 0;
+    Rebuild(store, projection, options, &sync);
+    return sync;
+  }
+  sync.manifest = std::move(diff.wanted);
+  const int64_t n = static_cast<int64_t>(sync.manifest.size());
+  const VectorIndexKind want = WantedKind(options, n, dim);
+  if (NeedsRetraining(options, *sync.index, want, n))
+    Retrain(store, projection, options, want, diff.to_add, &sync);
+  else
+    AddFresh(store, projection, options, diff.to_add, &sync);
   return sync;
 }
 
 }  // namespace
 
-SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
+SearchIndexSync SyncSearchIndex(const Store& store, const SearchProjection& projection,
                                 const VectorIndexOptions& options) {
-  return Sync(store, map, options, /*build_transient=*/true);
+  return Sync(store, projection, options, /*build_transient=*/true);
 }
 
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
@@ -297,9 +337,9 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   store->PutSearchIndex(blob);
 }
 
-SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectorMap& map,
+SearchIndexSync UpdateSearchIndex(Store* store, const SearchProjection& projection,
                                   const VectorIndexOptions& options) {
-  SearchIndexSync sync = Sync(*store, map, options, /*build_transient=*/false);
+  SearchIndexSync sync = Sync(*store, projection, options, /*build_transient=*/false);
   if (sync.changed()) SaveSearchIndex(store, sync);
   return sync;
 }

@@ -14,23 +14,15 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "indexer/projection.h"
 #include "search/vector_index.h"
 #include "storage/store.h"
 
 namespace lookalike {
-
-// How stored VLAD vectors become search vectors: in practice
-// SearchProjection::Apply (PCA or identity), passed in so this library does
-// not depend on the indexer. apply(in, n, out): n x vlad_dim -> n x out_dim.
-struct SearchVectorMap {
-  int64_t out_dim = 0;
-  std::function<void(const float* in, int64_t n, float* out)> apply;
-};
 
 // One image the index holds: its id and the content hash its vector was
 // encoded from.
@@ -49,14 +41,14 @@ inline constexpr int64_t kMaxPersistedFlatDim = 4096;
 struct SearchIndexSync {
   std::unique_ptr<VectorIndex> index;
   std::vector<IndexedImage> manifest;  // what `index` holds, in id order
-  int64_t num_zero = 0;   // images without features (never in the index)
-  bool loaded = false;    // the persisted index was used
-  bool rebuilt = false;   // built from every stored vector (see `reason`)
-  bool retrained = false; // kind changed or lists re-learned as the collection grew
-  bool retuned = false;   // default nprobe re-chosen for the new size (AutoNprobe)
-  int64_t added = 0;      // vectors added while reconciling
-  int64_t removed = 0;    // vectors removed while reconciling
-  std::string reason;     // why it was rebuilt or not persisted, empty otherwise
+  int64_t num_zero = 0;                // images without features (never in the index)
+  bool loaded = false;                 // the persisted index was used
+  bool rebuilt = false;                // built from every stored vector (see `reason`)
+  bool retrained = false;              // kind changed or lists re-learned as the collection grew
+  bool retuned = false;                // default nprobe re-chosen for the new size (AutoNprobe)
+  int64_t added = 0;                   // vectors added while reconciling
+  int64_t removed = 0;                 // vectors removed while reconciling
+  std::string reason;                  // why it was rebuilt or not persisted, empty otherwise
   // Not persisted (flat over more than kMaxPersistedFlatDim dimensions);
   // `index` is then built from the stored vectors by SyncSearchIndex and
   // null after UpdateSearchIndex.
@@ -74,9 +66,14 @@ struct SearchIndexSync {
 // `auto` index turns approximate (VectorIndex::ResolveKind): a flat index
 // whose collection passes auto_threshold is converted to ivfsq from its own
 // exact vectors, and an ivfsq index re-learns its lists from its own vectors
-// when the collection has grown 16-fold since it was trained. Writes
-// nothing. Throws StoreError (a corrupt stored vector) or std::runtime_error.
-SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectorMap& map,
+// when the collection has grown 16-fold since it was trained. Stored VLAD
+// vectors become search vectors through `projection` (PCA or identity;
+// std::invalid_argument unless its in_dim is the store's VLAD dimension).
+// `options` must have passed VectorIndexOptions::Validate (the callers'
+// option structs validate them at their boundary: SearchOptions in
+// Searcher::Open, IndexOptions in the indexer). Writes nothing. Throws
+// StoreError (a corrupt stored vector) or std::runtime_error.
+SearchIndexSync SyncSearchIndex(const Store& store, const SearchProjection& projection,
                                 const VectorIndexOptions& options);
 
 // Writes `sync`'s index and manifest with Store::PutSearchIndex (one atomic
@@ -86,7 +83,7 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync);
 // SyncSearchIndex, then SaveSearchIndex if anything changed: what
 // `lookalike index` runs at the end of every run. Builds nothing for an index
 // that is not persisted (`transient`; `index` is null then).
-SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectorMap& map,
+SearchIndexSync UpdateSearchIndex(Store* store, const SearchProjection& projection,
                                   const VectorIndexOptions& options);
 
 }  // namespace lookalike

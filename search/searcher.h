@@ -17,13 +17,13 @@
 namespace lookalike {
 
 struct SearchOptions {
-  int k = 10;                      // results per query; 1..100000
+  int k = 10;  // results per query; 1..100000
   Backend backend = Backend::kAuto;
   ImageFileLimits limits;
   // Spatial re-ranking: the top `rerank` VLAD results are matched against
   // the query's local features (VerifyPair); those with >= min_inliers
-  // RANSAC inliers have their score raised by that evidence (Hit::score).
-  // 0 = off. Defaults measured on the dev set (README, "Re-ranking and
+  // RANSAC inliers have their score raised by that evidence (the score
+  // formula: search/ranking.h). 0 = off. Defaults measured on the dev set (README, "Re-ranking and
   // query expansion"): depth 50 finds copies VLAD ranks low; 8 inliers is
   // above what unrelated pairs reach (at most 7 over the dev set's 6,000
   // one-to-one matched pairs).
@@ -35,15 +35,13 @@ struct SearchOptions {
   // every dev-set seed (README "Colour").
   int expansion = 5;
   VerifyOptions verify;
-  // Colour fusion: the top `colour_depth` VLAD results are ranked by
-  // b = (s + w c) / (1 + w), c the colour similarity of query and candidate
-  // (indexer/colour.h, in [0, 1]), before verification picks its `rerank`
-  // candidates from that order. w = colour_weight x the robust spread of s
-  // over those candidates (1.4826 x median absolute deviation, so a query's
-  // few true matches do not inflate it): colour is weighed against how much
-  // VLAD similarities vary, which PCA-whitening changes six-fold. Colour is what texture misses (rooms, video, landmarks in
-  // other light): measured on the dev set, README "Colour". 0 = off; off by
-  // itself for databases without colour (schema 1).
+  // Colour fusion: the top `colour_depth` VLAD results are ranked by their
+  // global similarity b, which mixes in the colour similarity with a weight
+  // of colour_weight x the robust spread of the VLAD similarities (formula
+  // and why: search/ranking.h), before verification picks its `rerank`
+  // candidates from that order. Colour is what texture misses (rooms,
+  // video, landmarks in other light): measured on the dev set, README
+  // "Colour". 0 = off; off by itself for databases without colour (schema 1).
   float colour_weight = 14.0f;
   int colour_depth = 1000;
   // Threads for verification; 0 = all hardware threads.
@@ -60,18 +58,15 @@ struct SearchOptions {
 struct Hit {
   uint64_t id = 0;
   std::string path;  // absolute path as indexed
-  // Ranking score in [-1, 1]: the global similarity b = (s + w c) / (1 + w)
-  // (VLAD cosine s, colour similarity c, w from SearchOptions::colour_weight;
-  // b = s without colour), and for a verified result (inliers >= min_inliers)
-  // 1 - (1 - b)(1 - g) with spatial evidence g = inliers / (inliers + 20): a
-  // noisy-or of the two, so it equals b without evidence, rises with the
-  // inliers, and is 1 for the image itself.
+  // Ranking score in [-1, 1]: the global similarity (VLAD and colour), raised
+  // by the spatial evidence of a verified result; the formula is documented
+  // once, in search/ranking.h.
   float score = 0;
   // Cosine similarity of the VLAD vectors, [-1, 1] (with the expanded query
   // when query expansion ran).
   float similarity = 0;
-  int inliers = -1;      // RANSAC inliers with the query; -1 = not verified
-  float colour = -1;     // colour similarity with the query, [0, 1]; -1 = not used
+  int inliers = -1;   // RANSAC inliers with the query; -1 = not verified
+  float colour = -1;  // colour similarity with the query, [0, 1]; -1 = not used
 };
 
 struct QueryResult {
@@ -87,10 +82,10 @@ struct QueryResult {
 class Searcher {
  public:
   // Opens the database read-only (never creates or writes anything; works
-  // while an indexer is running) and loads every vector once. Throws
-  // StoreError or std::runtime_error.
-  static std::unique_ptr<Searcher> Open(const std::string& db_path,
-                                        const SearchOptions& options);
+  // while an indexer is running) and loads every vector once. Validates
+  // `options` here, once (std::invalid_argument naming the field); nothing
+  // behind checks them again. Throws StoreError or std::runtime_error.
+  static std::unique_ptr<Searcher> Open(const std::string& db_path, const SearchOptions& options);
   ~Searcher();
 
   // Encodes each query file with the database's model and returns its top k.
@@ -101,15 +96,14 @@ class Searcher {
   // similarity alone (no re-ranking).
   std::vector<std::vector<Hit>> SearchVectors(const float* vectors, int64_t num) const;
 
-  // Top k for one encoded query: VLAD search, colour fusion, then re-ranking
-  // and query expansion as the options say. `colour` is the query's colour
-  // histogram (empty: no colour fusion).
+  // Top k for one encoded query: the VLAD short list, then the ranking steps
+  // of search/ranking.h (colour fusion, re-ranking, query expansion) as the
+  // options say. `colour` is the query's colour histogram (empty: no colour
+  // fusion). Throws StoreError on corrupt stored features.
   std::vector<Hit> SearchQuery(const float* vlad, const LocalFeatures& features,
                                const std::vector<uint8_t>& colour = {}) const;
 
   int64_t num_indexed() const;       // vectors in the search index
-  // The colour weight's unit when a query has a single candidate.
-  static constexpr float kDefaultSimilaritySpread = 0.02f;
   int64_t num_zero_vectors() const;  // images without features (never returned)
   const ModelRecord& model() const;
   Backend backend() const;

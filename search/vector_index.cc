@@ -44,7 +44,8 @@ int64_t NearestPowerOfTwo(double x) {
 
 int64_t AutoNprobe(int64_t n, int64_t nlist) {
   if (nlist <= 0) return 0;
-  const int64_t by_scan = static_cast<int64_t>(std::llround(8000.0 * nlist / std::max<int64_t>(n, 1)));
+  const int64_t by_scan =
+      static_cast<int64_t>(std::llround(8000.0 * nlist / std::max<int64_t>(n, 1)));
   return std::min(nlist, std::max<int64_t>(by_scan, 16));
 }
 
@@ -55,9 +56,12 @@ int64_t AutoNlist(int64_t n) {
 
 const char* VectorIndexKindName(VectorIndexKind kind) {
   switch (kind) {
-    case VectorIndexKind::kAuto: return "auto";
-    case VectorIndexKind::kFlat: return "flat";
-    case VectorIndexKind::kIvfSq: return "ivfsq";
+    case VectorIndexKind::kAuto:
+      return "auto";
+    case VectorIndexKind::kFlat:
+      return "flat";
+    case VectorIndexKind::kIvfSq:
+      return "ivfsq";
   }
   return "?";
 }
@@ -66,8 +70,7 @@ VectorIndexKind ParseVectorIndexKind(const std::string& name) {
   for (VectorIndexKind k :
        {VectorIndexKind::kAuto, VectorIndexKind::kFlat, VectorIndexKind::kIvfSq})
     if (name == VectorIndexKindName(k)) return k;
-  throw std::invalid_argument("unknown index kind '" + name +
-                              "'; use auto, flat or ivfsq");
+  throw std::invalid_argument("unknown index kind '" + name + "'; use auto, flat or ivfsq");
 }
 
 void VectorIndexOptions::Validate() const {
@@ -93,12 +96,15 @@ struct VectorIndex::Impl {
   int64_t dim = 0;
   std::unique_ptr<faiss::Index> index;  // IndexIDMap<IndexFlatIP> or an IndexIVF
   faiss::IndexIVF* ivf = nullptr;       // borrowed view for the IVF kinds
+  int64_t reserved = 0;                 // Reserve's total; 0 = none
 
   faiss::IndexIDMap* idmap() const { return static_cast<faiss::IndexIDMap*>(index.get()); }
 
   // Gives back the spare capacity std::vector growth leaves in the lists, so
-  // the resident size is what the codes need.
+  // the resident size is what the codes need; keeps a Reserve until it is
+  // filled (shrinking it after every Add would copy the index each time).
   void Compact() {
+    if (index->ntotal < reserved) return;
     if (ivf) {
       auto* lists = dynamic_cast<faiss::ArrayInvertedLists*>(ivf->invlists);
       if (!lists) return;
@@ -126,11 +132,16 @@ VectorIndexKind VectorIndex::ResolveKind(const VectorIndexOptions& options, int6
 
 std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexOptions& options) {
   options.Validate();
+  if (options.kind == VectorIndexKind::kAuto)
+    throw std::invalid_argument("VectorIndex::Create needs a concrete kind; resolve auto first");
+  return CreateValidated(dim, options);
+}
+
+std::unique_ptr<VectorIndex> VectorIndex::CreateValidated(int64_t dim,
+                                                          const VectorIndexOptions& options) {
   if (dim < 1 || dim > (int64_t{1} << 20))
     throw std::invalid_argument("vector index dimension must be in 1..2^20, got " +
                                 std::to_string(dim));
-  if (options.kind == VectorIndexKind::kAuto)
-    throw std::invalid_argument("VectorIndex::Create needs a concrete kind; resolve auto first");
   auto impl = std::make_unique<Impl>();
   impl->kind = options.kind;
   impl->dim = dim;
@@ -148,8 +159,10 @@ std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexO
   // The most bits per dimension that fit the budget; 4 when even that does
   // not (the budget is then exceeded: large d needs a PCA projection first).
   faiss::ScalarQuantizer::QuantizerType qt = faiss::ScalarQuantizer::QT_4bit;
-  if (dim <= budget) qt = faiss::ScalarQuantizer::QT_8bit;
-  else if ((dim * 6 + 7) / 8 <= budget) qt = faiss::ScalarQuantizer::QT_6bit;
+  if (dim <= budget)
+    qt = faiss::ScalarQuantizer::QT_8bit;
+  else if ((dim * 6 + 7) / 8 <= budget)
+    qt = faiss::ScalarQuantizer::QT_6bit;
   std::unique_ptr<faiss::IndexIVF> ivf = std::make_unique<faiss::IndexIVFScalarQuantizer>(
       quantizer, dim, nlist, qt, faiss::METRIC_L2, /*encode_residual=*/true);
   // Per-dimension ranges learned from the training sample, widened by 10 %
@@ -172,10 +185,9 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
   options.Validate();
   VectorIndexOptions o = options;
   o.kind = ResolveKind(options, n, dim);
-  if (o.kind != VectorIndexKind::kFlat && o.nlist == 0)
-    o.nlist = AutoNlist(n);
+  if (o.kind != VectorIndexKind::kFlat && o.nlist == 0) o.nlist = AutoNlist(n);
   if (o.nprobe > o.nlist && o.kind != VectorIndexKind::kFlat) o.nprobe = o.nlist;
-  auto index = Create(dim, o);
+  auto index = CreateValidated(dim, o);
   if (o.kind != VectorIndexKind::kFlat) {
     const int64_t want = o.max_train_vectors > 0 ? o.max_train_vectors : 64 * o.nlist;
     if (n < o.nlist)
@@ -228,6 +240,14 @@ void VectorIndex::Add(const int64_t* ids, const float* vectors, int64_t n) {
   impl_->Compact();
 }
 
+void VectorIndex::Reserve(int64_t n) {
+  if (impl_->ivf || n <= impl_->index->ntotal) return;
+  impl_->reserved = n;
+  auto* flat = static_cast<faiss::IndexFlat*>(impl_->idmap()->index);
+  flat->codes.reserve(static_cast<size_t>(n) * flat->code_size);
+  impl_->idmap()->id_map.reserve(static_cast<size_t>(n));
+}
+
 int64_t VectorIndex::Remove(const std::vector<int64_t>& ids) {
   if (ids.empty() || impl_->index->ntotal == 0) return 0;
   const faiss::IDSelectorBatch sel(ids.size(), ids.data());
@@ -247,8 +267,10 @@ void VectorIndex::Search(const float* queries, int64_t n, int64_t k, float* scor
   static_assert(sizeof(idx_t) == sizeof(int64_t), "FAISS ids are 64-bit");
   impl_->index->search(n, queries, k, scores, reinterpret_cast<idx_t*>(ids));
   for (int64_t i = 0; i < n * k; ++i) {
-    if (ids[i] < 0) scores[i] = -std::numeric_limits<float>::infinity();
-    else if (impl_->ivf) scores[i] = SimilarityFromL2(scores[i]);
+    if (ids[i] < 0)
+      scores[i] = -std::numeric_limits<float>::infinity();
+    else if (impl_->ivf)
+      scores[i] = SimilarityFromL2(scores[i]);
   }
 }
 
@@ -330,7 +352,8 @@ std::unique_ptr<VectorIndex> VectorIndex::Deserialize(const std::string& blob) {
       throw fail("kind flat but the FAISS index is not an IDMap over IndexFlatIP");
   } else {
     impl->ivf = dynamic_cast<faiss::IndexIVF*>(impl->index.get());
-    if (!dynamic_cast<faiss::IndexIVFScalarQuantizer*>(impl->ivf)) throw fail("kind and FAISS index type disagree");
+    if (!dynamic_cast<faiss::IndexIVFScalarQuantizer*>(impl->ivf))
+      throw fail("kind and FAISS index type disagree");
   }
   return std::unique_ptr<VectorIndex>(new VectorIndex(std::move(impl)));
 }
@@ -380,8 +403,7 @@ int64_t VectorIndex::MemoryBytes() const {
   if (!impl_->ivf) {
     const auto* idmap = impl_->idmap();
     const auto* flat = static_cast<const faiss::IndexFlat*>(idmap->index);
-    return static_cast<int64_t>(flat->codes.capacity() +
-                                idmap->id_map.capacity() * sizeof(idx_t));
+    return static_cast<int64_t>(flat->codes.capacity() + idmap->id_map.capacity() * sizeof(idx_t));
   }
   const faiss::IndexIVF* ivf = impl_->ivf;
   int64_t bytes = static_cast<int64_t>(ivf->quantizer->ntotal) * impl_->dim * 4;

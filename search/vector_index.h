@@ -9,9 +9,9 @@
 //          budget), plus the 8-byte id: d + 8 bytes per image (+ ~2 for the
 //          lists and centroids).
 // `auto` picks flat below VectorIndexOptions::auto_threshold vectors (and for
-// full VLAD without a PCA projection) and ivfsq from there on (README "Search at scale" has the measurements behind it;
-// IVF-PQ was measured too and dropped: lower recall at the same budget and a
-// training time FAISS 1.7.3 makes impractical here).
+// full VLAD without a PCA projection) and ivfsq from there on (README "Search at scale" has the
+// measurements behind it; IVF-PQ was measured too and dropped: lower recall at the same budget and
+// a training time FAISS 1.7.3 makes impractical here).
 #pragma once
 
 #include <cstdint>
@@ -95,8 +95,7 @@ class VectorIndex {
   // `dim` dimensions: `auto` is flat below auto_threshold vectors, and also
   // above kMaxAutoApproximateDim dimensions (full VLAD without a PCA
   // projection, where 4-bit codes would still cost d / 2 bytes), else ivfsq.
-  static VectorIndexKind ResolveKind(const VectorIndexOptions& options, int64_t n,
-                                     int64_t dim);
+  static VectorIndexKind ResolveKind(const VectorIndexOptions& options, int64_t n, int64_t dim);
   static constexpr int64_t kMaxAutoApproximateDim = 1024;
 
   // Reads an index written by Serialize. Throws std::runtime_error naming
@@ -117,6 +116,11 @@ class VectorIndex {
   // untrained approximate index.
   void Add(const int64_t* ids, const float* vectors, int64_t n);
 
+  // Flat kind: room for n vectors in total, so Adds up to n (chunks of a
+  // stream) never reallocate and the vectors are held once; the room is kept
+  // until it is filled. No-op for approximate kinds or n <= ntotal().
+  void Reserve(int64_t n);
+
   // Removes every vector whose id is listed (absent ids are ignored);
   // returns how many were removed. O(size of the index) per call: batch ids.
   int64_t Remove(const std::vector<int64_t>& ids);
@@ -134,9 +138,10 @@ class VectorIndex {
   }
 
   // For each of n queries, up to max_results vectors with similarity >=
-  // min_score, best first (for near-duplicate detection).
-  std::vector<std::vector<Neighbor>> RangeSearch(const float* queries, int64_t n,
-                                                 float min_score, int64_t max_results) const;
+  // min_score, best first, equal scores by id (for near-duplicate detection;
+  // a flat index gives the exact inner products Search gives).
+  std::vector<std::vector<Neighbor>> RangeSearch(const float* queries, int64_t n, float min_score,
+                                                 int64_t max_results) const;
 
   // Every vector with its id, in no particular order: exact for flat,
   // decoded from the codes for ivfsq. For converting or re-training an index
@@ -145,14 +150,14 @@ class VectorIndex {
 
   VectorIndexKind kind() const;
   int64_t dim() const;
-  int64_t ntotal() const;  // vectors held
+  int64_t ntotal() const;              // vectors held
   int64_t d() const { return dim(); }  // FAISS spelling of dim()
   // Lists visited per query (approximate kinds; 0 for flat). Settable after
   // loading: it is a search-time knob, not part of the trained model.
   int64_t nprobe() const;
   void set_nprobe(int64_t nprobe);
-  int64_t nlist() const;          // inverted lists (0 for flat)
-  int64_t code_bytes() const;     // bytes of one vector's code (4·d for flat)
+  int64_t nlist() const;       // inverted lists (0 for flat)
+  int64_t code_bytes() const;  // bytes of one vector's code (4·d for flat)
   // Heap bytes the index holds: codes, ids, list headers, unused capacity
   // and the trained quantisers.
   int64_t MemoryBytes() const;
@@ -162,6 +167,10 @@ class VectorIndex {
  private:
   struct Impl;
   explicit VectorIndex(std::unique_ptr<Impl> impl);
+  // Create after its option checks (Build has made them already): `options`
+  // valid and its kind concrete. Throws std::invalid_argument for `dim`.
+  static std::unique_ptr<VectorIndex> CreateValidated(int64_t dim,
+                                                      const VectorIndexOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

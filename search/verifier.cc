@@ -2,15 +2,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <opencv2/calib3d.hpp>
+#include <opencv2/core.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <opencv2/calib3d.hpp>
-#include <opencv2/core.hpp>
-
 #include "util/blas.h"
-
 
 namespace lookalike {
 
@@ -21,8 +19,10 @@ void VerifyOptions::Validate() const {
     throw std::invalid_argument("RANSAC threshold must be > 0, got " +
                                 std::to_string(ransac_threshold));
   if (min_matches < 5)
-    throw std::invalid_argument("min matches must be >= 5 (four matches always fit a "
-                                "homography), got " + std::to_string(min_matches));
+    throw std::invalid_argument(
+        "min matches must be >= 5 (four matches always fit a "
+        "homography), got " +
+        std::to_string(min_matches));
   if (ransac_iterations < 1)
     throw std::invalid_argument("RANSAC iterations must be >= 1, got " +
                                 std::to_string(ransac_iterations));
@@ -47,8 +47,7 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
     const int rows = std::min(kBlock, nq - q0);
     // Column-major view: sims(nc x rows) = C (nc x dim) * Q^T.
     sgemm_("T", "N", &nc, &rows, &dim, &one, candidate.descriptors.data(), &dim,
-           query.descriptors.data() + static_cast<size_t>(q0) * dim, &dim, &zero,
-           sims.data(), &nc);
+           query.descriptors.data() + static_cast<size_t>(q0) * dim, &dim, &zero, sims.data(), &nc);
     for (int r = 0; r < rows; ++r) {
       const float* s = sims.data() + static_cast<size_t>(r) * nc;
       float s1 = -std::numeric_limits<float>::infinity(), s2 = s1;
@@ -94,6 +93,12 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
   for (size_t i = 0; i < matched.size(); ++i)
     if (mask.at<uchar>(static_cast<int>(i))) v.inlier_pairs.push_back(matched[i]);
   return v;
+}
+
+std::optional<LocalFeatures> ReadLocalFeatures(const Store& store, uint64_t id) {
+  const auto blob = store.GetFeatures(id);
+  if (!blob) return std::nullopt;
+  return DecodeLocalFeatures(*blob);
 }
 
 }  // namespace lookalike

@@ -11,16 +11,18 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "indexer/local_features.h"
+#include "storage/store.h"
 
 namespace lookalike {
 
 struct VerifyOptions {
-  float ratio = 0.8f;              // Lowe's ratio test on descriptor distances, (0, 1]
-  float ransac_threshold = 5.0f;   // reprojection error, pixels of the downscaled frame
+  float ratio = 0.8f;             // Lowe's ratio test on descriptor distances, (0, 1]
+  float ransac_threshold = 5.0f;  // reprojection error, pixels of the downscaled frame
   int ransac_iterations = 2000;
   // Fewer one-to-one matches than this are not worth a RANSAC fit: the pair
   // could not reach the caller's inlier threshold anyway (45 % of the pairs
@@ -43,5 +45,11 @@ struct Verification {
 // Thread-safe (no shared state); single-threaded inside.
 Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candidate,
                         const VerifyOptions& options);
+
+// The stored local features of image `id`, decoded: what search re-ranking
+// and dedup verify against. nullopt when the image has none (no features, or
+// a database indexed before they were kept). Thread-safe (concurrent store
+// reads). Throws StoreError or encoding::CorruptValue (a corrupt blob).
+std::optional<LocalFeatures> ReadLocalFeatures(const Store& store, uint64_t id);
 
 }  // namespace lookalike

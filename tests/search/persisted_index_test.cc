@@ -60,13 +60,9 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
   // The persisted index as a fresh read-only open sees it.
   SearchIndexSync Persisted() {
     auto store = Store::Open(db(), Store::Mode::kReadOnly);
-    const SearchProjection projection = SearchProjection::FromStore(*store);
-    const SearchVectorMap map{projection.out_dim(), [&](const float* in, int64_t n, float* out) {
-                                projection.Apply(in, n, out);
-                              }};
     VectorIndexOptions o;
     o.kind = GetParam();
-    return SyncSearchIndex(*store, map, o);
+    return SyncSearchIndex(*store, SearchProjection::FromStore(*store), o);
   }
   // Every stored image with features is found first by its own stored vector.
   void ExpectEachImageFindsItself(const Searcher& searcher) {
@@ -186,7 +182,9 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, PersistedIndexTest,
                          ::testing::Values(VectorIndexKind::kFlat, VectorIndexKind::kIvfSq),
-                         [](const auto& info) { return std::string(VectorIndexKindName(info.param)); });
+                         [](const auto& info) {
+                           return std::string(VectorIndexKindName(info.param));
+                         });
 
 }  // namespace
 }  // namespace lookalike

@@ -48,10 +48,21 @@ std::vector<float> UnitVector(uint64_t seed) {
   return v;
 }
 
-SearchVectorMap Identity() {
-  return SearchVectorMap{kVlad, [](const float* in, int64_t n, float* out) {
-                           std::copy(in, in + n * kVlad, out);
-                         }};
+SearchProjection Identity() { return SearchProjection::FromRecord(nullptr, kVlad); }
+
+// A real projection onto the first `out_dim` VLAD dimensions (no whitening),
+// for a search dimension other than the stored one.
+SearchProjection Truncation(uint32_t out_dim) {
+  ProjectionRecord p;
+  p.in_dim = kVlad;
+  p.out_dim = out_dim;
+  p.whiten = false;
+  p.half_precision = false;
+  p.mean.assign(kVlad, 0.0f);
+  p.eigenvalues.assign(out_dim, 1.0f);
+  p.components.assign(uint64_t{out_dim} * kVlad, 0.0f);
+  for (uint32_t c = 0; c < out_dim; ++c) p.components[uint64_t{c} * kVlad + c] = 1.0f;
+  return SearchProjection::FromRecord(&p, kVlad);
 }
 
 class SearchIndexTest : public ::testing::Test {
@@ -196,11 +207,7 @@ TEST_F(SearchIndexTest, CorruptOrForeignIndexIsRebuilt) {
   VectorIndexOptions o;
   UpdateSearchIndex(store_.get(), Identity(), o);
   // Another search dimension (e.g. a different projection): rebuilt.
-  SearchVectorMap half{7, [](const float* in, int64_t n, float* out) {
-                         for (int64_t i = 0; i < n; ++i)
-                           std::copy(in + i * kVlad, in + i * kVlad + 7, out + i * 7);
-                       }};
-  SearchIndexSync other = SyncSearchIndex(*store_, half, o);
+  SearchIndexSync other = SyncSearchIndex(*store_, Truncation(7), o);
   EXPECT_TRUE(other.rebuilt);
   EXPECT_NE(other.reason.find("another model or dimension"), std::string::npos);
   EXPECT_EQ(other.index->dim(), 7);
@@ -263,9 +270,7 @@ TEST(SearchIndexFullVladTest, ExactIndexOfFullVladIsNotPersisted) {
     store->PutImage(&r, v.data());
     vectors.push_back(v);
   }
-  const SearchVectorMap identity{dim, [dim](const float* in, int64_t n, float* out) {
-                                   std::copy(in, in + n * dim, out);
-                                 }};
+  const SearchProjection identity = SearchProjection::FromRecord(nullptr, dim);
   VectorIndexOptions o;
   const SearchIndexSync update = UpdateSearchIndex(store.get(), identity, o);
   EXPECT_TRUE(update.transient);

@@ -15,6 +15,7 @@
 
 #include "indexer/file_walker.h"
 #include "indexer/pipeline.h"
+#include "search/ranking.h"
 #include "storage/store.h"
 #include "tests/test_images.h"
 
@@ -240,11 +241,9 @@ TEST_F(SearcherTest, ExpandQueryPaths) {
   testing::WriteImage(sub + "/a.png", testing::MakeSyntheticImage(4, 40, 30));
   { std::ofstream(tmp_ / "queries/notes.txt") << "x"; }
   std::vector<FileError> errors;
-  const auto expanded =
-      ExpandQueryPaths({paths_[2], tmp_ / "queries", tmp_ / "nope.jpg"}, &errors);
+  const auto expanded = ExpandQueryPaths({paths_[2], tmp_ / "queries", tmp_ / "nope.jpg"}, &errors);
   const std::string root = AbsolutePath(tmp_ / "queries");
-  EXPECT_EQ(expanded,
-            (std::vector<std::string>{paths_[2], root + "/b.png", root + "/sub/a.png"}));
+  EXPECT_EQ(expanded, (std::vector<std::string>{paths_[2], root + "/b.png", root + "/sub/a.png"}));
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].path, tmp_ / "nope.jpg");
   EXPECT_EQ(errors[0].code, FileErrorCode::kVanished);
@@ -272,6 +271,16 @@ TEST_F(SearcherTest, WorksWhileAWriterHoldsTheDatabase) {
   ImageRecord more;
   more.path = tmp_ / "elsewhere/more.png";
   EXPECT_NO_THROW(writer->PutImage(&more, copy.data()));
+}
+
+// The noisy-or of search/ranking.h: b without evidence, g = inliers /
+// (inliers + 20) from b = 0, 1 for the image itself, rising with inliers.
+TEST(RankingTest, NoisyOrScore) {
+  EXPECT_FLOAT_EQ(CombinedScore(0.3f, 0), 0.3f);
+  EXPECT_FLOAT_EQ(CombinedScore(0.0f, 20), 0.5f);
+  EXPECT_FLOAT_EQ(CombinedScore(1.0f, 50), 1.0f);
+  EXPECT_FLOAT_EQ(CombinedScore(0.5f, 60), 1.0f - 0.5f * 0.25f);
+  EXPECT_LT(CombinedScore(0.2f, 10), CombinedScore(0.2f, 30));
 }
 
 TEST(SearcherOpenTest, ErrorsAndValidation) {

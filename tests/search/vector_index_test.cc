@@ -235,6 +235,44 @@ TEST(VectorIndexTest, RangeSearchMatchesTheOracle) {
   }
 }
 
+// What dedup relies on: a flat index filled from a stream (Reserve, then
+// Adds in chunks) answers range searches exactly as one built at once, equal
+// scores in id order, and holds no more than the room reserved.
+TEST(VectorIndexTest, ReservedStreamMatchesBuildAndBreaksTiesById) {
+  const int64_t n = 300, d = 24;
+  auto db = Clustered(n, d, 6, 0.5f, 11);
+  // Every tenth vector repeats the one before: exact ties.
+  for (int64_t i = 10; i < n; i += 10) std::copy(&db[(i - 1) * d], &db[i * d], &db[i * d]);
+  std::vector<int64_t> rows(n);
+  for (int64_t i = 0; i < n; ++i) rows[i] = i;
+  auto built = VectorIndex::Build(d, Kind(VectorIndexKind::kFlat), rows.data(), db.data(), n);
+  auto streamed = VectorIndex::Create(d, Kind(VectorIndexKind::kFlat));
+  streamed->Reserve(n + 4);
+  const int64_t reserved_bytes = streamed->MemoryBytes();
+  EXPECT_GE(reserved_bytes, (n + 4) * (4 * d + 8));
+  for (int64_t i = 0; i < n; i += 37) {
+    const int64_t m = std::min<int64_t>(37, n - i);
+    streamed->Add(rows.data() + i, db.data() + i * d, m);
+  }
+  EXPECT_EQ(streamed->ntotal(), n);
+  EXPECT_EQ(streamed->MemoryBytes(), reserved_bytes) << "an Add reallocated";
+  const auto a = built->RangeSearch(db.data(), n, 0.2f, 6);
+  const auto b = streamed->RangeSearch(db.data(), n, 0.2f, 6);
+  int64_t ties = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    ASSERT_EQ(a[q].size(), b[q].size()) << q;
+    for (size_t i = 0; i < a[q].size(); ++i) {
+      EXPECT_EQ(a[q][i].id, b[q][i].id);
+      EXPECT_EQ(a[q][i].score, b[q][i].score);
+      if (i && a[q][i].score == a[q][i - 1].score) {
+        EXPECT_LT(a[q][i - 1].id, a[q][i].id);
+        ++ties;
+      }
+    }
+  }
+  EXPECT_GT(ties, 0) << "the data must contain ties";
+}
+
 TEST(VectorIndexTest, SerializeRoundTripAndCorruption) {
   const int64_t n = 900, d = 20, k = 5;
   const auto db = Clustered(n, d, 12, 0.5f, 8);
@@ -291,7 +329,10 @@ TEST(VectorIndexTest, OptionsAndKinds) {
   };
   bad([](VectorIndexOptions* b) { b->auto_threshold = 0; });
   bad([](VectorIndexOptions* b) { b->nlist = -1; });
-  bad([](VectorIndexOptions* b) { b->nlist = 16; b->nprobe = 17; });
+  bad([](VectorIndexOptions* b) {
+    b->nlist = 16;
+    b->nprobe = 17;
+  });
   bad([](VectorIndexOptions* b) { b->max_bytes_per_vector = 8; });
   bad([](VectorIndexOptions* b) { b->max_train_vectors = -1; });
   EXPECT_THROW(VectorIndex::Create(0, Kind(VectorIndexKind::kFlat)), std::invalid_argument);

@@ -1,0 +1,136 @@
+#include "search/ranking.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+
+#include "indexer/colour.h"
+#include "search/searcher.h"
+
+namespace lookalike {
+namespace {
+
+// Best score first; equal scores keep their previous order.
+void SortByScore(std::vector<Candidate>* list) {
+  std::stable_sort(list->begin(), list->end(),
+                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+}
+
+// The median of `v` (the upper one for an even size); reorders `v`.
+float Median(std::vector<float>* v) {
+  auto mid = v->begin() + static_cast<std::ptrdiff_t>(v->size() / 2);
+  std::nth_element(v->begin(), mid, v->end());
+  return *mid;
+}
+
+// w of the score formula (ranking.h): colour_weight in units of the robust
+// spread of the short list's VLAD similarities.
+float ColourWeight(const std::vector<Candidate>& list, float colour_weight) {
+  std::vector<float> sims;
+  sims.reserve(list.size());
+  for (const Candidate& c : list) sims.push_back(c.similarity);
+  const float centre = Median(&sims);
+  for (float& x : sims) x = std::abs(x - centre);
+  const float spread = list.size() < 3 ? 0.0f : 1.4826f * Median(&sims);
+  return colour_weight * (spread > 1e-6f ? spread : kDefaultSimilaritySpread);
+}
+
+}  // namespace
+
+float CombinedScore(float base, int inliers) {
+  const float evidence = static_cast<float>(inliers) / (static_cast<float>(inliers) + 20.0f);
+  return 1.0f - (1.0f - base) * (1.0f - evidence);
+}
+
+QueryRanking::QueryRanking(const Store& store, const SearchOptions& options,
+                           const LocalFeatures& features, const std::vector<uint8_t>& colour)
+    : store_(store),
+      options_(options),
+      features_(features),
+      colour_(colour),
+      verify_(options.verify) {
+  // A candidate with fewer matches than min_inliers cannot be verified.
+  verify_.min_matches = std::max(verify_.min_matches, options.min_inliers);
+  fuse_colour_ = options.colour_weight > 0 && options.colour_depth > 0 && !colour.empty() &&
+                 store.stores_colour();
+  rerank_ = options.rerank > 0 && features.num() >= 5;
+}
+
+void QueryRanking::FuseColour(std::vector<Candidate>* list) {
+  if (!fuse_colour_ || list->empty()) return;
+  const float w = ColourWeight(*list, options_.colour_weight);
+  for (Candidate& c : *list) {
+    // Read once per query: records are small and the list is at most
+    // colour_depth long.
+    auto it = colour_of_.find(c.id);
+    if (it == colour_of_.end()) {
+      const auto record = store_.FindById(c.id);
+      it =
+          colour_of_.emplace(c.id, record ? ColourSimilarity(colour_, record->colour) : 0.0f).first;
+    }
+    c.colour = it->second;
+    c.base = (c.similarity + w * c.colour) / (1.0f + w);
+    c.score = c.base;
+  }
+  SortByScore(list);
+}
+
+void QueryRanking::Rerank(std::vector<Candidate>* list) {
+  const size_t depth = std::min<size_t>(list->size(), static_cast<size_t>(options_.rerank));
+  std::vector<uint64_t> todo;
+  for (size_t i = 0; i < depth; ++i)
+    if (!inliers_of_.count((*list)[i].id)) todo.push_back((*list)[i].id);
+  std::vector<int> found(todo.size(), -1);
+  std::exception_ptr failure;
+  const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t t = 0; t < todo.size(); ++t) {
+    try {
+      if (const auto candidate = ReadLocalFeatures(store_, todo[t]))
+        found[t] = VerifyPair(features_, *candidate, verify_).inliers;
+    } catch (...) {
+#pragma omp critical(lookalike_search_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  for (size_t t = 0; t < todo.size(); ++t) inliers_of_[todo[t]] = found[t];
+  for (Candidate& c : *list) {
+    c.score = c.base;
+    const int n = inliers(c.id);
+    if (n >= options_.min_inliers) c.score = std::clamp(CombinedScore(c.base, n), -1.0f, 1.0f);
+  }
+  SortByScore(list);
+}
+
+bool QueryRanking::Expand(const float* vlad, int64_t dim, const std::vector<Candidate>& list,
+                          std::vector<float>* expanded) const {
+  std::vector<float> sum(vlad, vlad + dim);
+  int used = 0;
+  for (const Candidate& c : list) {
+    if (used == options_.expansion) break;
+    if (!Verified(c.id)) continue;
+    const auto v = store_.GetVector(c.id);
+    if (!v || static_cast<int64_t>(v->size()) != dim) continue;
+    for (int64_t j = 0; j < dim; ++j) sum[j] += (*v)[j];
+    ++used;
+  }
+  if (used == 0) return false;
+  double norm2 = 0;
+  for (float x : sum) norm2 += double{x} * x;
+  const float inv = static_cast<float>(1.0 / std::sqrt(std::max(norm2, 1e-30)));
+  for (float& x : sum) x *= inv;
+  *expanded = std::move(sum);
+  return true;
+}
+
+int QueryRanking::inliers(uint64_t id) const {
+  const auto it = inliers_of_.find(id);
+  return it == inliers_of_.end() ? -1 : it->second;
+}
+
+bool QueryRanking::Verified(uint64_t id) const { return inliers(id) >= options_.min_inliers; }
+
+}  // namespace lookalike

@@ -1,0 +1,124 @@
+// The ranking stage of one query: how the VLAD short list (the candidates an
+// inner-product search of the index returns, best first) becomes the ranked
+// list Searcher::SearchQuery returns. Three named steps, in the order the
+// searcher runs them:
+//
+//   1. FuseColour    re-orders the short list by the global similarity b;
+//   2. Rerank        spatially verifies the top `rerank` candidates against
+//                    the query's local features and re-orders by the score;
+//   3. Expand        averages the query with its verified results (average
+//                    query expansion); the searcher searches that vector
+//                    again and runs steps 1 and 2 on the new short list.
+//
+// The score (Hit::score), documented here once:
+//
+//   s      cosine of the query's and the candidate's VLAD vectors, [-1, 1]
+//          (the expanded query after expansion; Hit::similarity);
+//   c      colour similarity of query and candidate (indexer/colour.h,
+//          Bhattacharyya coefficient, [0, 1]; Hit::colour);
+//   w      colour_weight x spread, where spread = 1.4826 x the median
+//          absolute deviation of s over the short list (a robust standard
+//          deviation: a query's few true matches must not inflate it, or
+//          colour would outweigh the VLAD evidence of a near-duplicate);
+//          kDefaultSimilaritySpread when the list has fewer than 3
+//          candidates or the spread is below 1e-6. Colour is weighed against
+//          how much VLAD similarities vary, which PCA-whitening changes
+//          six-fold (README "Colour");
+//   b      = (s + w c) / (1 + w), the global similarity; b = s without colour
+//          (weight 0, depth 0, no query colour, or a schema-1 database).
+//          Dividing by 1 + w keeps b in [-1, 1] without clamping, which would
+//          tie near-duplicates at 1; b is 1 only for the image itself;
+//   g      = inliers / (inliers + 20), the spatial evidence of a verified
+//          candidate (RANSAC inliers >= min_inliers; Hit::inliers);
+//   score  = 1 - (1 - b)(1 - g) for a verified candidate, clamped to [-1, 1],
+//          else b: a noisy-or of the two, so it equals b without evidence,
+//          rises with the inliers, and is 1 for the image itself.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "indexer/local_features.h"
+#include "search/verifier.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+struct SearchOptions;
+
+// The colour weight's unit when a short list has too few candidates (or too
+// little variation) for a spread: the typical spread of full-VLAD similarities.
+inline constexpr float kDefaultSimilaritySpread = 0.02f;
+
+// The noisy-or score of a verified candidate: 1 - (1 - base)(1 - g) with
+// g = inliers / (inliers + 20) (see above; not clamped here).
+float CombinedScore(float base, int inliers);
+
+// One database image on a query's short list.
+struct Candidate {
+  uint64_t id = 0;       // image id
+  float similarity = 0;  // s: VLAD cosine with the (possibly expanded) query
+  float colour = -1;     // c; -1 = colour not used
+  float base = 0;        // b
+  float score = 0;       // b, or the noisy-or once verified
+};
+
+// The ranking state of one query: the query's features and colour, and what
+// it has learned about candidates so far (colour similarities and inliers,
+// kept across the search before and after expansion, so no candidate is
+// read or verified twice). Borrows `store`, `options`, `features` and
+// `colour`, which must outlive it. Not thread-safe (one per query); Rerank
+// verifies on OpenMP threads inside.
+class QueryRanking {
+ public:
+  // `options` must have passed SearchOptions::Validate (Searcher::Open).
+  QueryRanking(const Store& store, const SearchOptions& options, const LocalFeatures& features,
+               const std::vector<uint8_t>& colour);
+
+  // True when FuseColour changes the order (weight and depth > 0, the query
+  // has a colour histogram and the database stores colour).
+  bool fuses_colour() const { return fuse_colour_; }
+  // True when Rerank and Expand run: rerank > 0 and the query has at least 5
+  // local features (fewer cannot fit a homography).
+  bool reranks() const { return rerank_; }
+
+  // Step 1: sets every candidate's colour, base and score from its VLAD
+  // similarity and its stored colour (read by id), then stable-sorts by
+  // score. Does nothing unless fuses_colour().
+  void FuseColour(std::vector<Candidate>* list);
+
+  // Step 2: verifies the top `rerank` candidates not verified yet (their
+  // stored features against the query's, VerifyPair), then sets every
+  // candidate's score (noisy-or when verified with >= min_inliers) and
+  // stable-sorts by it. Throws StoreError or encoding::CorruptValue (corrupt
+  // stored features).
+  void Rerank(std::vector<Candidate>* list);
+
+  // Step 3: the query `vlad` (dim floats, the full VLAD) plus the stored
+  // vectors of the first `expansion` verified candidates of `list`,
+  // L2-normalised, into `expanded`. Only verified results are averaged:
+  // unverified neighbours would drag the query towards false matches.
+  // Returns false (and leaves `expanded` alone) when no candidate qualifies.
+  bool Expand(const float* vlad, int64_t dim, const std::vector<Candidate>& list,
+              std::vector<float>* expanded) const;
+
+  // RANSAC inliers of a verified candidate; -1 = not verified (or no stored
+  // features).
+  int inliers(uint64_t id) const;
+
+ private:
+  bool Verified(uint64_t id) const;  // inliers(id) >= min_inliers
+
+  const Store& store_;
+  const SearchOptions& options_;
+  const LocalFeatures& features_;
+  const std::vector<uint8_t>& colour_;
+  VerifyOptions verify_;  // options.verify, min_matches raised to min_inliers
+  bool fuse_colour_ = false;
+  bool rerank_ = false;
+  std::unordered_map<uint64_t, float> colour_of_;  // id -> c
+  std::unordered_map<uint64_t, int> inliers_of_;   // id -> inliers (-1: no stored features)
+};
+
+}  // namespace lookalike
