@@ -19,7 +19,6 @@
 #include "indexer/extractor.h"
 #include "indexer/file_walker.h"
 #include "indexer/local_features.h"
-#include "search/search_index.h"
 #include "storage/encoding.h"
 #include "storage/store.h"
 #include "util/threads.h"
@@ -32,7 +31,6 @@ void IndexOptions::Validate() const {
   encoding.Validate();
   codebook.Validate();
   projection.Validate();
-  search_index.Validate();
   if (train_images < 1)
     throw std::invalid_argument("train images must be >= 1, got " + std::to_string(train_images));
   if (threads < 0 || threads > 1024)
@@ -583,29 +581,6 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
              store->hash_kind(), cancel, [&](Processed&& p) { committer.Add(std::move(p)); });
   committer.Flush();
   summary.cancelled = cancel && cancel->load();
-  if (!summary.cancelled) {
-    // Only what this run added, changed or removed reaches the persisted
-    // search index (reconciled against its (id, content hash) manifest). A
-    // cancelled or killed run leaves it stale; the next run or search
-    // reconciles it the same way.
-    if (observer) observer->OnPhase("updating the search index");
-    const auto t_index = Clock::now();
-    SetLibraryThreads(threads);
-    const SearchProjection projection = SearchProjection::FromStore(*store);
-    const SearchIndexSync sync = UpdateSearchIndex(store.get(), projection, options.search_index);
-    SetLibraryThreads(1);
-    summary.stages.search_index = Seconds(t_index, Clock::now());
-    if (observer && sync.transient)
-      observer->OnPhase("search index: not persisted (" + sync.reason + ")");
-    else if (observer)
-      observer->OnPhase("search index: " + sync.index->Describe() + ", " +
-                        std::to_string(sync.index->ntotal()) + " vectors" +
-                        (sync.rebuilt ? " (built: " + sync.reason + ")"
-                         : sync.retrained
-                             ? " (re-built from its vectors: kind or lists follow the size)"
-                             : " (+" + std::to_string(sync.added) + " -" +
-                                   std::to_string(sync.removed) + ")"));
-  }
   summary.seconds = Seconds(start, Clock::now());
   return summary;
 }

@@ -12,7 +12,6 @@
 #include "indexer/model.h"
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
-#include "search/vector_index.h"
 #include "storage/store.h"
 
 namespace lookalike {
@@ -31,10 +30,6 @@ struct IndexOptions {
   int batch_images = 32;          // images per encoder batch; 1..4096
   Backend backend = Backend::kAuto;
   ImageFileLimits limits;
-  // The persisted search index updated at the end of every run: its kind
-  // (auto = exact below auto_threshold images, ivfsq from there on) and
-  // training settings.
-  VectorIndexOptions search_index;
 
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;
@@ -49,7 +44,6 @@ struct StageTimes {
   double extract = 0;      // SIFT + RootSIFT, and the colour histogram (indexer/colour.h)
   double train = 0;        // k-means (new database only)
   double pca = 0;          // VLAD of the training sample + PCA (new database only)
-  double search_index = 0; // loading, updating and writing the persisted search index
   double encode = 0;       // assignment + VLAD (encoder thread); split into:
   double assign = 0;       //   nearest centroid (0 on CUDA, which does not separate it)
   double aggregate = 0;    //   the rest: batch assembly, sort, residual sums, normalisation

@@ -315,6 +315,14 @@ SearchIndexSync Sync(const Store& store, const SearchProjection& projection,
 
 }  // namespace
 
+std::string SearchIndexSync::Summary() const {
+  if (transient) return "not persisted (" + reason + ")";
+  return index->Describe() + ", " + std::to_string(index->ntotal()) + " vectors" +
+         (rebuilt     ? " (built: " + reason + ")"
+          : retrained ? " (re-built from its vectors: kind or lists follow the size)"
+                      : " (+" + std::to_string(added) + " -" + std::to_string(removed) + ")");
+}
+
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchProjection& projection,
                                 const VectorIndexOptions& options) {
   return Sync(store, projection, options, /*build_transient=*/true);

@@ -54,6 +54,9 @@ struct SearchIndexSync {
   // null after UpdateSearchIndex.
   bool transient = false;
   // True when the index differs from what is persisted (it should be saved).
+  // One line for progress output: "not persisted (reason)", or the index,
+  // its size and what happened ("built: reason", "re-built ...", "+a -r").
+  std::string Summary() const;
   bool changed() const {
     return !transient && (!loaded || rebuilt || retrained || retuned || added || removed);
   }

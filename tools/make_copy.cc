@@ -4,10 +4,10 @@
 // the plain re-encoded, resized and cropped kinds are the generated
 // duplicates tools/eval_dedup.sh calibrates `dedup` on.
 #include <iostream>
-#include <string>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <string>
 
 int main(int argc, char** argv) {
   std::string kind = "copy";

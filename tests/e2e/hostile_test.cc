@@ -45,6 +45,7 @@
 #include "tests/json_lite.h"
 #include "tests/subprocess.h"
 #include "tools/cli.h"
+#include "tools/output.h"
 #include "tests/test_images.h"
 
 namespace lookalike {

@@ -46,9 +46,16 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     o.codebook.num_clusters = 16;
     o.threads = 2;
     o.backend = Backend::kCpu;
-    o.search_index.kind = GetParam();
-    o.search_index.nprobe = 64;  // every list at this size: results as exact as the codes
-    return BuildIndex(o, observer);
+    const IndexSummary summary = BuildIndex(o, observer);
+    // What `lookalike index` runs next (tools/index_command.cc).
+    VectorIndexOptions index;
+    index.kind = GetParam();
+    index.nprobe = 64;  // every list at this size: results as exact as the codes
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    const SearchIndexSync sync =
+        UpdateSearchIndex(store.get(), SearchProjection::FromStore(*store), index);
+    observer->OnPhase("search index: " + sync.Summary());
+    return summary;
   }
   std::unique_ptr<Searcher> Open() {
     SearchOptions o;

@@ -2,6 +2,7 @@
 // usage errors, --help with defaults, backends, output formats, exit codes,
 // and the escaping of fields.
 #include "tools/cli.h"
+#include "tools/output.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -363,36 +364,66 @@ bool IsValidUtf8(const std::string& s) {
   return true;
 }
 
-TEST(EscapeTest, JsonString) {
-  EXPECT_EQ(JsonString("a.jpg"), "\"a.jpg\"");
-  EXPECT_EQ(JsonString("q\"b\\s"), "\"q\\\"b\\\\s\"");
-  EXPECT_EQ(JsonString("t\tn\nr\r"), "\"t\\tn\\nr\\r\"");
-  EXPECT_EQ(JsonString(std::string("\x01\x1f\x7f", 3)), "\"\\u0001\\u001f\\u007f\"");
-  EXPECT_EQ(JsonString(std::string("\0", 1)), "\"\\u0000\"");
-  EXPECT_EQ(JsonString("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
-            "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"") << "valid UTF-8 passes";
-  EXPECT_EQ(JsonString("bad\xff"), "\"bad\\u00ff\"");
-  EXPECT_EQ(JsonString("cut\xc3"), "\"cut\\u00c3\"") << "truncated sequence at the end";
-  EXPECT_EQ(JsonString("\xc3(x"), "\"\\u00c3(x\"") << "lead byte without continuation";
+TEST(EscapeTest, Utf8ForJson) {
+  bool lossy = true;
+  EXPECT_EQ(Utf8ForJson("a.jpg", &lossy), "a.jpg");
+  EXPECT_FALSE(lossy);
+  EXPECT_EQ(Utf8ForJson("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", &lossy),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80")
+      << "valid UTF-8 passes";
+  EXPECT_FALSE(lossy);
+  // Every byte that starts no valid sequence becomes U+0080..U+00FF.
+  EXPECT_EQ(Utf8ForJson("bad\xff", &lossy), "bad\xc3\xbf");
+  EXPECT_TRUE(lossy);
+  EXPECT_EQ(Utf8ForJson("cut\xc3"), "cut\xc3\x83") << "truncated sequence at the end";
+  EXPECT_EQ(Utf8ForJson("\xc3(x"), "\xc3\x83(x") << "lead byte without continuation";
   // Not UTF-8 either, though shaped like it: overlong forms, surrogates,
-  // code points above U+10FFFF. Each byte must be escaped.
-  EXPECT_EQ(JsonString("\xc0\x80"), "\"\\u00c0\\u0080\"") << "overlong NUL";
-  EXPECT_EQ(JsonString("\xe0\x80\xaf"), "\"\\u00e0\\u0080\\u00af\"") << "overlong '/'";
-  EXPECT_EQ(JsonString("\xed\xa0\x80"), "\"\\u00ed\\u00a0\\u0080\"") << "surrogate U+D800";
-  EXPECT_EQ(JsonString("\xf4\x90\x80\x80"), "\"\\u00f4\\u0090\\u0080\\u0080\"") << "> U+10FFFF";
-  EXPECT_EQ(JsonString("\xf5\x80\x80\x80"), "\"\\u00f5\\u0080\\u0080\\u0080\"");
+  // code points above U+10FFFF. Each byte is mapped on its own.
+  EXPECT_EQ(Utf8ForJson("\xc0\x80"), "\xc3\x80\xc2\x80") << "overlong NUL";
+  EXPECT_EQ(Utf8ForJson("\xed\xa0\x80"), "\xc3\xad\xc2\xa0\xc2\x80") << "surrogate U+D800";
+  EXPECT_EQ(Utf8ForJson("\xf4\x90\x80\x80"), "\xc3\xb4\xc2\x90\xc2\x80\xc2\x80") << "> U+10FFFF";
 
-  // Whatever the bytes, the output is valid UTF-8 with no raw control bytes.
+  // Whatever the bytes, nlohmann-json accepts the result and PutPath keeps
+  // the exact bytes in <key>_bytes exactly when the text lost some.
   std::mt19937_64 rng(31);
   for (int trial = 0; trial < 2000; ++trial) {
     std::string s(1 + rng() % 12, '\0');
     for (char& c : s) c = static_cast<char>(rng() % 3 == 0 ? 0x80 + rng() % 0x80 : rng());
-    const std::string j = JsonString(s);
-    ASSERT_TRUE(IsValidUtf8(j)) << "input bytes produced invalid UTF-8 JSON";
-    for (unsigned char c : j) ASSERT_GE(c, 0x20);
-    ASSERT_EQ(j.front(), '"');
-    ASSERT_EQ(j.back(), '"');
+    Json j;
+    PutPath(&j, "path", s);
+    const std::string line = j.dump();  // throws on invalid UTF-8
+    ASSERT_TRUE(IsValidUtf8(line)) << "input bytes produced invalid UTF-8 JSON";
+    for (unsigned char c : line) ASSERT_GE(c, 0x20) << "raw control byte in JSON";
+    const Json back = Json::parse(line);
+    ASSERT_EQ(back.contains("path_bytes"), !IsValidUtf8(s));
+    if (back.contains("path_bytes")) {
+      std::string bytes;
+      const std::string hex = back["path_bytes"];
+      for (size_t i = 0; i < hex.size(); i += 2)
+        bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+      ASSERT_EQ(bytes, s);
+    } else {
+      ASSERT_EQ(back["path"].get<std::string>(), s);
+    }
   }
+}
+
+TEST(OutputTest, FormatsNamedInErrors) {
+  EXPECT_EQ(ParseFormat("tsv", {OutputFormat::kTable, OutputFormat::kTsv}), OutputFormat::kTsv);
+  try {
+    ParseFormat("xml", {OutputFormat::kTable, OutputFormat::kTsv, OutputFormat::kJson});
+    FAIL() << "xml accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "--format must be table, tsv or json, got 'xml'");
+  }
+}
+
+TEST(OutputTest, RoundedNumbersPrintAsTheirDecimals) {
+  Json j;
+  j["a"] = Rounded(0.8935901f, 6);
+  j["b"] = Rounded(0.12345, 4);
+  j["c"] = Rounded(1.0, 4);
+  EXPECT_EQ(j.dump(), "{\"a\":0.89359,\"b\":0.1235,\"c\":1.0}");
 }
 
 // ---- schema 1 and schema 2 databases through the command line --------------

@@ -1,0 +1,28 @@
+// The subcommands of `lookalike`, one file each. Every one parses its own
+// flags (tools/flags.h), validates the option structs once, calls the
+// library, prints through tools/output.h and returns an exit code; usage
+// errors are thrown as UsageError and turned into exit 2 by RunCli.
+#pragma once
+
+#include <atomic>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace lookalike {
+
+// `lookalike index DIR --db DB`: build or update a database, then bring its
+// persisted search index up to date. `tty` enables the progress bar;
+// `cancel` (may be null) stops cleanly after the current batch.
+int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                    bool tty, const std::atomic<bool>* cancel);
+// `lookalike search --db DB QUERY...`: ranked hits per query.
+int RunSearchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `lookalike dedup --db DB`: near-duplicate groups.
+int RunDedupCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `lookalike info --db DB`: what a database holds and how it was built.
+int RunInfoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `lookalike verify --db DB`: full consistency check (exit 2 when corrupt).
+int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace lookalike

@@ -1,0 +1,100 @@
+// `lookalike dedup`: near-duplicate groups of a database.
+#include <cstdio>
+#include <ostream>
+
+#include "search/dedup.h"
+#include "storage/store.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "tools/flags.h"
+#include "tools/output.h"
+
+namespace lookalike {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: lookalike dedup --db DB [--threshold T] [--format tsv|json|pairs]\n\n"
+    "Finds groups of near-duplicate images in a database: the same picture re-encoded,\n"
+    "resized, cropped, rotated, recoloured or with an overlay (not other photos of the\n"
+    "same scene). Every image is compared with its most similar images (VLAD), each\n"
+    "candidate pair is verified with a RANSAC homography over the stored keypoints,\n"
+    "and verified pairs are joined into groups. Byte-identical files always group.\n"
+    "Only groups of two or more images are printed; groups are ordered by their\n"
+    "smallest path, members by pixels, then file size (largest first: the first\n"
+    "member is the one to keep), then path. A member's score is the best score of a\n"
+    "duplicate pair joining it to its group (1 = byte-identical).\n\n";
+
+struct DedupCommandOptions {
+  DedupOptions dedup;
+  std::string db;
+  OutputFormat format = OutputFormat::kTsv;
+  bool verbose = false;
+};
+
+void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
+  const DedupOptions d;
+  DedupOptions* o = &c->dedup;
+  g->Help();
+  g->Path("db", &c->db, "database folder built by 'lookalike index'");
+  g->Number("threshold", &o->threshold, d.threshold,
+            "pair score (share of the poorer image's keypoints that are homography inliers) a "
+            "verified pair needs to count as a duplicate, (0, 1]");
+  g->Number("min-similarity", &o->min_similarity, d.min_similarity,
+            "VLAD cosine similarity a pair needs to be verified at all (lower finds harder "
+            "copies, costs more)");
+  g->Value("max-candidates", &o->max_candidates, d.max_candidates,
+           "verify at most the N most similar candidates of each image");
+  g->Value("min-inliers", &o->min_inliers, d.min_inliers, "RANSAC inliers a duplicate pair needs");
+  g->Number("min-spread", &o->min_spread, d.min_spread,
+            "share of one image's area the inliers' convex hull must cover (a shared logo or "
+            "caption covers little)");
+  g->Text(
+      "format", "tsv",
+      "tsv (group<TAB>path<TAB>score, one line per member) | json (one object per group per "
+      "line) | pairs (one line per candidate pair, tab-separated: path a, path b, "
+      "similarity, matches, inliers, score, spread, duplicate 0/1)",
+      [c](const std::string& v) {
+        c->format = ParseFormat(v, {OutputFormat::kTsv, OutputFormat::kJson, OutputFormat::kPairs});
+      });
+  g->Switch("verbose,v", &c->verbose, "print counts and timings on stderr");
+}
+
+}  // namespace
+
+int RunDedupCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  DedupCommandOptions c;
+  FlagGroup opts("options");
+  DeclareFlags(&opts, &c);
+  const ParsedArgs parsed = ParseArgs(args, {&opts}, {}, {});
+  if (parsed.help) {
+    PrintHelp(out, kUsage, {&opts});
+    return kExitOk;
+  }
+  if (c.db.empty()) throw UsageError("missing --db DB: the database to deduplicate");
+  try {
+    c.dedup.Validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  auto store = Store::Open(c.db, Store::Mode::kReadOnly);
+  const DedupResult r = FindDuplicates(*store, c.dedup);
+  WriteDedup(out, r, c.format);
+  out.flush();
+  if (r.num_unverified > 0)
+    err << "lookalike: warning: " << r.num_unverified
+        << " candidate pairs could not be verified (images indexed without stored keypoints); "
+           "index the folder into a new --db to check them\n";
+  if (c.verbose) {
+    size_t grouped = 0;
+    for (const DedupGroup& group : r.groups) grouped += group.members.size();
+    char timing[96];
+    std::snprintf(timing, sizeof timing, "search %.4f s, verification %.4f s", r.search_seconds,
+                  r.verify_seconds);
+    err << "lookalike: " << r.num_images << " images (" << r.num_without_features
+        << " without features), " << r.candidates.size() << " candidate pairs, " << r.groups.size()
+        << " groups holding " << grouped << " images; " << timing << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace lookalike

@@ -1,0 +1,206 @@
+// `lookalike index`: the indexer's BuildIndex, then the search-index update.
+// The two are composed here, one floor above both (the indexer never
+// includes search/).
+#include <chrono>
+#include <fstream>
+#include <ostream>
+
+#include "indexer/pipeline.h"
+#include "indexer/projection.h"
+#include "search/search_index.h"
+#include "storage/store.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "tools/flags.h"
+#include "tools/output.h"
+#include "tools/progress.h"
+#include "util/threads.h"
+
+namespace lookalike {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: lookalike index DIR --db DB [options]\n\n"
+    "Indexes every image under DIR (recursively; JPEG, PNG, WebP, TIFF, BMP, PNM,\n"
+    "recognised by content). Re-running updates the index: unchanged files are\n"
+    "skipped without decoding, changed and new files are encoded with the stored\n"
+    "codebook, records of deleted files are removed.\n\n";
+
+// Everything `index` takes: the indexer's options, the search index kept
+// with the database, and what the command itself prints or writes.
+struct IndexCommandOptions {
+  IndexOptions index;
+  VectorIndexOptions search_index;
+  OutputFormat format = OutputFormat::kTable;
+  std::string errors_path, committed_path;
+  double max_file_mb = 0;
+  bool verbose = false, quiet = false;
+  std::string backend_name;
+};
+
+void DeclareModelFlags(FlagGroup* g, IndexOptions* o) {
+  const IndexOptions d;  // --help shows a default-constructed struct's values
+  g->Value("clusters", &o->codebook.num_clusters, d.codebook.num_clusters,
+           "K, number of visual words of the codebook");
+  g->Value("max-side", &o->encoding.max_side, d.encoding.max_side,
+           "downscale images so the longest side is at most PX pixels (0 = never)");
+  g->Text("descriptor", d.encoding.extractor.type, "rootsift | sift",
+          [o](const std::string& v) { o->encoding.extractor.type = v; });
+  g->Number("contrast-threshold", &o->encoding.extractor.contrast_threshold,
+            d.encoding.extractor.contrast_threshold,
+            "SIFT detector contrast threshold (lower = more keypoints)");
+  g->Value("max-features", &o->encoding.extractor.max_features, d.encoding.extractor.max_features,
+           "keep at most N strongest keypoints per image (0 = all)");
+  g->Value("min-keypoints", &o->encoding.extractor.min_keypoints,
+           d.encoding.extractor.min_keypoints,
+           "re-detect an image with fewer keypoints at lower contrast thresholds (0 = off)");
+  g->Number("power", &o->encoding.vlad.power_alpha, d.encoding.vlad.power_alpha,
+            "VLAD power-normalisation exponent in (0, 1] (0.5 = signed square root, 1 = off)");
+  g->OnOff("intra-norm", &o->encoding.vlad.intra_normalize, d.encoding.vlad.intra_normalize,
+           "VLAD intra-normalisation on|off");
+  g->OnOff("residual-norm", &o->encoding.vlad.residual_normalize,
+           d.encoding.vlad.residual_normalize, "L2-normalise each residual before summing, on|off");
+  g->Value("train-images", &o->train_images, d.train_images,
+           "images sampled (seeded) to learn the codebook");
+  g->Value("pca-dim", &o->projection.out_dim, d.projection.out_dim,
+           "PCA of VLAD vectors learned from the training images: components kept for "
+           "search (0 = off; capped at training images - 1)");
+  g->Value("pca-min-images", &o->projection.min_images, d.projection.min_images,
+           "learn the PCA only if at least N training images have features (0 = always); "
+           "smaller collections search full VLAD vectors");
+  g->OnOff("whiten", &o->projection.whiten, d.projection.whiten, "PCA-whitening on|off");
+  g->Number("pca-regularization", &o->projection.eigen_regularization,
+            d.projection.eigen_regularization,
+            "whitening divides by sqrt(eigenvalue + R x mean eigenvalue)");
+  g->Number("pca-power", &o->projection.power_alpha, d.projection.power_alpha,
+            "signed power of the PCA components before L2, in (0, 1] (1 = off)");
+  g->OnOff("pca-half", &o->projection.half_precision, d.projection.half_precision,
+           "store the PCA matrix as float16 on|off");
+  g->Value("iterations", &o->codebook.num_iterations, d.codebook.num_iterations,
+           "k-means iterations");
+  g->Value("seed", &o->codebook.seed, d.codebook.seed, "seed of the training sample and k-means");
+}
+
+void DeclareRunFlags(FlagGroup* g, IndexCommandOptions* c) {
+  const IndexOptions d;
+  const VectorIndexOptions ds;
+  IndexOptions* o = &c->index;
+  g->Help();
+  g->Path("db", &o->db_path, "database folder (created if missing)");
+  g->Value("threads", &o->threads, d.threads, "decode/extract threads (0 = all cores)");
+  g->Value("batch", &o->batch_images, d.batch_images, "images per encoder batch");
+  g->Text("backend", BackendName(d.backend), "VLAD encoder: auto | cpu | cuda",
+          [c](const std::string& v) {
+            c->backend_name = v;
+            c->index.backend = ParseBackend(v);
+          });
+  g->Number("max-file-mb", &c->max_file_mb,
+            static_cast<double>(d.limits.max_file_bytes) / (1 << 20),
+            "skip files larger than this (FILE_TOO_LARGE)");
+  g->Value("max-pixels", &o->limits.max_pixels, d.limits.max_pixels,
+           "skip images whose header claims more pixels (TOO_MANY_PIXELS)");
+  g->Switch("allow-truncated", &o->limits.allow_truncated,
+            "decode truncated or corrupt JPEG/PNG files instead of skipping them");
+  g->Number("max-seconds-per-file", &o->limits.max_seconds, d.limits.max_seconds,
+            "skip a file whose reading, decoding and extraction take longer (TIMEOUT)");
+  g->Path("errors", &c->errors_path, "also write per-file errors as JSON lines to FILE");
+  g->Path("committed", &c->committed_path,
+          "append each image's path to FILE once it is committed (crash-safe from then on)");
+  g->Text("format", "table", "summary format: table | json", [c](const std::string& v) {
+    c->format = ParseFormat(v, {OutputFormat::kTable, OutputFormat::kJson});
+  });
+  g->Text("index-kind", VectorIndexKindName(ds.kind),
+          "search index kept with the database: auto (exact below --index-threshold images, "
+          "ivfsq from there on) | flat (exact inner product) | ivfsq (inverted file with "
+          "8-bit residual codes: approximate, ~d + 10 bytes per image)",
+          [c](const std::string& v) { c->search_index.kind = ParseVectorIndexKind(v); });
+  g->Value("index-threshold", &c->search_index.auto_threshold, ds.auto_threshold,
+           "images from which --index-kind auto switches to ivfsq");
+  g->Value("nprobe", &c->search_index.nprobe, ds.nprobe,
+           "ivfsq lists visited per query (0 = enough for about 8,000 vectors, at least 16)");
+  g->Switch("verbose,v", &c->verbose, "print phases, backend and stage timings");
+  g->Switch("quiet,q", &c->quiet, "no progress bar");
+}
+
+// The persisted search index follows what this run added, changed or
+// removed (reconciled against its (id, content hash) manifest). A cancelled
+// or killed run leaves it stale; the next run or search reconciles it.
+void UpdatePersistedSearchIndex(const IndexCommandOptions& c, IndexObserver* observer) {
+  observer->OnPhase("updating the search index");
+  auto store = Store::Open(c.index.db_path, Store::Mode::kReadWrite);
+  SetLibraryThreads(ResolveThreads(c.index.threads));
+  const SearchProjection projection = SearchProjection::FromStore(*store);
+  const SearchIndexSync sync = UpdateSearchIndex(store.get(), projection, c.search_index);
+  SetLibraryThreads(1);
+  observer->OnPhase("search index: " + sync.Summary());
+}
+
+}  // namespace
+
+int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                    bool tty, const std::atomic<bool>* cancel) {
+  IndexCommandOptions c;
+  c.backend_name = BackendName(c.index.backend);
+  FlagGroup run("run"), model("model (used when the database is created; stored in it)");
+  DeclareRunFlags(&run, &c);
+  DeclareModelFlags(&model, &c.index);
+  boost::program_options::options_description hidden;
+  hidden.add_options()("dir", boost::program_options::value(&c.index.image_dir));
+  const ParsedArgs parsed = ParseArgs(args, {&run, &model}, hidden, {{"dir", 1}});
+  if (parsed.help) {
+    PrintHelp(out, kUsage, {&run, &model});
+    return kExitOk;
+  }
+  IndexOptions& o = c.index;
+  if (o.image_dir.empty()) throw UsageError("missing DIR: the folder of images to index");
+  if (o.db_path.empty()) throw UsageError("missing --db DB: the database folder");
+  try {
+    if (!(c.max_file_mb > 0)) throw std::invalid_argument("--max-file-mb must be > 0");
+    o.limits.max_file_bytes = static_cast<uint64_t>(c.max_file_mb * (1 << 20));
+    o.Validate();
+    c.search_index.Validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (Store::IsDatabase(o.db_path)) {
+    // The model is fixed at creation; explicit model flags cannot change it.
+    for (const std::string& flag : model.names())
+      if (parsed.Given(flag))
+        err << "lookalike: note: --" << flag << " ignored: " << o.db_path
+            << " keeps the model it was created with (see 'lookalike info'); index into a "
+               "new --db to change it\n";
+  }
+  if (c.verbose)
+    err << "lookalike: backend: requested " << c.backend_name << ", using "
+        << BackendName(ResolveBackend(o.backend)) << " (" << ProbeBackends().detail << ")\n";
+  std::ofstream errors_file, committed_file;
+  if (!c.errors_path.empty()) {
+    errors_file.open(c.errors_path, std::ios::out | std::ios::trunc);
+    if (!errors_file) throw UsageError("cannot write --errors file " + c.errors_path);
+  }
+  if (!c.committed_path.empty()) {
+    committed_file.open(c.committed_path, std::ios::out | std::ios::app);
+    if (!committed_file) throw UsageError("cannot write --committed file " + c.committed_path);
+  }
+  ProgressObserver observer(err, tty, c.verbose, c.quiet,
+                            errors_file.is_open() ? &errors_file : nullptr,
+                            committed_file.is_open() ? &committed_file : nullptr);
+  IndexSummary s;
+  try {
+    s = BuildIndex(o, &observer, cancel);
+    if (!s.cancelled) {
+      // The summary's time covers the whole command, the update included.
+      const auto start = std::chrono::steady_clock::now();
+      UpdatePersistedSearchIndex(c, &observer);
+      s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } catch (...) {
+    observer.Finish();
+    throw;
+  }
+  observer.Finish();
+  WriteIndexSummary(out, s, o.db_path, c.format, c.verbose);
+  return (s.total_skipped() > 0 || s.no_features > 0 || s.cancelled) ? kExitPartial : kExitOk;
+}
+
+}  // namespace lookalike

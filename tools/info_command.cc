@@ -1,0 +1,72 @@
+// `lookalike info`: what a database holds and how it was built.
+#include <ostream>
+
+#include "indexer/file_walker.h"
+#include "indexer/projection.h"
+#include "indexer/vlad.h"
+#include "storage/store.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "tools/db_command_flags.h"
+#include "tools/output.h"
+
+namespace lookalike {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: lookalike info --db DB [--format table|json]\n\n"
+    "Describes a database: images, model settings, schema version, size on disk,\n"
+    "and which VLAD backend this machine would use.\n\n";
+
+InfoReport MakeInfoReport(const Store& store, const std::string& db) {
+  InfoReport r;
+  r.path = AbsolutePath(db);
+  r.schema_version = store.schema_version();
+  r.image_hash = HashKindName(store.hash_kind());
+  r.images = store.num_images();
+  store.ForEachImage([&](const ImageRecord& rec) {
+    r.images_without_features += rec.status == ImageStatus::kNoFeatures;
+    r.descriptors += rec.num_descriptors;
+  });
+  r.size_bytes = store.SizeOnDisk();
+  const ModelRecord& m = store.model();
+  r.descriptor = m.descriptor_type;
+  r.dim = m.dim;
+  r.clusters = m.num_clusters;
+  r.vlad_dim = m.vlad_dim();
+  r.max_side = m.max_side;
+  r.contrast_threshold = m.contrast_threshold;
+  r.max_features = m.max_features;
+  r.min_keypoints = m.min_keypoints;
+  r.power = m.power_alpha;
+  r.intra_norm = m.intra_normalize;
+  r.residual_norm = m.residual_normalize;
+  r.seed = m.seed;
+  r.codebook_hash = m.codebook_hash;
+  if (const std::optional<ProjectionRecord> pca = store.GetProjection()) {
+    r.has_pca = true;
+    r.pca_out_dim = pca->out_dim;
+    r.pca_whiten = pca->whiten;
+    r.pca_regularization = pca->eigen_regularization;
+    r.pca_power = pca->power_alpha;
+    r.pca_samples = pca->num_samples;
+    r.pca_half = pca->half_precision;
+  }
+  const BackendReport backend = ProbeBackends();
+  r.backend_auto = backend.cuda_usable ? "cuda" : "cpu";
+  r.cuda_compiled = backend.cuda_compiled;
+  r.backend_detail = backend.detail;
+  return r;
+}
+
+}  // namespace
+
+int RunInfoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+  DbCommandOptions c;
+  if (!ParseDbCommand(args, kUsage, "describe", out, &c)) return kExitOk;
+  auto store = Store::Open(c.db, Store::Mode::kReadOnly);
+  WriteInfo(out, MakeInfoReport(*store, c.db), c.format);
+  return kExitOk;
+}
+
+}  // namespace lookalike

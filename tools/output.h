@@ -1,0 +1,96 @@
+// Everything the CLI prints: the table, TSV and JSON forms of each command's
+// result, in one place. A new output format (say HTML) is one more case in
+// the writers below and one more name in ParseFormat.
+//
+// Escaping rules, the same in every writer:
+//  - table and TSV: EscapeField (backslash, tab, newline, carriage return and
+//    other control bytes escaped, so no file name can break a line);
+//  - JSON (nlohmann-json, one object per line): strings are UTF-8; a path that
+//    is not valid UTF-8 is written with each invalid byte as U+0080..U+00FF
+//    and also exactly, as hex, in a "<key>_bytes" field.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "indexer/image_file.h"
+#include "indexer/pipeline.h"
+#include "search/dedup.h"
+#include "search/searcher.h"
+
+namespace lookalike {
+
+using Json = nlohmann::ordered_json;
+
+enum class OutputFormat { kTable, kTsv, kJson, kPairs };
+const char* OutputFormatName(OutputFormat format);
+// Parses --format; throws std::invalid_argument listing `allowed` if `text`
+// is not one of them ("--format must be table, tsv or json, got 'x'").
+OutputFormat ParseFormat(const std::string& text, const std::vector<OutputFormat>& allowed);
+
+// Escapes a path for one TSV field or table cell: backslash, tab, newline,
+// carriage return and other control bytes become \\, \t, \n, \r, \xHH. Other
+// bytes (UTF-8 or not) pass as they are.
+std::string EscapeField(const std::string& s);
+
+// `bytes` as a valid UTF-8 string for JSON: valid UTF-8 sequences (RFC 3629:
+// no overlong forms, surrogates or code points above U+10FFFF) are kept, every
+// other byte b becomes U+00bb. *lossy (if given) is set when that happened.
+std::string Utf8ForJson(const std::string& bytes, bool* lossy = nullptr);
+// Sets obj[key] to the path (Utf8ForJson) and, when that lost bytes,
+// obj[key + "_bytes"] to the path's bytes in lower-case hex.
+void PutPath(Json* obj, const std::string& key, const std::string& path);
+// `v` rounded to `decimals` decimal places, so JSON shows that many at most.
+double Rounded(double v, int decimals);
+// Writes `j` on one line, then a newline.
+void WriteJsonLine(std::ostream& out, const Json& j);
+
+std::string FormatSeconds(double s);  // "m:ss" or "h:mm:ss"; "?" if unknown
+std::string FormatBytes(uint64_t b);  // "12.3 MiB"
+
+// A per-file error as JSON: {"code", "path"[, "path_bytes"], "message"}.
+Json FileErrorJson(const FileError& e);
+// The stderr line of a skipped (or, for NO_FEATURES, warned-about) file.
+std::string FileErrorLine(const FileError& e);
+
+// `index`'s summary (table or JSON); the table's stage line when verbose.
+void WriteIndexSummary(std::ostream& out, const IndexSummary& s, const std::string& db,
+                       OutputFormat format, bool verbose);
+
+// One query's ranked hits (table, TSV or JSON). A query that failed is written
+// by WriteQueryError (JSON only; table and TSV print nothing for it).
+void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat format);
+void WriteQueryError(std::ostream& out, const QueryResult& r, OutputFormat format);
+
+// `dedup`'s groups (TSV, JSON) or every candidate pair (pairs).
+void WriteDedup(std::ostream& out, const DedupResult& r, OutputFormat format);
+
+// What `info` reports about a database.
+struct InfoReport {
+  std::string path;  // absolute database path
+  uint32_t schema_version = 0;
+  std::string image_hash;  // name of the per-image hash
+  uint64_t images = 0, images_without_features = 0, descriptors = 0, size_bytes = 0;
+  std::string descriptor;
+  uint32_t dim = 0, clusters = 0, max_side = 0, max_features = 0, min_keypoints = 0;
+  uint64_t vlad_dim = 0, seed = 0, codebook_hash = 0;
+  float contrast_threshold = 0, power = 1;
+  bool intra_norm = true, residual_norm = false;
+  bool has_pca = false;
+  uint32_t pca_out_dim = 0, pca_samples = 0;
+  bool pca_whiten = false, pca_half = false;
+  float pca_regularization = 0, pca_power = 1;
+  std::string backend_auto, backend_detail;
+  bool cuda_compiled = false;
+};
+void WriteInfo(std::ostream& out, const InfoReport& info, OutputFormat format);
+
+// `verify`'s verdict: the table form goes to `out` when consistent, the
+// problems to `err` otherwise; JSON always to `out`.
+void WriteVerify(std::ostream& out, std::ostream& err, const std::string& db, uint64_t images,
+                 const std::vector<std::string>& problems, OutputFormat format);
+
+}  // namespace lookalike

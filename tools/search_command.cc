@@ -1,0 +1,107 @@
+// `lookalike search`: encode each query with the database's model and rank.
+#include <ostream>
+
+#include "search/searcher.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "tools/flags.h"
+#include "tools/output.h"
+
+namespace lookalike {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: lookalike search --db DB QUERY... [options]\n\n"
+    "Ranks the indexed images by similarity to each QUERY (an image file or a\n"
+    "folder of images). Queries are encoded with the database's own settings.\n\n";
+
+struct SearchCommandOptions {
+  SearchOptions search;
+  std::string db;
+  std::vector<std::string> queries;
+  OutputFormat format = OutputFormat::kTable;
+  bool verbose = false;
+};
+
+void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
+  const SearchOptions d;
+  SearchOptions* o = &c->search;
+  g->Help();
+  g->Path("db", &c->db, "database folder built by 'lookalike index'");
+  g->Value(",k", &o->k, d.k, "results per query");
+  g->Text(
+      "format", "table",
+      "table | tsv (query<TAB>rank<TAB>path<TAB>score, one line per hit) | json (one object "
+      "per query per line)",
+      [c](const std::string& v) {
+        c->format = ParseFormat(v, {OutputFormat::kTable, OutputFormat::kTsv, OutputFormat::kJson});
+      });
+  g->Text("backend", BackendName(d.backend), "VLAD encoder: auto | cpu | cuda",
+          [o](const std::string& v) { o->backend = ParseBackend(v); });
+  g->Value("rerank", &o->rerank, d.rerank,
+           "spatially verify the top N results against the query (0 = off)");
+  g->Value("min-inliers", &o->min_inliers, d.min_inliers,
+           "RANSAC inliers a result needs to count as verified");
+  g->Value("expansion", &o->expansion, d.expansion,
+           "query expansion from up to N verified results (0 = off)");
+  g->Number("colour-weight", &o->colour_weight, d.colour_weight,
+            "weight of the colour similarity added to the VLAD similarity, in units of the "
+            "robust spread (1.4826 x median absolute deviation) of the VLAD similarities over "
+            "the candidates (0 = off)");
+  g->Value("colour-depth", &o->colour_depth, d.colour_depth,
+           "VLAD results whose colour is compared with the query's");
+  g->Value("nprobe", &o->index.nprobe, d.index.nprobe,
+           "lists an approximate (ivfsq) index visits per query (0 = as stored with the index; "
+           "more is slower and more exact)");
+  g->Switch("verbose,v", &c->verbose, "print the backend and the number of indexed images");
+}
+
+}  // namespace
+
+int RunSearchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  SearchCommandOptions c;
+  FlagGroup opts("options");
+  DeclareFlags(&opts, &c);
+  boost::program_options::options_description hidden;
+  hidden.add_options()("query", boost::program_options::value(&c.queries)->composing());
+  const ParsedArgs parsed = ParseArgs(args, {&opts}, hidden, {{"query", -1}});
+  if (parsed.help) {
+    PrintHelp(out, kUsage, {&opts});
+    return kExitOk;
+  }
+  if (c.db.empty()) throw UsageError("missing --db DB: the database to search");
+  if (c.queries.empty()) throw UsageError("missing QUERY: one or more image files or folders");
+  try {
+    c.search.Validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  std::vector<FileError> errors;
+  const std::vector<std::string> paths = ExpandQueryPaths(c.queries, &errors);
+  auto searcher = Searcher::Open(c.db, c.search);
+  if (c.verbose)
+    err << "lookalike: backend " << BackendName(searcher->backend()) << " ("
+        << ProbeBackends().detail << "); " << searcher->num_indexed() << " images searchable\n";
+  const std::vector<QueryResult> results = searcher->SearchFiles(paths);
+  int failed = static_cast<int>(errors.size());
+  for (const FileError& e : errors)
+    err << "lookalike: query skipped: " << EscapeField(e.path) << ": " << FileErrorCodeName(e.code)
+        << ": " << e.message << "\n";
+  for (const QueryResult& r : results) {
+    if (r.error && r.error->code != FileErrorCode::kNoFeatures) {
+      ++failed;
+      err << "lookalike: query skipped: " << EscapeField(r.query) << ": "
+          << FileErrorCodeName(r.error->code) << ": " << r.error->message << "\n";
+      WriteQueryError(out, r, c.format);
+      continue;
+    }
+    if (r.error)
+      err << "lookalike: warning: " << EscapeField(r.query)
+          << ": no keypoints found, so nothing can match it\n";
+    WriteQueryResult(out, r, c.format);
+  }
+  out.flush();
+  return failed > 0 ? kExitPartial : kExitOk;
+}
+
+}  // namespace lookalike
