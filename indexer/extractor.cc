@@ -17,8 +17,7 @@ void ExtractorOptions::Validate() const {
     throw std::invalid_argument("min keypoints must be in 0..100000, got " +
                                 std::to_string(min_keypoints));
   if (max_features < 0)
-    throw std::invalid_argument("max features must be >= 0, got " +
-                                std::to_string(max_features));
+    throw std::invalid_argument("max features must be >= 0, got " + std::to_string(max_features));
 }
 
 void RootSiftInPlace(float* d, int64_t num, int dim) {
@@ -33,6 +32,9 @@ void RootSiftInPlace(float* d, int64_t num, int dim) {
 
 namespace {
 
+// SIFT's descriptor: 4 x 4 cells x 8 orientations.
+constexpr int kSiftDim = 128;
+
 class SiftExtractor final : public DescriptorExtractor {
  public:
   explicit SiftExtractor(const ExtractorOptions& options)
@@ -44,10 +46,9 @@ class SiftExtractor final : public DescriptorExtractor {
 
   Descriptors Extract(const GrayImage& image) override {
     Descriptors out;
-    out.dim = 128;
+    out.dim = kSiftDim;
     if (image.width < 16 || image.height < 16) return out;
-    const cv::Mat gray(image.height, image.width, CV_8U,
-                       const_cast<uint8_t*>(image.pixels.data()));
+    const cv::Mat gray(image.height, image.width, CV_8U, const_cast<uint8_t*>(image.pixels.data()));
     std::vector<cv::KeyPoint> keypoints;
     cv::Mat desc;
     sift_->detectAndCompute(gray, cv::noArray(), keypoints, desc);
@@ -61,7 +62,7 @@ class SiftExtractor final : public DescriptorExtractor {
           ->detectAndCompute(gray, cv::noArray(), keypoints, desc);
     }
     if (desc.empty()) return out;
-    CV_Assert(desc.type() == CV_32F && desc.cols == 128);
+    CV_Assert(desc.type() == CV_32F && desc.cols == kSiftDim);
     // OpenCV's retainBest keeps every keypoint tied with the N-th response
     // (orientation duplicates share it), so it can return more than N; it
     // puts the N strongest first, so the cap is a row truncation.
@@ -77,7 +78,7 @@ class SiftExtractor final : public DescriptorExtractor {
     if (root_) RootSiftInPlace(out.values.data(), out.num, out.dim);
     return out;
   }
-  int dim() const override { return 128; }
+  int dim() const override { return kSiftDim; }
 
  private:
   bool root_;
@@ -88,6 +89,11 @@ class SiftExtractor final : public DescriptorExtractor {
 };
 
 }  // namespace
+
+int DescriptorDim(const ExtractorOptions&) {
+  // Both types are SIFT; a new type answers here.
+  return kSiftDim;
+}
 
 std::unique_ptr<DescriptorExtractor> CreateExtractor(const ExtractorOptions& options) {
   options.Validate();

@@ -14,9 +14,9 @@
 namespace lookalike {
 
 struct ExtractorOptions {
-  std::string type = "rootsift";   // "rootsift" | "sift"
+  std::string type = "rootsift";     // "rootsift" | "sift"
   float contrast_threshold = 0.04f;  // SIFT DoG contrast threshold, (0, 1); lower = more keypoints
-  int max_features = 0;            // keep the strongest N keypoints; 0 = all
+  int max_features = 0;              // keep the strongest N keypoints; 0 = all
   // An image with fewer keypoints is re-detected with the contrast threshold
   // halved (down to kMinContrastThreshold) until it has this many: small,
   // blurred or low-contrast copies otherwise keep a handful of keypoints,
@@ -54,6 +54,10 @@ class DescriptorExtractor {
   virtual Descriptors Extract(const GrayImage& image) = 0;
   virtual int dim() const = 0;
 };
+
+// Dimension of the descriptors of `options.type` (128 for SIFT and RootSIFT);
+// what the codebook and the model are sized by.
+int DescriptorDim(const ExtractorOptions& options);
 
 // Validates the options and creates the extractor they describe.
 std::unique_ptr<DescriptorExtractor> CreateExtractor(const ExtractorOptions& options);

@@ -49,10 +49,11 @@ EncodingSettings SettingsFromModel(const ModelRecord& model) {
                                          "encode with (") + e.what() +
                              "); re-index into a new --db");
   }
-  if (model.dim != 128)
+  const int dim = DescriptorDim(s.extractor);
+  if (model.dim != static_cast<uint32_t>(dim))
     throw std::runtime_error("the database's descriptors have dimension " +
-                             std::to_string(model.dim) +
-                             ", this build extracts 128; re-index into a new --db");
+                             std::to_string(model.dim) + ", this build extracts " +
+                             std::to_string(dim) + "; re-index into a new --db");
   return s;
 }
 

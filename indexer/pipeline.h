@@ -1,4 +1,13 @@
 // `lookalike index`: build or update a database from a folder of images.
+// BuildIndex runs these phases, each in its own file:
+//   list the folder (file_walker.h)
+//   -> open the database, or train the model and create it (model_training.h)
+//   -> plan the update: unchanged / to encode / gone (update_plan.h)
+//   -> remove the records of files that are gone
+//   -> read, decode and extract on worker threads (file_processing.h),
+//      encode in batches and commit each image atomically (encode_commit.h).
+// The persisted search index is updated by the `index` command afterwards
+// (search/ sits above the indexer).
 #pragma once
 
 #include <atomic>
@@ -17,17 +26,17 @@
 namespace lookalike {
 
 struct IndexOptions {
-  std::string image_dir;          // folder to index (recursively)
-  std::string db_path;            // database folder (created if missing)
-  EncodingSettings encoding;      // used for a new database only
-  CodebookOptions codebook;       // used for a new database only
-  ProjectionOptions projection;   // PCA of VLAD vectors; new database only
-  int train_images = 1000;        // images sampled to learn the codebook; >= 1
+  std::string image_dir;         // folder to index (recursively)
+  std::string db_path;           // database folder (created if missing)
+  EncodingSettings encoding;     // used for a new database only
+  CodebookOptions codebook;      // used for a new database only
+  ProjectionOptions projection;  // PCA of VLAD vectors; new database only
+  int train_images = 1000;       // images sampled to learn the codebook; >= 1
   // Bytes of the training images' descriptors kept for reuse (encoding, PCA)
   // instead of being extracted again.
   size_t training_cache_bytes = size_t{256} << 20;
-  int threads = 0;                // decode/extract threads; 0 = all cores
-  int batch_images = 32;          // images per encoder batch; 1..4096
+  int threads = 0;        // decode/extract threads; 0 = all cores
+  int batch_images = 32;  // images per encoder batch; 1..4096
   Backend backend = Backend::kAuto;
   ImageFileLimits limits;
 
@@ -51,20 +60,20 @@ struct StageTimes {
 };
 
 struct IndexSummary {
-  bool created = false;        // a new database was created
-  int64_t listed = 0;          // candidate image files found
-  int64_t indexed = 0;         // new or changed files encoded and stored
-  int64_t unchanged = 0;       // skipped without decoding (same size and mtime)
-  int64_t touched = 0;         // mtime changed, same content hash: record updated only
-  int64_t removed = 0;         // records of files that disappeared
-  int64_t no_features = 0;     // stored as zero vectors (subset of indexed)
-  int64_t ignored = 0;         // non-image files in the folder
+  bool created = false;                    // a new database was created
+  int64_t listed = 0;                      // candidate image files found
+  int64_t indexed = 0;                     // new or changed files encoded and stored
+  int64_t unchanged = 0;                   // skipped without decoding (same size and mtime)
+  int64_t touched = 0;                     // mtime changed, same content hash: record updated only
+  int64_t removed = 0;                     // records of files that disappeared
+  int64_t no_features = 0;                 // stored as zero vectors (subset of indexed)
+  int64_t ignored = 0;                     // non-image files in the folder
   std::map<std::string, int64_t> skipped;  // error code -> count
   int64_t total_skipped() const;
-  bool cancelled = false;      // stopped early by a signal (committed work kept)
+  bool cancelled = false;  // stopped early by a signal (committed work kept)
   double seconds = 0;
   StageTimes stages;
-  std::string backend;         // "cpu" | "cuda"
+  std::string backend;  // "cpu" | "cuda"
   int threads = 0;
 };
 

@@ -1,0 +1,120 @@
+#include "indexer/encode_commit.h"
+
+#include <chrono>
+
+namespace lookalike {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// A batch is also closed at this many descriptors, so the encoder's host and
+// device buffers stay bounded whatever the images hold.
+constexpr int64_t kMaxBatchDescriptors = int64_t{1} << 19;
+
+}  // namespace
+
+BatchCommitter::BatchCommitter(Store* store, VladEncoder* encoder, int batch_images,
+                               IndexSummary* summary, IndexObserver* observer, int64_t total)
+    : store_(store),
+      encoder_(encoder),
+      batch_images_(batch_images),
+      summary_(summary),
+      observer_(observer),
+      total_(total) {}
+
+void BatchCommitter::AddStageTimes(const ProcessedFile& p) {
+  StageTimes& t = summary_->stages;
+  t.read_decode += p.read_decode_seconds - p.colour_seconds;
+  t.read += p.read_seconds;
+  t.resize += p.resize_seconds;
+  // The colour histogram is computed inside the decode call but is a
+  // descriptor: it counts as extraction.
+  t.decode += p.read_decode_seconds - p.read_seconds - p.resize_seconds - p.colour_seconds;
+  t.extract += p.extract_seconds + p.colour_seconds;
+}
+
+void BatchCommitter::Add(ProcessedFile&& p) {
+  AddStageTimes(p);
+  if (p.error) {
+    Report(*p.error);
+    if (p.existing && p.error->code == FileErrorCode::kVanished) {
+      store_->RemoveImage(*p.existing);
+      ++summary_->removed;
+    }
+    Progress();
+    return;
+  }
+  if (p.touched_only) {
+    ImageRecord updated = *p.existing;
+    updated.mtime_ns = p.record.mtime_ns;
+    store_->UpdateRecord(updated);
+    ++summary_->touched;
+    Progress();
+    return;
+  }
+  batch_descriptors_ += p.descriptors.num;
+  batch_.push_back(std::move(p));
+  if (static_cast<int>(batch_.size()) >= batch_images_ ||
+      batch_descriptors_ >= kMaxBatchDescriptors)
+    Flush();
+}
+
+void BatchCommitter::Flush() {
+  if (batch_.empty()) return;
+  const auto t0 = Clock::now();
+  const int dim = encoder_->dim();
+  offsets_.assign(1, 0);
+  descriptors_.clear();
+  descriptors_.reserve(static_cast<size_t>(batch_descriptors_) * dim);
+  for (const ProcessedFile& p : batch_) {
+    descriptors_.insert(descriptors_.end(), p.descriptors.values.begin(),
+                        p.descriptors.values.end());
+    offsets_.push_back(offsets_.back() + p.descriptors.num);
+  }
+  vlad_.assign(batch_.size() * static_cast<size_t>(encoder_->vlad_dim()), 0.0f);
+  const double assign_before = encoder_->assign_seconds();
+  encoder_->Encode(descriptors_.data(), offsets_.data(), static_cast<int64_t>(batch_.size()),
+                   vlad_.data());
+  const auto t1 = Clock::now();
+  summary_->stages.encode += Seconds(t0, t1);
+  const double assign = encoder_->assign_seconds() - assign_before;
+  summary_->stages.assign += assign;
+  summary_->stages.aggregate += Seconds(t0, t1) - assign;
+  for (size_t i = 0; i < batch_.size(); ++i)
+    Commit(batch_[i], vlad_.data() + i * encoder_->vlad_dim());
+  summary_->stages.store += Seconds(t1, Clock::now());
+  batch_.clear();
+  batch_descriptors_ = 0;
+}
+
+void BatchCommitter::Commit(const ProcessedFile& p, const float* vlad) {
+  ImageRecord record = p.record;
+  record.id = p.existing ? p.existing->id : 0;
+  record.status = p.descriptors.num == 0 ? ImageStatus::kNoFeatures : ImageStatus::kOk;
+  store_->PutImage(&record, vlad, p.features);
+  ++summary_->indexed;
+  if (observer_) observer_->OnCommitted(record);
+  if (p.descriptors.num == 0) {
+    ++summary_->no_features;
+    Report(FileError{FileErrorCode::kNoFeatures, p.path,
+                     "no keypoints found (flat or tiny image); stored as a zero vector "
+                     "that matches nothing"},
+           /*count_as_skipped=*/false);
+  }
+  Progress();
+}
+
+void BatchCommitter::Report(const FileError& e, bool count_as_skipped) {
+  if (count_as_skipped) ++summary_->skipped[FileErrorCodeName(e.code)];
+  if (observer_) observer_->OnFileError(e);
+}
+
+void BatchCommitter::Progress() {
+  ++done_;
+  if (observer_) observer_->OnProgress(done_, total_);
+}
+
+}  // namespace lookalike

@@ -1,0 +1,54 @@
+// The "encode and commit" phase of `index`: processed files are gathered in
+// batches, VLAD-encoded together, and each image is committed with one
+// atomic store write (record, vector, path entry and local features), so a
+// crash keeps every image committed before it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "indexer/file_processing.h"
+#include "indexer/pipeline.h"
+#include "indexer/vlad.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+// Encodes batches of processed files and commits each image atomically.
+// Counts everything in the summary and reports to the observer (may be
+// null). Not thread-safe: called from the consuming thread only.
+class BatchCommitter {
+ public:
+  // `total` is the number of files the phase will Add (for progress).
+  BatchCommitter(Store* store, VladEncoder* encoder, int batch_images, IndexSummary* summary,
+                 IndexObserver* observer, int64_t total);
+
+  // Takes one processed file: an error is reported (a vanished file's record
+  // removed), a touched file's record updated, anything else queued for the
+  // next batch, which is encoded once it is full.
+  void Add(ProcessedFile&& p);
+  // Encodes and commits the queued files.
+  void Flush();
+
+ private:
+  void AddStageTimes(const ProcessedFile& p);
+  void Commit(const ProcessedFile& p, const float* vlad);
+  void Report(const FileError& e, bool count_as_skipped = true);
+  void Progress();
+
+  Store* store_;
+  VladEncoder* encoder_;
+  int batch_images_;
+  IndexSummary* summary_;
+  IndexObserver* observer_;
+  int64_t total_;
+  int64_t done_ = 0;
+  std::vector<ProcessedFile> batch_;
+  int64_t batch_descriptors_ = 0;
+  std::vector<float> descriptors_;
+  std::vector<int64_t> offsets_;
+  std::vector<float> vlad_;
+};
+
+}  // namespace lookalike

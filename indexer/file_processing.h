@@ -1,0 +1,70 @@
+// The per-file work of `index`, run on worker threads: read, hash, decode,
+// downscale, extract descriptors and the colour histogram. Used by both the
+// training phase (a sample) and the encoding phase (everything to update).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "indexer/extractor.h"
+#include "indexer/image_file.h"
+#include "indexer/pipeline.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+// A file to process, with its stored record if it has one.
+struct FileTask {
+  std::string path;
+  std::optional<ImageRecord> existing;
+};
+
+// One file after reading, decoding and extraction (or its error).
+struct ProcessedFile {
+  size_t task_index = 0;  // index in the task list it came from
+  std::string path;
+  std::optional<ImageRecord> existing;
+  std::optional<FileError> error;
+  bool touched_only = false;  // same content as the stored record: nothing to encode
+  ImageRecord record;         // size, mtime, content hash, dimensions, colour
+  Descriptors descriptors;
+  std::string features;  // EncodeLocalFeatures blob, empty without keypoints
+  double read_decode_seconds = 0;
+  double read_seconds = 0;    // part of read_decode_seconds
+  double resize_seconds = 0;  // part of read_decode_seconds
+  double colour_seconds = 0;  // part of read_decode_seconds (colour histogram)
+  double extract_seconds = 0;
+};
+
+// How files are read and described: the database's settings.
+struct FileProcessing {
+  int max_side = 0;
+  ExtractorOptions extractor;
+  ImageFileLimits limits;
+  // The database's content hash (Store::hash_kind()): hashes are compared
+  // with, and stored beside, hashes of that kind only.
+  HashKind hash_kind = HashKind::kXxh3_64;
+};
+
+// Processes one file with `extractor` (one per thread).
+ProcessedFile ProcessFile(const FileTask& task, size_t index, const FileProcessing& how,
+                          DescriptorExtractor* extractor);
+
+// Runs ProcessFile over `tasks` on `threads` workers and hands the results to
+// `consume` on the calling thread, in completion order. At most 4 x threads
+// results wait in memory, so the descriptors of a whole collection are never
+// held at once. Stops early when *cancel becomes true. Rethrows the first
+// exception of a worker or of `consume`.
+void ProcessFiles(const std::vector<FileTask>& tasks, int threads, const FileProcessing& how,
+                  const std::atomic<bool>* cancel,
+                  const std::function<void(ProcessedFile&&)>& consume);
+
+// Counts `e` as a skipped file in the summary and tells the observer (may be
+// null).
+void ReportSkipped(const FileError& e, IndexSummary* summary, IndexObserver* observer);
+
+}  // namespace lookalike

@@ -1,0 +1,244 @@
+#include "indexer/model_training.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "indexer/codebook.h"
+#include "indexer/model.h"
+#include "indexer/projection.h"
+#include "indexer/vlad.h"
+#include "storage/encoding.h"
+#include "util/threads.h"
+
+namespace lookalike {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// What reading the sample gave.
+struct TrainingSample {
+  std::vector<float> descriptors;  // a seeded subset of each image's, row-major
+  int64_t num_descriptors = 0;
+  int64_t images_with_features = 0;
+  std::unordered_map<std::string, ProcessedFile> reusable;
+  std::vector<FileError> errors;  // reported later, by the encoding pass
+};
+
+// Seeded subset of an image's descriptors for codebook training.
+void SampleDescriptors(const Descriptors& d, int64_t quota, uint64_t seed,
+                       std::vector<float>* out) {
+  if (d.num <= quota) {
+    out->insert(out->end(), d.values.begin(), d.values.end());
+    return;
+  }
+  std::vector<int64_t> idx(d.num);
+  for (int64_t i = 0; i < d.num; ++i) idx[i] = i;
+  std::mt19937_64 rng(seed);
+  for (int64_t i = 0; i < quota; ++i) {
+    std::uniform_int_distribution<int64_t> pick(i, d.num - 1);
+    std::swap(idx[i], idx[pick(rng)]);
+  }
+  std::sort(idx.begin(), idx.begin() + quota);
+  for (int64_t i = 0; i < quota; ++i)
+    out->insert(out->end(), d.values.begin() + idx[i] * d.dim,
+                d.values.begin() + (idx[i] + 1) * d.dim);
+}
+
+FileProcessing TrainingProcessing(const IndexOptions& options) {
+  FileProcessing how;
+  how.max_side = options.encoding.max_side;
+  how.extractor = options.encoding.extractor;
+  how.limits = options.limits;
+  // Hashes of the reused training images are taken before the database
+  // exists, with the hash of the schema it is created in.
+  how.hash_kind = HashKindForSchema(kSchemaVersion);
+  return how;
+}
+
+// Reads the sample; keeps up to `quota` descriptors per image for k-means and
+// whole results for reuse within options.training_cache_bytes.
+TrainingSample CollectTrainingSample(const std::vector<FileTask>& sample,
+                                     const IndexOptions& options, int threads,
+                                     IndexObserver* observer, const std::atomic<bool>* cancel) {
+  const int64_t target =
+      int64_t{options.codebook.num_clusters} * options.codebook.max_points_per_cluster;
+  const int64_t n = static_cast<int64_t>(sample.size());
+  const int64_t quota = std::max<int64_t>(64, (4 * target + n - 1) / std::max<int64_t>(1, n));
+  const int dim = DescriptorDim(options.encoding.extractor);
+  TrainingSample out;
+  std::vector<std::vector<float>> per_image(sample.size());
+  size_t cached_bytes = 0;
+  int64_t sampled = 0;
+  ProcessFiles(sample, threads, TrainingProcessing(options), cancel, [&](ProcessedFile&& p) {
+    if (observer) observer->OnProgress(++sampled, n);
+    if (p.error) {
+      out.errors.push_back(*p.error);
+      return;
+    }
+    out.images_with_features += p.descriptors.num > 0;
+    SampleDescriptors(p.descriptors, quota,
+                      options.codebook.seed ^ encoding::Fnv1a64(p.path.data(), p.path.size()),
+                      &per_image[p.task_index]);
+    const size_t bytes = p.descriptors.values.size() * sizeof(float) +
+                         p.descriptors.keypoints.size() * sizeof(Keypoint) + p.features.size();
+    if (cached_bytes + bytes <= options.training_cache_bytes) {
+      cached_bytes += bytes;
+      std::string path = p.path;
+      out.reusable.emplace(std::move(path), std::move(p));
+    }
+  });
+  for (auto& v : per_image) {  // in sample order, so k-means sees a fixed order
+    out.descriptors.insert(out.descriptors.end(), v.begin(), v.end());
+    std::vector<float>().swap(v);
+  }
+  out.num_descriptors = static_cast<int64_t>(out.descriptors.size()) / dim;
+  return out;
+}
+
+Codebook TrainCodebook(const TrainingSample& sample, size_t num_sampled, const std::string& root,
+                       const IndexOptions& options, int threads, IndexSummary* summary,
+                       IndexObserver* observer) {
+  const int k = options.codebook.num_clusters;
+  if (sample.num_descriptors < k) {
+    for (const FileError& e : sample.errors) ReportSkipped(e, summary, observer);
+    throw std::runtime_error("cannot learn a codebook of " + std::to_string(k) + " clusters from " +
+                             std::to_string(sample.num_descriptors) + " descriptors found in " +
+                             std::to_string(num_sampled) + " sampled images of " + root +
+                             (sample.errors.empty()
+                                  ? std::string()
+                                  : " (" + std::to_string(sample.errors.size()) +
+                                        " of them could not be used, see above)") +
+                             "; add images or lower --clusters");
+  }
+  if (observer)
+    observer->OnPhase("k-means: " + std::to_string(k) + " clusters from " +
+                      std::to_string(sample.num_descriptors) + " descriptors");
+  const auto t = Clock::now();
+  SetLibraryThreads(threads);
+  Codebook codebook = Codebook::Train(sample.descriptors.data(), sample.num_descriptors,
+                                      DescriptorDim(options.encoding.extractor), options.codebook);
+  summary->stages.train = Seconds(t, Clock::now());
+  return codebook;
+}
+
+// The training images the PCA learns from: those whose descriptors are still
+// held, then, if they are fewer than max(--pca-min-images, 2 x --pca-dim),
+// others of the sample, to be extracted again.
+std::vector<FileTask> ImagesToExtractAgain(const std::vector<FileTask>& sample,
+                                           const TrainingSample& training, int64_t held,
+                                           int64_t want) {
+  std::set<std::string> failed;
+  for (const FileError& e : training.errors) failed.insert(e.path);
+  std::vector<FileTask> again;
+  for (const FileTask& t : sample)
+    if (held + static_cast<int64_t>(again.size()) < want && !training.reusable.count(t.path) &&
+        !failed.count(t.path))
+      again.push_back(t);
+  return again;
+}
+
+// PCA(-whitening) learned from the VLAD vectors of the training images
+// (always encoded on the CPU: a one-off of at most a few hundred images).
+// nullopt when the sample is too small or the run was cancelled.
+std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
+                                                      const std::vector<FileTask>& sample,
+                                                      const TrainingSample& training,
+                                                      const IndexOptions& options, int threads,
+                                                      IndexObserver* observer,
+                                                      const std::atomic<bool>* cancel) {
+  auto encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
+  const int64_t vlad_dim = encoder->vlad_dim();
+  const int64_t want = std::min<int64_t>(
+      training.images_with_features,
+      std::max<int64_t>(options.projection.min_images, 2 * int64_t{options.projection.out_dim}));
+  std::vector<const ProcessedFile*> held;
+  for (const auto& entry : training.reusable)
+    if (entry.second.descriptors.num > 0) held.push_back(&entry.second);
+  std::sort(held.begin(), held.end(),
+            [](const ProcessedFile* a, const ProcessedFile* b) { return a->path < b->path; });
+  const std::vector<FileTask> again =
+      ImagesToExtractAgain(sample, training, static_cast<int64_t>(held.size()), want);
+  if (observer)
+    observer->OnPhase("PCA: " + std::to_string(options.projection.out_dim) +
+                      " components from the VLAD vectors of " +
+                      std::to_string(held.size() + again.size()) + " training images" +
+                      (again.empty() ? std::string()
+                                     : " (" + std::to_string(again.size()) + " extracted again)"));
+  std::vector<float> vectors;
+  vectors.reserve((held.size() + again.size()) * static_cast<size_t>(vlad_dim));
+  int64_t num = 0;
+  auto add = [&](const Descriptors& d) {
+    if (d.num == 0) return;
+    vectors.resize(static_cast<size_t>((num + 1) * vlad_dim));
+    const int64_t offsets[2] = {0, d.num};
+    encoder->Encode(d.values.data(), offsets, 1, vectors.data() + num * vlad_dim);
+    ++num;
+  };
+  for (const ProcessedFile* p : held) add(p->descriptors);
+  ProcessFiles(again, threads, TrainingProcessing(options), cancel, [&](ProcessedFile&& p) {
+    if (!p.error) add(p.descriptors);
+  });
+  if ((cancel && cancel->load()) || !ShouldLearnProjection(options.projection, num))
+    return std::nullopt;
+  return LearnProjection(vectors.data(), num, vlad_dim, options.projection);
+}
+
+}  // namespace
+
+std::vector<FileTask> SeededSample(const std::vector<std::string>& files,
+                                   const IndexOptions& options) {
+  std::vector<size_t> order(files.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::mt19937_64 rng(options.codebook.seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  order.resize(std::min(order.size(), static_cast<size_t>(options.train_images)));
+  std::sort(order.begin(), order.end());
+  std::vector<FileTask> sample;
+  for (size_t i : order) sample.push_back(FileTask{files[i], std::nullopt});
+  return sample;
+}
+
+TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std::string& root,
+                               const std::string& db_path, const IndexOptions& options, int threads,
+                               IndexSummary* summary, IndexObserver* observer,
+                               const std::atomic<bool>* cancel) {
+  const std::vector<FileTask> sample = SeededSample(files, options);
+  if (observer) {
+    observer->OnPhase("sampling " + std::to_string(sample.size()) +
+                      " images to learn the codebook");
+    observer->OnStart(static_cast<int64_t>(sample.size()));
+  }
+  TrainedDatabase out;
+  TrainingSample training = CollectTrainingSample(sample, options, threads, observer, cancel);
+  if (cancel && cancel->load()) return out;
+  const Codebook codebook =
+      TrainCodebook(training, sample.size(), root, options, threads, summary, observer);
+  std::vector<float>().swap(training.descriptors);  // k-means is done with them
+  std::optional<ProjectionRecord> projection;
+  const bool learn = ShouldLearnProjection(options.projection, training.images_with_features);
+  if (options.projection.out_dim > 0 && !learn && observer)
+    observer->OnPhase("no PCA: " + std::to_string(training.images_with_features) +
+                      " training images with features, fewer than --pca-min-images " +
+                      std::to_string(options.projection.min_images) +
+                      "; search uses the full VLAD vectors");
+  if (learn) {
+    const auto t = Clock::now();
+    projection =
+        LearnSampleProjection(codebook, sample, training, options, threads, observer, cancel);
+    if (cancel && cancel->load()) return out;
+    summary->stages.pca = Seconds(t, Clock::now());
+  }
+  out.store =
+      Store::Create(db_path, MakeModelRecord(options.encoding, codebook, options.codebook.seed),
+                    projection ? &*projection : nullptr, kSchemaVersion);
+  out.reusable = std::move(training.reusable);
+  return out;
+}
+
+}  // namespace lookalike

@@ -1,0 +1,42 @@
+// The "train the model" phase of `index`, run once, when a database is
+// created: a seeded sample of the folder is read, its descriptors learn the
+// codebook (k-means), the VLAD vectors of the sample learn the PCA
+// projection, and the database is created with that model (atomically).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "indexer/file_processing.h"
+#include "indexer/pipeline.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+struct TrainedDatabase {
+  std::unique_ptr<Store> store;  // the new database; null when cancelled
+  // Training images whose processed results fit options.training_cache_bytes,
+  // by path: the encoding phase commits them without reading them again.
+  std::unordered_map<std::string, ProcessedFile> reusable;
+};
+
+// The training sample: up to options.train_images of `files`, chosen by
+// options.codebook.seed, in listing order.
+std::vector<FileTask> SeededSample(const std::vector<std::string>& files,
+                                   const IndexOptions& options);
+
+// Learns the model from a seeded sample of `files` (listed under `root`) and
+// creates the database at `db_path` with it. The caller holds the
+// CreationLock. Fills summary->stages.train and .pca; returns a null store if
+// *cancel became true. Throws std::runtime_error when the sample has too few
+// descriptors for the codebook (after reporting the sample's unusable files),
+// StoreError when the database cannot be created.
+TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std::string& root,
+                               const std::string& db_path, const IndexOptions& options, int threads,
+                               IndexSummary* summary, IndexObserver* observer,
+                               const std::atomic<bool>* cancel);
+
+}  // namespace lookalike
