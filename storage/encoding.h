@@ -52,7 +52,8 @@ inline void PutFloats(std::string* out, const float* v, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, &v[i], 4);
-    for (int b = 0; b < 4; ++b) (*out)[at + 4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+    for (int b = 0; b < 4; ++b)
+      (*out)[at + 4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
   }
 }
 // n little-endian floats at `raw` into `out`.
@@ -138,8 +139,7 @@ class Reader {
  public:
   Reader(const char* data, size_t size, const char* what)
       : p_(data), end_(data + size), what_(what) {}
-  explicit Reader(const std::string& s, const char* what)
-      : Reader(s.data(), s.size(), what) {}
+  explicit Reader(const std::string& s, const char* what) : Reader(s.data(), s.size(), what) {}
 
   uint32_t Fixed32() {
     Need(4);
@@ -194,8 +194,7 @@ class Reader {
 // 64-bit FNV-1a over bytes: identity of codebooks, checksum of the model,
 // PCA and search index values, and (schema 1 only) of per-image values and
 // file contents; schema 2 uses XXH3-64 for those (Store::hash_kind()).
-inline uint64_t Fnv1a64(const void* data, size_t size,
-                        uint64_t h = 1469598103934665603ull) {
+inline uint64_t Fnv1a64(const void* data, size_t size, uint64_t h = 1469598103934665603ull) {
   const auto* b = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < size; ++i) {
     h ^= b[i];

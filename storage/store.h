@@ -2,27 +2,7 @@
 // and encoding settings), one record and one VLAD vector per image, and a
 // path -> id map. rocksdb types never leave storage/.
 //
-// Key layout (schema 2; see README "On-disk format"):
-//   m:schema            u32 schema version
-//   m:model             ModelRecord
-//   m:next_id, m:count  u64 id allocator and image count
-//   i:<id BE64>         ImageRecord
-//   v:<id BE64>         u32 dim, dim x f32, u64 hash of the floats
-//   p:<path bytes>      u64 id
-//   f:<id BE64>         local features for spatial verification (an opaque
-//                       blob the indexer encodes), u64 hash of the blob;
-//                       optional per image
-// "hash" is the database's per-image hash (hash_kind()): XXH3-64 in schema 2,
-// FNV-1a 64 in schema 1. It also gives ImageRecord::content_hash. Schema-1
-// databases are still read and written, with FNV-1a throughout, and stay
-// schema 1. The model, PCA and search index values use FNV-1a in both.
-//   m:pca               ProjectionRecord, u64 FNV-1a of the value; optional
-//                       (written only at creation; absent = search full VLAD)
-//   m:xindex            u32 format, u64 size, u32 chunks, u64 FNV-1a of the
-//                       search index blob; optional (search/search_index.h)
-//   x:<chunk BE32>      the search index blob in 4 MiB chunks
-// Every image's record, vector, path entry and counters are written in one
-// atomic WriteBatch (WAL on), so an image is either wholly present or absent.
+// Key layout and format history: storage/keys.h. Value coding: storage/values.h.
 #pragma once
 
 #include <cstddef>
@@ -56,8 +36,7 @@ uint64_t Hash64(HashKind kind, const void* data, size_t size);
 class StoreError : public std::runtime_error {
  public:
   enum class Kind { kNotFound, kNotADatabase, kLocked, kSchema, kModel, kCorrupt, kIo };
-  StoreError(Kind kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
+  StoreError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
 
  private:
@@ -89,20 +68,20 @@ struct ImageRecord {
 // Stored once per database; search never takes these from flags.
 struct ModelRecord {
   std::string descriptor_type = "rootsift";  // "rootsift" | "sift"
-  uint32_t dim = 128;                 // descriptor dimension
-  uint32_t num_clusters = 0;          // K
-  uint32_t max_side = 0;              // longest image side after downscaling, px
-  float contrast_threshold = 0.04f;   // SIFT detector setting
-  uint32_t max_features = 0;          // SIFT keypoint cap, 0 = none
+  uint32_t dim = 128;                        // descriptor dimension
+  uint32_t num_clusters = 0;                 // K
+  uint32_t max_side = 0;                     // longest image side after downscaling, px
+  float contrast_threshold = 0.04f;          // SIFT detector setting
+  uint32_t max_features = 0;                 // SIFT keypoint cap, 0 = none
   // Re-detect below this many keypoints with lower thresholds; 0 = off
   // (databases written before this field existed decode as 0).
   uint32_t min_keypoints = 0;
-  float power_alpha = 1.0f;           // VLAD power normalisation exponent (1 = off)
+  float power_alpha = 1.0f;  // VLAD power normalisation exponent (1 = off)
   bool intra_normalize = true;
   bool residual_normalize = false;
-  uint64_t seed = 0;                  // k-means seed the codebook came from
-  std::vector<float> centroids;       // num_clusters x dim, row-major
-  uint64_t codebook_hash = 0;         // FNV-1a 64 of centroids (checked on load)
+  uint64_t seed = 0;             // k-means seed the codebook came from
+  std::vector<float> centroids;  // num_clusters x dim, row-major
+  uint64_t codebook_hash = 0;    // FNV-1a 64 of centroids (checked on load)
 
   uint64_t vlad_dim() const { return uint64_t{num_clusters} * dim; }
 };
@@ -156,8 +135,7 @@ class Store {
   // `projection`, if given, is written in the same atomic creation.
   // `schema_version` is for tests only (databases as older builds wrote
   // them); kOldestSchemaVersion..kSchemaVersion, else StoreError(kSchema).
-  static std::unique_ptr<Store> Create(const std::string& path,
-                                       const ModelRecord& model,
+  static std::unique_ptr<Store> Create(const std::string& path, const ModelRecord& model,
                                        const ProjectionRecord* projection = nullptr,
                                        uint32_t schema_version = kSchemaVersion);
 
@@ -202,8 +180,7 @@ class Store {
   // Calls fn(record, vector) for every image in id order; the vector has
   // model().vlad_dim() floats and is only valid during the call. Throws
   // StoreError(kCorrupt) if a vector is missing, mis-sized or fails its checksum.
-  void ForEachVector(
-      const std::function<void(const ImageRecord&, const float*)>& fn) const;
+  void ForEachVector(const std::function<void(const ImageRecord&, const float*)>& fn) const;
 
   // Atomically stores (or replaces, when record->id != 0) an image's record,
   // vector, path entry and local features (none if `features` is empty).

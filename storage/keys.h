@@ -1,0 +1,68 @@
+// The key layout of a lookalike database and the history of its format. The
+// store (store.cc, creation.cc, verify.cc) is the only reader of these keys.
+//
+// Key layout (schema 2):
+//   m:schema            u32 schema version
+//   m:model             the encoding model (values.h, EncodeModel)
+//   m:next_id, m:count  u64 id allocator and image count
+//   m:pca               the PCA projection, u64 FNV-1a of the value; optional
+//                       (written only at creation; absent = search full VLAD)
+//   m:xindex            u32 format, u64 size, u32 chunks, u64 FNV-1a of the
+//                       search index blob; optional (search/search_index.h)
+//   x:<chunk BE32>      the search index blob in 4 MiB chunks
+//   i:<id BE64>         ImageRecord (values.h, EncodeRecord)
+//   v:<id BE64>         u32 dim, dim x f32, u64 hash of the floats
+//   p:<path bytes>      u64 id
+//   f:<id BE64>         local features for spatial verification (an opaque
+//                       blob the indexer encodes), u64 hash of the blob;
+//                       optional per image
+// Big-endian ids make byte order equal numeric order, so i:, v: and f: scan
+// in id order.
+//
+// Format history (Store::Open reads every version from kOldestSchemaVersion):
+//   schema 1  per-image hashes ("hash" above, ImageRecord::content_hash) are
+//             FNV-1a 64, byte at a time; records end after the status field.
+//   schema 2  per-image hashes are XXH3-64 (libxxhash); records append the
+//             colour histogram (288 bytes, length-prefixed). Schema-1
+//             databases are still read and written as schema 1 (FNV-1a, no
+//             colour), so older builds keep reading them.
+//   In both, the model, PCA and search index values are checked with FNV-1a.
+//   The model value gained min_keypoints and a trailing FNV-1a of the whole
+//   value after schema 1 shipped; models without them still decode.
+// Every image's record, vector, path entry and counters are written in one
+// atomic WriteBatch (WAL on), so an image is either wholly present or absent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "storage/encoding.h"
+
+namespace lookalike {
+namespace store_detail {
+
+inline constexpr char kSchemaKey[] = "m:schema";
+inline constexpr char kModelKey[] = "m:model";
+inline constexpr char kNextIdKey[] = "m:next_id";
+inline constexpr char kCountKey[] = "m:count";
+inline constexpr char kProjectionKey[] = "m:pca";
+inline constexpr char kSearchIndexKey[] = "m:xindex";
+inline constexpr uint32_t kSearchIndexFormat = 1;
+inline constexpr size_t kSearchIndexChunk = size_t{4} << 20;
+
+inline std::string SearchIndexChunkKey(uint32_t chunk) {
+  std::string k = "x:";
+  for (int i = 3; i >= 0; --i) k.push_back(static_cast<char>((chunk >> (8 * i)) & 0xff));
+  return k;
+}
+
+inline constexpr uint32_t kProjectionFormat = 1;
+
+inline std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(id); }
+inline std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(id); }
+inline std::string PathKey(const std::string& path) { return "p:" + path; }
+inline std::string FeaturesKey(uint64_t id) { return "f:" + encoding::BigEndian64(id); }
+
+}  // namespace store_detail
+}  // namespace lookalike

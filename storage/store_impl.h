@@ -1,0 +1,85 @@
+// What the store's own files (store.cc, creation.cc, verify.cc) share: the
+// RocksDB handle behind Store, error translation, where the creation lock
+// lives, and RAII for snapshots. Never included outside storage/.
+#pragma once
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "storage/store.h"
+
+namespace lookalike {
+
+struct Store::Impl {
+  std::unique_ptr<rocksdb::DB> db;
+  bool read_only = false;
+
+  std::optional<std::string> Get(const std::string& key) const {
+    std::string value;
+    const rocksdb::Status s = db->Get(rocksdb::ReadOptions(), key, &value);
+    if (s.IsNotFound()) return std::nullopt;
+    if (!s.ok()) throw StoreError(StoreError::Kind::kIo, "read failed: " + s.ToString());
+    return value;
+  }
+};
+
+namespace store_detail {
+namespace fs = std::filesystem;
+
+// A RocksDB status as the StoreError the CLI understands (locked, corrupt, I/O).
+inline StoreError IoError(const std::string& path, const rocksdb::Status& s,
+                          const std::string& doing) {
+  const std::string msg = s.ToString();
+  if (s.IsIOError() && (msg.find("lock") != std::string::npos ||
+                        msg.find("Resource temporarily unavailable") != std::string::npos))
+    return StoreError(StoreError::Kind::kLocked,
+                      "index in use by another process: " + path +
+                          " is locked by a running 'lookalike index'; wait for it "
+                          "to finish (search and info work meanwhile)");
+  if (s.IsCorruption())
+    return StoreError(StoreError::Kind::kCorrupt,
+                      "database " + path + " is corrupt (" + msg + ") while " + doing);
+  return StoreError(StoreError::Kind::kIo, "cannot " + doing + " database " + path + ": " + msg);
+}
+
+// The folder a database folder lives in ("." for a bare name).
+inline fs::path ParentFolder(const fs::path& target) {
+  return target.has_parent_path() ? target.parent_path() : fs::path(".");
+}
+
+// The creation lock beside a database: "<parent>/.<name>.lock".
+inline fs::path CreationLockPath(const fs::path& target) {
+  return ParentFolder(target) / ("." + target.filename().string() + ".lock");
+}
+
+// A RocksDB snapshot released when it goes out of scope (also when a
+// callback throws). No snapshot for a read-only open, which sees a fixed
+// state anyway.
+class ScopedSnapshot {
+ public:
+  ScopedSnapshot(rocksdb::DB* db, bool read_only)
+      : db_(db), snapshot_(read_only ? nullptr : db->GetSnapshot()) {}
+  ~ScopedSnapshot() {
+    if (snapshot_) db_->ReleaseSnapshot(snapshot_);
+  }
+  ScopedSnapshot(const ScopedSnapshot&) = delete;
+  ScopedSnapshot& operator=(const ScopedSnapshot&) = delete;
+  // Read options that read at the snapshot.
+  rocksdb::ReadOptions Options() const {
+    rocksdb::ReadOptions ro;
+    ro.snapshot = snapshot_;
+    return ro;
+  }
+
+ private:
+  rocksdb::DB* db_;
+  const rocksdb::Snapshot* snapshot_;
+};
+
+}  // namespace store_detail
+}  // namespace lookalike

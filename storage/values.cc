@@ -1,0 +1,291 @@
+#include "storage/values.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "storage/keys.h"
+
+namespace lookalike {
+namespace store_detail {
+
+using encoding::Reader;
+
+// "<what>: checksum mismatch (stored …, computed …)": the words the CLI and
+// the tests look for, with both hashes so a report says which side changed.
+encoding::CorruptValue ChecksumMismatch(const std::string& what, uint64_t stored,
+                                        uint64_t computed) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "stored %016llx, computed %016llx",
+                static_cast<unsigned long long>(stored), static_cast<unsigned long long>(computed));
+  return encoding::CorruptValue((what.empty() ? "" : what + ": ") + "checksum mismatch (" + buf +
+                                ")");
+}
+
+SearchIndexMeta DecodeSearchIndexMeta(const std::string& value) {
+  Reader r(value, "search index header (m:xindex)");
+  const uint32_t format = r.Fixed32();
+  if (format != kSearchIndexFormat)
+    throw encoding::CorruptValue("search index header: format " + std::to_string(format) +
+                                 ", this build reads " + std::to_string(kSearchIndexFormat));
+  SearchIndexMeta m;
+  m.size = r.Fixed64();
+  m.chunks = r.Fixed32();
+  m.checksum = r.Fixed64();
+  r.ExpectEnd();
+  if (m.chunks != (m.size + kSearchIndexChunk - 1) / kSearchIndexChunk)
+    throw encoding::CorruptValue("search index header: " + std::to_string(m.chunks) +
+                                 " chunks cannot hold " + std::to_string(m.size) + " bytes");
+  return m;
+}
+// Puts f:<id> = blob, u64 hash of the blob. The blob goes into the batch
+// straight from the caller's string (no intermediate copy).
+void PutFeatures(rocksdb::WriteBatch* batch, const std::string& key, const std::string& blob,
+                 HashKind kind) {
+  std::string tail;
+  encoding::PutFixed64(&tail, Hash64(kind, blob.data(), blob.size()));
+  const rocksdb::Slice key_part(key);
+  const rocksdb::Slice parts[2] = {rocksdb::Slice(blob), rocksdb::Slice(tail)};
+  batch->Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 2));
+}
+
+// Throws CorruptValue unless an f: value ends with the hash of its blob;
+// returns the blob's size.
+size_t CheckFeatures(const std::string& value, HashKind kind) {
+  if (value.size() < 8) throw encoding::CorruptValue("local features: too short");
+  const size_t n = value.size() - 8;
+  const uint64_t stored = Reader(value.data() + n, 8, "local features").Fixed64();
+  const uint64_t computed = Hash64(kind, value.data(), n);
+  if (stored != computed) throw ChecksumMismatch("local features", stored, computed);
+  return n;
+}
+
+// Puts v:<id> = u32 dim, dim x f32 little-endian, u64 hash of the float
+// bytes. On a little-endian host the floats go into the batch straight from
+// `v`: the 256 KiB value is copied once, by the batch, and never encoded
+// into a string first.
+void PutVector(rocksdb::WriteBatch* batch, const std::string& key, const float* v, uint64_t dim,
+               HashKind kind) {
+  std::string head, swapped, tail;
+  encoding::PutFixed32(&head, static_cast<uint32_t>(dim));
+  rocksdb::Slice floats(reinterpret_cast<const char*>(v), dim * 4);
+  if (!encoding::kLittleEndianHost) {
+    swapped.reserve(dim * 4);
+    encoding::PutFloats(&swapped, v, dim);
+    floats = rocksdb::Slice(swapped);
+  }
+  encoding::PutFixed64(&tail, Hash64(kind, floats.data(), floats.size()));
+  const rocksdb::Slice key_part(key);
+  const rocksdb::Slice parts[3] = {rocksdb::Slice(head), floats, rocksdb::Slice(tail)};
+  batch->Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 3));
+}
+
+// Checks a v: value (dimension, size, hash) and returns its float bytes
+// (dim x 4, little-endian); throws CorruptValue.
+const char* CheckVector(const char* data, size_t size, uint64_t dim, HashKind kind) {
+  Reader r(data, size, "vector");
+  if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
+  const char* raw = r.Raw(dim * 4);
+  const uint64_t stored = r.Fixed64();
+  r.ExpectEnd();
+  const uint64_t computed = Hash64(kind, raw, dim * 4);
+  if (stored != computed) throw ChecksumMismatch("", stored, computed);
+  return raw;
+}
+
+std::string EncodeU64(uint64_t v) {
+  std::string s;
+  encoding::PutFixed64(&s, v);
+  return s;
+}
+
+std::string EncodeModel(const ModelRecord& m) {
+  std::string s;
+  encoding::PutBytes(&s, m.descriptor_type);
+  encoding::PutFixed32(&s, m.dim);
+  encoding::PutFixed32(&s, m.num_clusters);
+  encoding::PutFixed32(&s, m.max_side);
+  encoding::PutFloat(&s, m.contrast_threshold);
+  encoding::PutFixed32(&s, m.max_features);
+  encoding::PutFloat(&s, m.power_alpha);
+  encoding::PutFixed32(&s, (m.intra_normalize ? 1u : 0u) | (m.residual_normalize ? 2u : 0u));
+  encoding::PutFixed64(&s, m.seed);
+  encoding::PutFixed64(&s, m.codebook_hash);
+  encoding::PutFixed64(&s, m.centroids.size());
+  for (float v : m.centroids) encoding::PutFloat(&s, v);
+  // Fields added after schema 1 shipped go last, so older models still
+  // decode, followed by an FNV-1a of the whole value: the codebook hash
+  // covers only the centroids, and a flipped settings byte would otherwise
+  // change how queries are encoded without a word.
+  encoding::PutFixed32(&s, m.min_keypoints);
+  encoding::PutFixed64(&s, encoding::Fnv1a64(s.data(), s.size()));
+  return s;
+}
+
+ModelRecord DecodeModel(const std::string& value) {
+  Reader r(value, "model");
+  ModelRecord m;
+  m.descriptor_type = r.Bytes();
+  m.dim = r.Fixed32();
+  m.num_clusters = r.Fixed32();
+  m.max_side = r.Fixed32();
+  m.contrast_threshold = r.Float();
+  m.max_features = r.Fixed32();
+  m.power_alpha = r.Float();
+  const uint32_t flags = r.Fixed32();
+  m.intra_normalize = flags & 1u;
+  m.residual_normalize = flags & 2u;
+  m.seed = r.Fixed64();
+  m.codebook_hash = r.Fixed64();
+  const uint64_t n = r.Fixed64();
+  if (n != m.vlad_dim() || n > (uint64_t{1} << 28))
+    throw encoding::CorruptValue("model: codebook has " + std::to_string(n) +
+                                 " values, expected K x dim = " + std::to_string(m.vlad_dim()));
+  m.centroids.resize(n);
+  for (uint64_t i = 0; i < n; ++i) m.centroids[i] = r.Float();
+  if (r.remaining() > 0) {  // written by builds with min_keypoints
+    m.min_keypoints = r.Fixed32();
+    const uint64_t covered = value.size() - r.remaining();
+    const uint64_t stored = r.Fixed64();
+    const uint64_t computed = encoding::Fnv1a64(value.data(), covered);
+    if (stored != computed) throw ChecksumMismatch("model", stored, computed);
+  }
+  r.ExpectEnd();
+  const uint64_t hash = encoding::Fnv1a64(m.centroids.data(), n * sizeof(float));
+  if (hash != m.codebook_hash) throw ChecksumMismatch("model: codebook", m.codebook_hash, hash);
+  return m;
+}
+
+// m:pca: u32 format, u32 in_dim, u32 out_dim, u32 num_samples, u32 flags
+// (1 whiten, 2 half precision), f32 eigen regularisation, f32 power alpha,
+// in_dim f32 mean, out_dim f32 eigenvalues, out_dim x in_dim components (f16
+// or f32), u64 FNV-1a of everything before it.
+std::string EncodeProjection(const ProjectionRecord& p) {
+  const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
+  if (p.mean.size() != p.in_dim || p.eigenvalues.size() != p.out_dim || p.components.size() != n)
+    throw StoreError(StoreError::Kind::kIo, "projection has inconsistent sizes");
+  std::string s;
+  s.reserve(36 + 4 * (p.in_dim + p.out_dim) + n * (p.half_precision ? 2 : 4) + 8);
+  encoding::PutFixed32(&s, kProjectionFormat);
+  encoding::PutFixed32(&s, p.in_dim);
+  encoding::PutFixed32(&s, p.out_dim);
+  encoding::PutFixed32(&s, p.num_samples);
+  encoding::PutFixed32(&s, (p.whiten ? 1u : 0u) | (p.half_precision ? 2u : 0u));
+  encoding::PutFloat(&s, p.eigen_regularization);
+  encoding::PutFloat(&s, p.power_alpha);
+  for (float v : p.mean) encoding::PutFloat(&s, v);
+  for (float v : p.eigenvalues) encoding::PutFloat(&s, v);
+  const size_t at = s.size();
+  if (p.half_precision) {
+    s.resize(at + 2 * n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint16_t h = encoding::FloatToHalf(p.components[i]);
+      s[at + 2 * i] = static_cast<char>(h & 0xff);
+      s[at + 2 * i + 1] = static_cast<char>(h >> 8);
+    }
+  } else {
+    s.resize(at + 4 * n);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &p.components[i], 4);
+      for (int b = 0; b < 4; ++b) s[at + 4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+    }
+  }
+  encoding::PutFixed64(&s, encoding::Fnv1a64(s.data(), s.size()));
+  return s;
+}
+
+ProjectionRecord DecodeProjection(const std::string& value, uint64_t vlad_dim) {
+  if (value.size() < 8) throw encoding::CorruptValue("projection: too short");
+  const size_t body = value.size() - 8;
+  const uint64_t stored = Reader(value.data() + body, 8, "projection").Fixed64();
+  const uint64_t computed = encoding::Fnv1a64(value.data(), body);
+  if (stored != computed) throw ChecksumMismatch("projection (m:pca)", stored, computed);
+  Reader r(value.data(), body, "projection");
+  const uint32_t format = r.Fixed32();
+  if (format != kProjectionFormat)
+    throw encoding::CorruptValue("projection: format " + std::to_string(format) +
+                                 ", this build reads " + std::to_string(kProjectionFormat));
+  ProjectionRecord p;
+  p.in_dim = r.Fixed32();
+  p.out_dim = r.Fixed32();
+  p.num_samples = r.Fixed32();
+  const uint32_t flags = r.Fixed32();
+  p.whiten = flags & 1u;
+  p.half_precision = flags & 2u;
+  p.eigen_regularization = r.Float();
+  p.power_alpha = r.Float();
+  if (p.in_dim != vlad_dim || p.out_dim == 0 || p.out_dim > p.in_dim)
+    throw encoding::CorruptValue("projection: maps " + std::to_string(p.in_dim) + " -> " +
+                                 std::to_string(p.out_dim) + " dimensions, the model's VLAD has " +
+                                 std::to_string(vlad_dim));
+  p.mean.resize(p.in_dim);
+  for (float& v : p.mean) v = r.Float();
+  p.eigenvalues.resize(p.out_dim);
+  for (float& v : p.eigenvalues) v = r.Float();
+  const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
+  p.components.resize(n);
+  if (p.half_precision) {
+    // A table of all 65536 halves decodes tens of millions of them fast.
+    static const std::vector<float> table = [] {
+      std::vector<float> t(65536);
+      for (uint32_t h = 0; h < 65536; ++h) t[h] = encoding::HalfToFloat(static_cast<uint16_t>(h));
+      return t;
+    }();
+    const auto* raw = reinterpret_cast<const unsigned char*>(r.Raw(2 * n));
+    for (uint64_t i = 0; i < n; ++i)
+      p.components[i] = table[raw[2 * i] | (uint32_t{raw[2 * i + 1]} << 8)];
+  } else {
+    const char* raw = r.Raw(4 * n);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint32_t bits = 0;
+      for (int b = 3; b >= 0; --b) bits = (bits << 8) | static_cast<unsigned char>(raw[4 * i + b]);
+      std::memcpy(&p.components[i], &bits, 4);
+    }
+  }
+  r.ExpectEnd();
+  return p;
+}
+
+std::string EncodeRecord(const ImageRecord& r, bool with_colour) {
+  std::string s;
+  encoding::PutFixed64(&s, r.id);
+  encoding::PutBytes(&s, r.path);
+  encoding::PutFixed64(&s, r.size_bytes);
+  encoding::PutFixed64(&s, static_cast<uint64_t>(r.mtime_ns));
+  encoding::PutFixed64(&s, r.content_hash);
+  encoding::PutFixed32(&s, r.width);
+  encoding::PutFixed32(&s, r.height);
+  encoding::PutFixed32(&s, r.num_descriptors);
+  encoding::PutFixed32(&s, static_cast<uint32_t>(r.status));
+  // Schema 2 appends the colour histogram (length-prefixed); schema-1 records
+  // end here, as the builds that read schema 1 expect.
+  if (with_colour) encoding::PutBytes(&s, std::string(r.colour.begin(), r.colour.end()));
+  return s;
+}
+
+ImageRecord DecodeRecord(const char* data, size_t size) {
+  Reader r(data, size, "image record");
+  ImageRecord rec;
+  rec.id = r.Fixed64();
+  rec.path = r.Bytes();
+  rec.size_bytes = r.Fixed64();
+  rec.mtime_ns = static_cast<int64_t>(r.Fixed64());
+  rec.content_hash = r.Fixed64();
+  rec.width = r.Fixed32();
+  rec.height = r.Fixed32();
+  rec.num_descriptors = r.Fixed32();
+  const uint32_t status = r.Fixed32();
+  if (status > 1) throw encoding::CorruptValue("image record: unknown status");
+  rec.status = static_cast<ImageStatus>(status);
+  if (r.remaining() > 0) {
+    const std::string colour = r.Bytes();
+    rec.colour.assign(colour.begin(), colour.end());
+  }
+  r.ExpectEnd();
+  return rec;
+}
+
+}  // namespace store_detail
+}  // namespace lookalike
