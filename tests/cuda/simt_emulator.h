@@ -20,7 +20,7 @@
 //   * a missing barrier (data race on shared or global memory): TSan;
 //   * an out-of-bounds index into shared or global memory: ASan.
 // Not modelled: memory ordering beyond barriers, warp timing, occupancy,
-// launch limits, the cuBLAS call and the CUB sort (see cuda/DESIGN.md).
+// launch limits, the cuBLAS call and the CUB sort (see cuda/README.md).
 #pragma once
 
 #include <algorithm>
