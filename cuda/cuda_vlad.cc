@@ -96,6 +96,10 @@ DeviceProbe ProbeDevice() {
 // One in-flight sub-batch: its stream, pinned staging and device buffers.
 struct Slot {
   cudaStream_t stream = nullptr;
+  // The slot's own cuBLAS handle, bound to `stream` once: a handle shared by
+  // the two slots would be re-bound between their SGEMMs, and cuBLAS handles
+  // are not meant to be used from two streams in flight.
+  cublasHandle_t cublas = nullptr;
   cudaEvent_t done = nullptr;
   float* h_descriptors = nullptr;     // max_n x dim, pinned
   int64_t* h_image_offsets = nullptr; // max_images + 1, pinned
@@ -119,9 +123,8 @@ struct Slot {
 struct CudaVladEncoder::Impl {
   CudaVladConfig config;
   int64_t vlad_dim = 0;
-  cublasHandle_t cublas = nullptr;
   float* d_centroids = nullptr;
-  float* d_norms2 = nullptr;
+  float* d_neg_half_norms2 = nullptr;
   Slot slots[2];
 
   ~Impl() {
@@ -141,12 +144,12 @@ struct CudaVladEncoder::Impl {
       cudaFree(s.d_segment_offsets);
       cudaFree(s.d_vlad);
       cudaFree(s.d_temp);
+      if (s.cublas) cublasDestroy(s.cublas);
       if (s.done) cudaEventDestroy(s.done);
       if (s.stream) cudaStreamDestroy(s.stream);
     }
     cudaFree(d_centroids);
-    cudaFree(d_norms2);
-    if (cublas) cublasDestroy(cublas);
+    cudaFree(d_neg_half_norms2);
   }
 
   void Allocate(Slot& s) {
@@ -155,6 +158,10 @@ struct CudaVladEncoder::Impl {
     const int64_t max_t = c.max_batch_images;
     LOOKALIKE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     LOOKALIKE_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    LOOKALIKE_CUDA_CHECK(cublasCreate(&s.cublas));
+    LOOKALIKE_CUDA_CHECK(cublasSetStream(s.cublas, s.stream));
+    // Plain FP32: TF32 tensor cores would flip near-tie assignments.
+    LOOKALIKE_CUDA_CHECK(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
     HostAlloc(&s.h_descriptors, max_n * c.dim);
     HostAlloc(&s.h_image_offsets, max_t + 1);
     HostAlloc(&s.h_vlad, max_t * vlad_dim);
@@ -211,18 +218,17 @@ struct CudaVladEncoder::Impl {
         s.d_image_offsets, s.h_image_offsets, (num_images + 1) * sizeof(int64_t),
         cudaMemcpyHostToDevice, s.stream));
     if (n > 0) {
-      LOOKALIKE_CUDA_CHECK(cublasSetStream(cublas, s.stream));
       const float one = 1.0f, zero = 0.0f;
       for (int64_t start = 0; start < n; start += c.gemm_chunk_rows) {
         const int rows = static_cast<int>(std::min(c.gemm_chunk_rows, n - start));
         // dots (K x rows, column-major) = C^T (K x d) * X (d x rows): the
         // same product Codebook::Assign asks OpenBLAS for.
         LOOKALIKE_CUDA_CHECK(cublasSgemm(
-            cublas, CUBLAS_OP_T, CUBLAS_OP_N, c.num_clusters, rows, c.dim, &one,
+            s.cublas, CUBLAS_OP_T, CUBLAS_OP_N, c.num_clusters, rows, c.dim, &one,
             d_centroids, c.dim, s.d_descriptors + start * c.dim, c.dim, &zero,
             s.d_dots, c.num_clusters));
-        LOOKALIKE_CUDA_CHECK(detail::LaunchArgminKeys(
-            s.d_dots, d_norms2, c.num_clusters, start, rows, s.d_image_offsets,
+        LOOKALIKE_CUDA_CHECK(detail::LaunchAssignKeys(
+            s.d_dots, d_neg_half_norms2, c.num_clusters, start, rows, s.d_image_offsets,
             num_images, s.d_keys, s.d_values, s.stream));
       }
       const int bits = vlad_math::KeyBits(static_cast<uint64_t>(num_segments));
@@ -284,25 +290,17 @@ CudaVladEncoder::CudaVladEncoder(const CudaVladConfig& config)
   Impl& m = *impl_;
   m.config = c;
   m.config.centroids = nullptr;  // only read here
-  m.vlad_dim = int64_t{c.num_clusters} * c.dim;
-  LOOKALIKE_CUDA_CHECK(cublasCreate(&m.cublas));
-  // Plain FP32: TF32 tensor cores could flip near-tie assignments.
-  LOOKALIKE_CUDA_CHECK(cublasSetMathMode(m.cublas, CUBLAS_DEFAULT_MATH));
-  std::vector<float> norms2(c.num_clusters);
-  for (int k = 0; k < c.num_clusters; ++k) {
-    double s = 0;  // as Codebook: double sum, rounded once
-    for (int j = 0; j < c.dim; ++j) {
-      const float v = c.centroids[int64_t{k} * c.dim + j];
-      s += static_cast<double>(v) * v;
-    }
-    norms2[k] = static_cast<float>(s);
-  }
+  m.vlad_dim = vlad_math::VladDim(c.num_clusters, c.dim);
+  // The assignment score's constant, computed as the CPU's (vlad_math.h).
+  std::vector<float> neg_half_norms2(c.num_clusters);
+  for (int k = 0; k < c.num_clusters; ++k)
+    neg_half_norms2[k] = vlad_math::NegHalfSquaredNorm(c.centroids + int64_t{k} * c.dim, c.dim);
   DeviceAlloc(&m.d_centroids, m.vlad_dim);
-  DeviceAlloc(&m.d_norms2, c.num_clusters);
+  DeviceAlloc(&m.d_neg_half_norms2, c.num_clusters);
   LOOKALIKE_CUDA_CHECK(cudaMemcpy(m.d_centroids, c.centroids,
                                   m.vlad_dim * sizeof(float),
                                   cudaMemcpyHostToDevice));
-  LOOKALIKE_CUDA_CHECK(cudaMemcpy(m.d_norms2, norms2.data(),
+  LOOKALIKE_CUDA_CHECK(cudaMemcpy(m.d_neg_half_norms2, neg_half_norms2.data(),
                                   c.num_clusters * sizeof(float),
                                   cudaMemcpyHostToDevice));
   for (Slot& s : m.slots) m.Allocate(s);

@@ -31,15 +31,12 @@ struct CudaCtx {
   }
 };
 
-// Largest grid used by the grid-strided kernels.
-constexpr int64_t kMaxGrid = 1 << 20;
-
-__global__ void __launch_bounds__(k::kArgminBlock)
-    ArgminKeysKernel(const float* dots, const float* norms2, int num_clusters,
+__global__ void __launch_bounds__(k::kAssignBlock)
+    AssignKeysKernel(const float* dots, const float* neg_half_norms2, int num_clusters,
                      int64_t row_begin, int num_rows,
                      const int64_t* image_offsets, int num_images,
                      uint32_t* keys, int32_t* values) {
-  k::ArgminKeys(CudaCtx{}, dots, norms2, num_clusters, row_begin, num_rows,
+  k::AssignKeys(CudaCtx{}, dots, neg_half_norms2, num_clusters, row_begin, num_rows,
                 image_offsets, num_images, keys, values);
 }
 
@@ -83,23 +80,17 @@ __global__ void __launch_bounds__(k::kNormalizeBlock)
                     power_alpha, intra_normalize, smem);
 }
 
-unsigned GridFor(int64_t items, int64_t per_block) {
-  return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min(kMaxGrid, (items + per_block - 1) / per_block)));
-}
-
 }  // namespace
 
-cudaError_t LaunchArgminKeys(const float* d_dots, const float* d_norms2,
+cudaError_t LaunchAssignKeys(const float* d_dots, const float* d_neg_half_norms2,
                              int num_clusters, int64_t row_begin, int num_rows,
                              const int64_t* d_image_offsets, int num_images,
                              uint32_t* d_keys, int32_t* d_values,
                              cudaStream_t stream) {
   if (num_rows <= 0) return cudaSuccess;
-  const unsigned grid = static_cast<unsigned>(
-      (num_rows + k::kArgminRowsPerBlock - 1) / k::kArgminRowsPerBlock);
-  ArgminKeysKernel<<<grid, k::kArgminBlock, 0, stream>>>(
-      d_dots, d_norms2, num_clusters, row_begin, num_rows, d_image_offsets,
+  const unsigned grid = static_cast<unsigned>(k::AssignGrid(num_rows));
+  AssignKeysKernel<<<grid, k::kAssignBlock, 0, stream>>>(
+      d_dots, d_neg_half_norms2, num_clusters, row_begin, num_rows, d_image_offsets,
       num_images, d_keys, d_values);
   return cudaGetLastError();
 }
@@ -108,8 +99,7 @@ cudaError_t LaunchSegmentOffsets(const uint32_t* d_sorted_keys,
                                  int64_t num_items, int64_t num_segments,
                                  int32_t* d_offsets, cudaStream_t stream) {
   // num_items + 1 threads, one per position including the end; not strided.
-  const unsigned grid = static_cast<unsigned>(
-      (num_items + 1 + k::kOffsetsBlock - 1) / k::kOffsetsBlock);
+  const unsigned grid = static_cast<unsigned>(k::OffsetsGrid(num_items));
   SegmentOffsetsKernel<<<grid, k::kOffsetsBlock, 0, stream>>>(
       d_sorted_keys, num_items, num_segments, d_offsets);
   return cudaGetLastError();
@@ -123,7 +113,7 @@ cudaError_t LaunchSegmentResidualSum(const float* d_descriptors, int dim,
                                      bool residual_normalize, float* d_vlad,
                                      cudaStream_t stream) {
   if (num_segments <= 0) return cudaSuccess;
-  const unsigned grid = GridFor(num_segments, 1);
+  const unsigned grid = static_cast<unsigned>(k::StridedGrid(num_segments));
   const int block = k::SegmentBlock(dim);
   if (residual_normalize)
     SegmentNormalizedResidualSumKernel<<<grid, block, 0, stream>>>(
@@ -140,7 +130,8 @@ cudaError_t LaunchNormalize(float* d_vlad, int64_t num_images,
                             int num_clusters, int dim, float power_alpha,
                             bool intra_normalize, cudaStream_t stream) {
   if (num_images <= 0) return cudaSuccess;
-  NormalizeKernel<<<GridFor(num_images, 1), k::kNormalizeBlock, 0, stream>>>(
+  NormalizeKernel<<<static_cast<unsigned>(k::StridedGrid(num_images)), k::kNormalizeBlock, 0,
+                    stream>>>(
       d_vlad, num_images, num_clusters, dim, power_alpha, intra_normalize);
   return cudaGetLastError();
 }

@@ -36,13 +36,30 @@ constexpr int kWarpSize = 32;
 
 // ---- launch configuration, shared by the .cu and the emulator tests -------
 
-// Threads per block of ArgminKeys: one warp per descriptor.
-constexpr int kArgminBlock = 128;
-constexpr int kArgminRowsPerBlock = kArgminBlock / kWarpSize;
+// Threads per block of AssignKeys: one warp per descriptor.
+constexpr int kAssignBlock = 128;
+constexpr int kAssignRowsPerBlock = kAssignBlock / kWarpSize;
 // Threads per block of SegmentOffsets (one thread per sorted position).
 constexpr int kOffsetsBlock = 256;
 // Threads per block of NormalizeImage (one block per image).
 constexpr int kNormalizeBlock = 256;
+// Largest grid of the grid-strided kernels (segment sums, normalisation).
+constexpr int64_t kMaxGrid = int64_t{1} << 20;
+
+// Blocks of AssignKeys for `num_rows` descriptors.
+inline constexpr int64_t AssignGrid(int64_t num_rows) {
+  return (num_rows + kAssignRowsPerBlock - 1) / kAssignRowsPerBlock;
+}
+// Blocks of SegmentOffsets for `num_items` sorted keys (num_items + 1 threads).
+inline constexpr int64_t OffsetsGrid(int64_t num_items) {
+  return (num_items + 1 + kOffsetsBlock - 1) / kOffsetsBlock;
+}
+// Blocks of a grid-strided kernel over `num_work` items (segments, images):
+// one per item up to `max_grid`, at least one. The emulator tests pass a
+// small max_grid so the stride loop runs.
+inline constexpr int64_t StridedGrid(int64_t num_work, int64_t max_grid = kMaxGrid) {
+  return num_work < 1 ? 1 : (num_work < max_grid ? num_work : max_grid);
+}
 
 inline constexpr int RoundUpToWarp(int n) {
   return (n + kWarpSize - 1) / kWarpSize * kWarpSize;
@@ -88,7 +105,7 @@ LOOKALIKE_BODY T BlockSum(const Ctx& ctx, T v, T* smem) {
   return total;
 }
 
-// ---- 2. assignment: argmin over SGEMM dot products --------------------------
+// ---- 2. assignment: argmax of the score over SGEMM dot products -------------
 
 // Index of the image owning local row `row`: the last i with
 // image_offsets[i] <= row (empty images, whose offsets repeat, are skipped).
@@ -104,13 +121,14 @@ LOOKALIKE_BODY int ImageOfRow(const int64_t* image_offsets, int num_images,
 
 // One warp per descriptor row of a chunk: dots holds, for each of num_rows
 // rows, num_clusters dot products x.c (column-major K x rows, as cuBLAS
-// writes SGEMM(T, N)). Writes for global row r = row_begin + chunk row:
-// keys[r] = SegmentKey(image of r, label), values[r] = r. Ties go to the
-// lower cluster index, as in Codebook::Assign. image_offsets are relative to
-// the batch (image_offsets[0] == 0).
+// writes SGEMM(T, N)). The label is the argmax of vlad_math::AssignmentScore
+// (the CPU's formula); ties go to the lower cluster index, as in
+// Codebook::Assign. Writes for global row r = row_begin + chunk row:
+// keys[r] = SegmentKey(image of r, label), values[r] = r. image_offsets are
+// relative to the batch (image_offsets[0] == 0).
 template <class Ctx>
-LOOKALIKE_BODY void ArgminKeys(const Ctx& ctx, const float* dots,
-                               const float* centroid_norms2, int num_clusters,
+LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots,
+                               const float* neg_half_norms2, int num_clusters,
                                int64_t row_begin, int num_rows,
                                const int64_t* image_offsets, int num_images,
                                uint32_t* keys, int32_t* values) {
@@ -122,8 +140,8 @@ LOOKALIKE_BODY void ArgminKeys(const Ctx& ctx, const float* dots,
   float best = 0.0f;
   int best_index = -1;  // -1: this lane has seen no cluster yet
   for (int c = lane; c < num_clusters; c += kWarpSize) {
-    const float v = vlad_math::PartialDistance(centroid_norms2[c], d[c]);
-    if (best_index < 0 || v < best) {
+    const float v = vlad_math::AssignmentScore(d[c], neg_half_norms2[c]);
+    if (best_index < 0 || v > best) {
       best = v;
       best_index = c;
     }
@@ -132,7 +150,7 @@ LOOKALIKE_BODY void ArgminKeys(const Ctx& ctx, const float* dots,
     const float other = ctx.shfl_down(best, delta);
     const int other_index = ctx.shfl_down(best_index, delta);
     const bool take = other_index >= 0 &&
-                      (best_index < 0 || other < best ||
+                      (best_index < 0 || other > best ||
                        (other == best && other_index < best_index));
     if (take) {
       best = other;

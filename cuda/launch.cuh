@@ -15,7 +15,7 @@ namespace detail {
 
 // Keys and values of rows [row_begin, row_begin + num_rows) from a chunk of
 // SGEMM dot products (K x num_rows, column-major).
-cudaError_t LaunchArgminKeys(const float* d_dots, const float* d_norms2,
+cudaError_t LaunchAssignKeys(const float* d_dots, const float* d_neg_half_norms2,
                              int num_clusters, int64_t row_begin, int num_rows,
                              const int64_t* d_image_offsets, int num_images,
                              uint32_t* d_keys, int32_t* d_values,

@@ -20,10 +20,31 @@
 namespace lookalike {
 namespace vlad_math {
 
-// Squared L2 distance up to the per-descriptor constant ||x||^2:
-// ||c||^2 - 2 x.c. Ranking centroids by this value equals ranking by distance.
-LOOKALIKE_HD float PartialDistance(float centroid_norm2, float dot) {
-  return centroid_norm2 - 2.0f * dot;
+// Assignment, the one formula of both encoders: a descriptor x goes to the
+// centroid c that maximises the score x.c - ||c||^2 / 2 (since
+// ||x - c||^2 = ||x||^2 - 2 score, that is the nearest centroid); ties go to
+// the lowest index. The CPU (Codebook::Assign) evaluates the score inside one
+// SGEMM, each centroid augmented with NegHalfSquaredNorm and each descriptor
+// with a 1; the GPU adds NegHalfSquaredNorm to cuBLAS's x.c with
+// AssignmentScore. The two round differently (the constant enters the sum at
+// another point), so where two scores lie within a few ulps of each other the
+// encoders may pick different centroids; tests/cuda bounds how often and by
+// how much that moves the vector (cuda/README.md, "Assignment").
+LOOKALIKE_HD float AssignmentScore(float dot, float neg_half_norm2) {
+  return dot + neg_half_norm2;
+}
+
+// -||c||^2 / 2 of a centroid of `dim` floats: summed in double, rounded once,
+// then halved (exact).
+LOOKALIKE_HD float NegHalfSquaredNorm(const float* centroid, int dim) {
+  double s = 0;
+  for (int j = 0; j < dim; ++j) s += static_cast<double>(centroid[j]) * centroid[j];
+  return -0.5f * static_cast<float>(s);
+}
+
+// Dimension of a VLAD vector: K blocks of the descriptor dimension.
+LOOKALIKE_HD int64_t VladDim(int num_clusters, int dim) {
+  return static_cast<int64_t>(num_clusters) * dim;
 }
 
 // Sort key of a descriptor of image `image` (local to its batch) assigned to

@@ -81,11 +81,13 @@ Codebook::Codebook(int num_clusters, int dim, std::vector<float> centroids)
     }
     norms2_[k] = static_cast<float>(s);
   }
+  neg_half_norms2_.resize(num_clusters);
   augmented_.resize(static_cast<size_t>(num_clusters) * (dim + 1));
   for (int k = 0; k < num_clusters; ++k) {
-    std::copy_n(centroids_.data() + static_cast<size_t>(k) * dim, dim,
-                augmented_.data() + static_cast<size_t>(k) * (dim + 1));
-    augmented_[static_cast<size_t>(k) * (dim + 1) + dim] = -0.5f * norms2_[k];
+    const float* c = centroids_.data() + static_cast<size_t>(k) * dim;
+    neg_half_norms2_[k] = vlad_math::NegHalfSquaredNorm(c, dim);
+    std::copy_n(c, dim, augmented_.data() + static_cast<size_t>(k) * (dim + 1));
+    augmented_[static_cast<size_t>(k) * (dim + 1) + dim] = neg_half_norms2_[k];
   }
 }
 

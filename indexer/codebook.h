@@ -40,10 +40,13 @@ class Codebook {
   const std::vector<float>& centroids() const { return centroids_; }
   // ||c_k||^2 per centroid, precomputed.
   const std::vector<float>& centroid_norms2() const { return norms2_; }
+  // -||c_k||^2 / 2 per centroid (vlad_math::NegHalfSquaredNorm): the constant
+  // of the assignment score, also uploaded by the CUDA encoder.
+  const std::vector<float>& neg_half_norms2() const { return neg_half_norms2_; }
 
-  // Nearest centroid (squared L2) of each of `num` descriptors. Distances are
-  // computed as ||c||^2 - 2 x.c with an SGEMM in blocks (BLAS), ties go to
-  // the lower index. labels must hold num entries.
+  // Nearest centroid (squared L2) of each of `num` descriptors: the argmax of
+  // vlad_math's assignment score x.c - ||c||^2 / 2, computed with one SGEMM
+  // in blocks (BLAS); ties go to the lower index. labels must hold num entries.
   void Assign(const float* descriptors, int64_t num, int32_t* labels) const;
 
   // 64-bit FNV-1a hash of the centroid bytes: the codebook's identity, as
@@ -55,6 +58,7 @@ class Codebook {
   int dim_;
   std::vector<float> centroids_;
   std::vector<float> norms2_;
+  std::vector<float> neg_half_norms2_;
   // K x (dim + 1): each centroid followed by -||c||^2 / 2, so one SGEMM of
   // descriptors extended with a 1 gives x.c - ||c||^2 / 2 directly, whose
   // argmax is the nearest centroid (Assign).

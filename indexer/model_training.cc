@@ -164,6 +164,9 @@ std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
             [](const ProcessedFile* a, const ProcessedFile* b) { return a->path < b->path; });
   const std::vector<FileTask> again =
       ImagesToExtractAgain(sample, training, static_cast<int64_t>(held.size()), want);
+  if (observer && ResolveBackend(options.backend) == Backend::kCuda)
+    observer->OnPhase("PCA sample encoded on the CPU (a one-off of at most " +
+                      std::to_string(want) + " images)");
   if (observer)
     observer->OnPhase("PCA: " + std::to_string(options.projection.out_dim) +
                       " components from the VLAD vectors of " +

@@ -93,6 +93,10 @@ void EncodeAndCommit(UpdatePlan* plan, Store* store, const IndexOptions& options
   ProcessFiles(plan->tasks, threads, how, cancel,
                [&](ProcessedFile&& p) { committer.Add(std::move(p)); });
   committer.Flush();
+  if (observer && encoder->num_cpu_fallback_images() > 0)
+    observer->OnPhase(std::to_string(encoder->num_cpu_fallback_images()) +
+                      " images had more descriptors than the GPU buffers hold and were "
+                      "encoded on the CPU");
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <memory>
+
+#include "cuda/vlad_math.h"
 #include <string>
 #include <vector>
 
@@ -62,7 +64,13 @@ class VladEncoder {
 
   int num_clusters() const { return num_clusters_; }
   int dim() const { return dim_; }
-  int64_t vlad_dim() const { return int64_t{num_clusters_} * dim_; }
+  int64_t vlad_dim() const { return vlad_math::VladDim(num_clusters_, dim_); }
+
+  // Images this encoder encoded on the CPU although its backend is CUDA:
+  // those with more descriptors than the device buffers hold
+  // (CudaVladConfig::max_batch_descriptors). 0 for the CPU backend. The
+  // index pipeline reports them in -v output.
+  int64_t num_cpu_fallback_images() const { return num_cpu_fallback_images_; }
 
   // Seconds spent in assignment (nearest centroid) over all Encode calls so
   // far, so the indexer can report assignment and aggregation as separate
@@ -73,6 +81,7 @@ class VladEncoder {
  protected:
   VladEncoder(int num_clusters, int dim) : num_clusters_(num_clusters), dim_(dim) {}
   double assign_seconds_ = 0;
+  int64_t num_cpu_fallback_images_ = 0;
 
  private:
   int num_clusters_;

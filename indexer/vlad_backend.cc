@@ -87,6 +87,7 @@ class CudaVladEncoderAdapter final : public VladEncoder {
     }
     if (!cpu_) cpu_ = CreateCpuVladEncoder(codebook_, options_);
     cpu_->Encode(x, offsets.data(), last - first, out);
+    num_cpu_fallback_images_ += last - first;
   }
 
   static cuda::CudaVladConfig MakeConfig(const Codebook& codebook,

@@ -1,5 +1,5 @@
 // Synthetic VLAD inputs for the emulator and GPU tests: the awkward cases of
-// issue 3 (empty clusters, one cluster holding everything, every descriptor
+// the CUDA backend (empty clusters, one cluster holding everything, every descriptor
 // in its own cluster, a single descriptor, images without descriptors,
 // sizes that are not multiples of 32, K = 1). Descriptors are drawn close to
 // well-separated centroids so that every backend assigns the same labels.
@@ -51,11 +51,12 @@ inline std::vector<VladCase> AwkwardCases() {
 
 // Normalisation settings crossed with the cases.
 inline std::vector<VladOptions> OptionVariants() {
-  VladOptions a;  // defaults: signed square root + intra + L2
-  VladOptions b;
+  VladOptions a;  // signed square root + intra + L2 (Arandjelović & Zisserman)
+  a.power_alpha = 0.5f;
+  VladOptions b;  // plain: no power, no intra, L2 only
   b.power_alpha = 1.0f;
   b.intra_normalize = false;
-  VladOptions c;
+  VladOptions c;  // another power, on normalised residuals
   c.power_alpha = 0.3f;
   c.residual_normalize = true;
   return {a, b, c};
