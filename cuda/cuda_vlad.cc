@@ -2,16 +2,18 @@
 // buffers allocated once, and a two-slot pipeline so that the staging copy
 // and upload of one sub-batch overlap the kernels and download of the
 // previous one. Device code is in cuda_vlad_kernels.cu / cuda_vlad_sort.cu.
+#include "cuda/cuda_vlad.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_vlad.h"
 #include "cuda/launch.cuh"
 #include "cuda/vlad_math.h"
 
@@ -19,33 +21,28 @@ namespace lookalike {
 namespace cuda {
 namespace {
 
-[[noreturn]] void Fail(const char* what, const std::string& error,
-                       const char* file, int line) {
-  throw std::runtime_error(std::string("CUDA VLAD: ") + what + " failed: " +
-                           error + " (" + file + ":" + std::to_string(line) +
-                           ")");
+[[noreturn]] void Fail(const char* what, const std::string& error, const char* file, int line) {
+  throw std::runtime_error(std::string("CUDA VLAD: ") + what + " failed: " + error + " (" + file +
+                           ":" + std::to_string(line) + ")");
 }
 
 void Check(cudaError_t status, const char* what, const char* file, int line) {
   if (status != cudaSuccess)
-    Fail(what, std::string(cudaGetErrorName(status)) + ": " +
-                   cudaGetErrorString(status),
-         file, line);
+    Fail(what, std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status), file,
+         line);
 }
 
-void Check(cublasStatus_t status, const char* what, const char* file,
-           int line) {
+void Check(cublasStatus_t status, const char* what, const char* file, int line) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    Fail(what, std::string("cuBLAS status ") + std::to_string(status), file,
-         line);
+    Fail(what, std::string("cuBLAS status ") + std::to_string(status), file, line);
 }
 
 #define LOOKALIKE_CUDA_CHECK(call) Check((call), #call, __FILE__, __LINE__)
 
 template <class T>
 void DeviceAlloc(T** ptr, int64_t count) {
-  LOOKALIKE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(ptr),
-                                  std::max<int64_t>(1, count) * sizeof(T)));
+  LOOKALIKE_CUDA_CHECK(
+      cudaMalloc(reinterpret_cast<void**>(ptr), std::max<int64_t>(1, count) * sizeof(T)));
 }
 
 template <class T>
@@ -64,8 +61,8 @@ DeviceProbe ProbeDevice() {
     int count = 0;
     const cudaError_t status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess) {
-      probe.detail = std::string("no usable CUDA device: cudaGetDeviceCount: ") +
-                     cudaGetErrorString(status);
+      probe.detail =
+          std::string("no usable CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(status);
       return probe;
     }
     if (count == 0) {
@@ -77,14 +74,12 @@ DeviceProbe ProbeDevice() {
     if (s == cudaSuccess) s = cudaSetDevice(0);
     if (s == cudaSuccess) s = cudaFree(nullptr);  // creates the context
     if (s != cudaSuccess) {
-      probe.detail = std::string("CUDA device 0 not usable: ") +
-                     cudaGetErrorString(s);
+      probe.detail = std::string("CUDA device 0 not usable: ") + cudaGetErrorString(s);
       return probe;
     }
     probe.usable = true;
-    probe.detail = std::string(prop.name) + " (compute capability " +
-                   std::to_string(prop.major) + "." +
-                   std::to_string(prop.minor) + ", " +
+    probe.detail = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) +
+                   "." + std::to_string(prop.minor) + ", " +
                    std::to_string(prop.totalGlobalMem >> 20) + " MiB)";
   } catch (const std::exception& e) {
     probe.usable = false;
@@ -101,19 +96,19 @@ struct Slot {
   // are not meant to be used from two streams in flight.
   cublasHandle_t cublas = nullptr;
   cudaEvent_t done = nullptr;
-  float* h_descriptors = nullptr;     // max_n x dim, pinned
-  int64_t* h_image_offsets = nullptr; // max_images + 1, pinned
-  float* h_vlad = nullptr;            // max_images x K x dim, pinned
+  float* h_descriptors = nullptr;      // max_n x dim, pinned
+  int64_t* h_image_offsets = nullptr;  // max_images + 1, pinned
+  float* h_vlad = nullptr;             // max_images x K x dim, pinned
   float* d_descriptors = nullptr;
   int64_t* d_image_offsets = nullptr;
-  float* d_dots = nullptr;            // chunk_rows x K
+  float* d_dots = nullptr;  // chunk_rows x K
   uint32_t* d_keys = nullptr;
   uint32_t* d_sorted_keys = nullptr;
   int32_t* d_values = nullptr;
   int32_t* d_order = nullptr;
   int32_t* d_segment_offsets = nullptr;  // max_images x K + 1
   float* d_vlad = nullptr;
-  void* d_temp = nullptr;              // CUB temporary storage
+  void* d_temp = nullptr;  // CUB temporary storage
   size_t temp_bytes = 0;
   // Output still in h_vlad, to be copied to the caller once `done` fires.
   float* pending_dest = nullptr;
@@ -176,14 +171,12 @@ struct CudaVladEncoder::Impl {
     DeviceAlloc(&s.d_vlad, max_t * vlad_dim);
     // The largest temporary storage any batch can need: every key width up
     // to the one of a full batch, at the full batch size.
-    const int max_bits = vlad_math::KeyBits(
-        static_cast<uint64_t>(max_t) * static_cast<uint64_t>(c.num_clusters));
+    const int max_bits =
+        vlad_math::KeyBits(static_cast<uint64_t>(max_t) * static_cast<uint64_t>(c.num_clusters));
     for (int bits = 1; bits <= max_bits; ++bits) {
       size_t bytes = 0;
-      LOOKALIKE_CUDA_CHECK(detail::SortPairs(nullptr, &bytes, nullptr, nullptr,
-                                             nullptr, nullptr,
-                                             static_cast<int>(max_n), bits,
-                                             s.stream));
+      LOOKALIKE_CUDA_CHECK(detail::SortPairs(nullptr, &bytes, nullptr, nullptr, nullptr, nullptr,
+                                             static_cast<int>(max_n), bits, s.stream));
       s.temp_bytes = std::max(s.temp_bytes, bytes);
     }
     LOOKALIKE_CUDA_CHECK(cudaMalloc(&s.d_temp, std::max<size_t>(1, s.temp_bytes)));
@@ -199,24 +192,23 @@ struct CudaVladEncoder::Impl {
   }
 
   // Stages and enqueues images [first_image, end_image) on slot s.
-  void Enqueue(Slot& s, const float* descriptors, const int64_t* image_offsets,
-               int64_t first_image, int64_t end_image, float* vlad) {
+  void Enqueue(Slot& s, const float* descriptors, const int64_t* image_offsets, int64_t first_image,
+               int64_t end_image, float* vlad) {
     const CudaVladConfig& c = config;
     const int num_images = static_cast<int>(end_image - first_image);
     const int64_t row0 = image_offsets[first_image];
     const int64_t n = image_offsets[end_image] - row0;
     const int64_t num_segments = int64_t{num_images} * c.num_clusters;
     // CPU staging copy: overlaps the other slot's GPU work.
-    std::memcpy(s.h_descriptors, descriptors + row0 * c.dim,
-                n * c.dim * sizeof(float));
+    std::memcpy(s.h_descriptors, descriptors + row0 * c.dim, n * c.dim * sizeof(float));
     for (int i = 0; i <= num_images; ++i)
       s.h_image_offsets[i] = image_offsets[first_image + i] - row0;
     LOOKALIKE_CUDA_CHECK(cudaMemcpyAsync(s.d_descriptors, s.h_descriptors,
-                                         n * c.dim * sizeof(float),
-                                         cudaMemcpyHostToDevice, s.stream));
-    LOOKALIKE_CUDA_CHECK(cudaMemcpyAsync(
-        s.d_image_offsets, s.h_image_offsets, (num_images + 1) * sizeof(int64_t),
-        cudaMemcpyHostToDevice, s.stream));
+                                         n * c.dim * sizeof(float), cudaMemcpyHostToDevice,
+                                         s.stream));
+    LOOKALIKE_CUDA_CHECK(cudaMemcpyAsync(s.d_image_offsets, s.h_image_offsets,
+                                         (num_images + 1) * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                         s.stream));
     if (n > 0) {
       const float one = 1.0f, zero = 0.0f;
       for (int64_t start = 0; start < n; start += c.gemm_chunk_rows) {
@@ -224,37 +216,32 @@ struct CudaVladEncoder::Impl {
         // dots (K x rows, column-major) = C^T (K x d) * X (d x rows): the
         // same product Codebook::Assign asks OpenBLAS for.
         LOOKALIKE_CUDA_CHECK(cublasSgemm(
-            s.cublas, CUBLAS_OP_T, CUBLAS_OP_N, c.num_clusters, rows, c.dim, &one,
-            d_centroids, c.dim, s.d_descriptors + start * c.dim, c.dim, &zero,
-            s.d_dots, c.num_clusters));
-        LOOKALIKE_CUDA_CHECK(detail::LaunchAssignKeys(
-            s.d_dots, d_neg_half_norms2, c.num_clusters, start, rows, s.d_image_offsets,
-            num_images, s.d_keys, s.d_values, s.stream));
+            s.cublas, CUBLAS_OP_T, CUBLAS_OP_N, c.num_clusters, rows, c.dim, &one, d_centroids,
+            c.dim, s.d_descriptors + start * c.dim, c.dim, &zero, s.d_dots, c.num_clusters));
+        LOOKALIKE_CUDA_CHECK(detail::LaunchAssignKeys(s.d_dots, d_neg_half_norms2, c.num_clusters,
+                                                      start, rows, s.d_image_offsets, num_images,
+                                                      s.d_keys, s.d_values, s.stream));
       }
       const int bits = vlad_math::KeyBits(static_cast<uint64_t>(num_segments));
       size_t bytes = 0;
-      LOOKALIKE_CUDA_CHECK(detail::SortPairs(nullptr, &bytes, nullptr, nullptr,
-                                             nullptr, nullptr,
+      LOOKALIKE_CUDA_CHECK(detail::SortPairs(nullptr, &bytes, nullptr, nullptr, nullptr, nullptr,
                                              static_cast<int>(n), bits, s.stream));
       if (bytes > s.temp_bytes)
         throw std::logic_error("CUDA VLAD: CUB needs " + std::to_string(bytes) +
-                               " temporary bytes, allocated " +
-                               std::to_string(s.temp_bytes));
+                               " temporary bytes, allocated " + std::to_string(s.temp_bytes));
       size_t temp_bytes = s.temp_bytes;
-      LOOKALIKE_CUDA_CHECK(detail::SortPairs(
-          s.d_temp, &temp_bytes, s.d_keys, s.d_sorted_keys, s.d_values,
-          s.d_order, static_cast<int>(n), bits, s.stream));
+      LOOKALIKE_CUDA_CHECK(detail::SortPairs(s.d_temp, &temp_bytes, s.d_keys, s.d_sorted_keys,
+                                             s.d_values, s.d_order, static_cast<int>(n), bits,
+                                             s.stream));
     }
-    LOOKALIKE_CUDA_CHECK(detail::LaunchSegmentOffsets(
-        s.d_sorted_keys, n, num_segments, s.d_segment_offsets, s.stream));
+    LOOKALIKE_CUDA_CHECK(detail::LaunchSegmentOffsets(s.d_sorted_keys, n, num_segments,
+                                                      s.d_segment_offsets, s.stream));
     LOOKALIKE_CUDA_CHECK(detail::LaunchSegmentResidualSum(
-        s.d_descriptors, c.dim, s.d_order, s.d_segment_offsets, num_segments,
-        d_centroids, c.num_clusters, c.residual_normalize, s.d_vlad, s.stream));
-    LOOKALIKE_CUDA_CHECK(detail::LaunchNormalize(
-        s.d_vlad, num_images, c.num_clusters, c.dim, c.power_alpha,
-        c.intra_normalize, s.stream));
-    LOOKALIKE_CUDA_CHECK(cudaMemcpyAsync(s.h_vlad, s.d_vlad,
-                                         num_segments * c.dim * sizeof(float),
+        s.d_descriptors, c.dim, s.d_order, s.d_segment_offsets, num_segments, d_centroids,
+        c.num_clusters, c.residual_normalize, s.d_vlad, s.stream));
+    LOOKALIKE_CUDA_CHECK(detail::LaunchNormalize(s.d_vlad, num_images, c.num_clusters, c.dim,
+                                                 c.power_alpha, c.intra_normalize, s.stream));
+    LOOKALIKE_CUDA_CHECK(cudaMemcpyAsync(s.h_vlad, s.d_vlad, num_segments * c.dim * sizeof(float),
                                          cudaMemcpyDeviceToHost, s.stream));
     LOOKALIKE_CUDA_CHECK(cudaEventRecord(s.done, s.stream));
     s.pending_dest = vlad + first_image * vlad_dim;
@@ -262,30 +249,29 @@ struct CudaVladEncoder::Impl {
   }
 };
 
-CudaVladEncoder::CudaVladEncoder(const CudaVladConfig& config)
-    : impl_(std::make_unique<Impl>()) {
+CudaVladEncoder::CudaVladEncoder(const CudaVladConfig& config) : impl_(std::make_unique<Impl>()) {
   const CudaVladConfig& c = config;
-  if (c.num_clusters < 1 || c.dim < 1 || !c.centroids)
-    throw std::invalid_argument("CUDA VLAD: need num_clusters >= 1, dim >= 1 "
-                                "and centroids, got K=" +
-                                std::to_string(c.num_clusters) +
-                                " dim=" + std::to_string(c.dim));
+  // K and dim come from a codebook that was checked where it was made
+  // (CodebookOptions::Validate, or the model read from a database).
+  assert(c.num_clusters >= 1 && c.dim >= 1 && c.centroids);
   if (c.max_batch_descriptors < 1 || c.max_batch_descriptors > INT32_MAX)
-    throw std::invalid_argument("CUDA VLAD: max_batch_descriptors must be in "
-                                "1..2^31-1, got " +
-                                std::to_string(c.max_batch_descriptors));
+    throw std::invalid_argument(
+        "CUDA VLAD: max_batch_descriptors must be in "
+        "1..2^31-1, got " +
+        std::to_string(c.max_batch_descriptors));
   if (c.max_batch_images < 1 ||
       static_cast<uint64_t>(c.max_batch_images) * c.num_clusters >= (1ull << 31))
-    throw std::invalid_argument("CUDA VLAD: max_batch_images * K must be in "
-                                "1..2^31-1, got max_batch_images=" +
-                                std::to_string(c.max_batch_images));
+    throw std::invalid_argument(
+        "CUDA VLAD: max_batch_images * K must be in "
+        "1..2^31-1, got max_batch_images=" +
+        std::to_string(c.max_batch_images));
   if (c.gemm_chunk_rows < 1 || c.gemm_chunk_rows > INT32_MAX)
-    throw std::invalid_argument("CUDA VLAD: gemm_chunk_rows must be in "
-                                "1..2^31-1, got " +
-                                std::to_string(c.gemm_chunk_rows));
+    throw std::invalid_argument(
+        "CUDA VLAD: gemm_chunk_rows must be in "
+        "1..2^31-1, got " +
+        std::to_string(c.gemm_chunk_rows));
   const DeviceProbe probe = ProbeDevice();
-  if (!probe.usable)
-    throw std::runtime_error("CUDA VLAD: " + probe.detail);
+  if (!probe.usable) throw std::runtime_error("CUDA VLAD: " + probe.detail);
 
   Impl& m = *impl_;
   m.config = c;
@@ -297,20 +283,17 @@ CudaVladEncoder::CudaVladEncoder(const CudaVladConfig& config)
     neg_half_norms2[k] = vlad_math::NegHalfSquaredNorm(c.centroids + int64_t{k} * c.dim, c.dim);
   DeviceAlloc(&m.d_centroids, m.vlad_dim);
   DeviceAlloc(&m.d_neg_half_norms2, c.num_clusters);
-  LOOKALIKE_CUDA_CHECK(cudaMemcpy(m.d_centroids, c.centroids,
-                                  m.vlad_dim * sizeof(float),
-                                  cudaMemcpyHostToDevice));
+  LOOKALIKE_CUDA_CHECK(
+      cudaMemcpy(m.d_centroids, c.centroids, m.vlad_dim * sizeof(float), cudaMemcpyHostToDevice));
   LOOKALIKE_CUDA_CHECK(cudaMemcpy(m.d_neg_half_norms2, neg_half_norms2.data(),
-                                  c.num_clusters * sizeof(float),
-                                  cudaMemcpyHostToDevice));
+                                  c.num_clusters * sizeof(float), cudaMemcpyHostToDevice));
   for (Slot& s : m.slots) m.Allocate(s);
 }
 
 CudaVladEncoder::~CudaVladEncoder() = default;
 
-void CudaVladEncoder::Encode(const float* descriptors,
-                             const int64_t* image_offsets, int64_t num_images,
-                             float* vlad) {
+void CudaVladEncoder::Encode(const float* descriptors, const int64_t* image_offsets,
+                             int64_t num_images, float* vlad) {
   Impl& m = *impl_;
   const CudaVladConfig& c = m.config;
   if (num_images <= 0) return;
@@ -323,10 +306,11 @@ void CudaVladEncoder::Encode(const float* descriptors,
       throw std::invalid_argument("CUDA VLAD: image_offsets decrease at image " +
                                   std::to_string(i));
     if (count > c.max_batch_descriptors)
-      throw std::invalid_argument(
-          "CUDA VLAD: image " + std::to_string(i) + " has " +
-          std::to_string(count) + " descriptors, more than max_batch_"
-          "descriptors (" + std::to_string(c.max_batch_descriptors) + ")");
+      throw std::invalid_argument("CUDA VLAD: image " + std::to_string(i) + " has " +
+                                  std::to_string(count) +
+                                  " descriptors, more than max_batch_"
+                                  "descriptors (" +
+                                  std::to_string(c.max_batch_descriptors) + ")");
   }
   // Sub-batches of whole images alternate between the two slots: while the
   // GPU works on one, the CPU drains and stages the other.
@@ -335,8 +319,7 @@ void CudaVladEncoder::Encode(const float* descriptors,
     for (int64_t first = 0; first < num_images;) {
       int64_t end = first + 1;
       while (end < num_images && end - first < c.max_batch_images &&
-             image_offsets[end + 1] - image_offsets[first] <=
-                 c.max_batch_descriptors)
+             image_offsets[end + 1] - image_offsets[first] <= c.max_batch_descriptors)
         ++end;
       Slot& s = m.slots[next_slot];
       m.Drain(s);

@@ -61,9 +61,7 @@ inline constexpr int64_t StridedGrid(int64_t num_work, int64_t max_grid = kMaxGr
   return num_work < 1 ? 1 : (num_work < max_grid ? num_work : max_grid);
 }
 
-inline constexpr int RoundUpToWarp(int n) {
-  return (n + kWarpSize - 1) / kWarpSize * kWarpSize;
-}
+inline constexpr int RoundUpToWarp(int n) { return (n + kWarpSize - 1) / kWarpSize * kWarpSize; }
 // Threads per block of the segment reductions: one thread per dimension, at
 // least one warp, at most 256 (larger dimensions are strided).
 inline constexpr int SegmentBlock(int dim) {
@@ -79,8 +77,7 @@ constexpr int kReduceSharedBytes = kReduceSharedDoubles * sizeof(double);
 // shfl_down then a broadcast from lane 0).
 template <class Ctx, class T>
 LOOKALIKE_BODY T WarpSum(const Ctx& ctx, T v) {
-  for (int delta = kWarpSize / 2; delta > 0; delta /= 2)
-    v += ctx.shfl_down(v, delta);
+  for (int delta = kWarpSize / 2; delta > 0; delta /= 2) v += ctx.shfl_down(v, delta);
   return ctx.shfl(v, 0);
 }
 
@@ -109,12 +106,14 @@ LOOKALIKE_BODY T BlockSum(const Ctx& ctx, T v, T* smem) {
 
 // Index of the image owning local row `row`: the last i with
 // image_offsets[i] <= row (empty images, whose offsets repeat, are skipped).
-LOOKALIKE_BODY int ImageOfRow(const int64_t* image_offsets, int num_images,
-                              int64_t row) {
+LOOKALIKE_BODY int ImageOfRow(const int64_t* image_offsets, int num_images, int64_t row) {
   int lo = 0, hi = num_images;  // answer in [lo, hi)
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
-    if (image_offsets[mid] <= row) lo = mid; else hi = mid;
+    if (image_offsets[mid] <= row)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -127,14 +126,12 @@ LOOKALIKE_BODY int ImageOfRow(const int64_t* image_offsets, int num_images,
 // keys[r] = SegmentKey(image of r, label), values[r] = r. image_offsets are
 // relative to the batch (image_offsets[0] == 0).
 template <class Ctx>
-LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots,
-                               const float* neg_half_norms2, int num_clusters,
-                               int64_t row_begin, int num_rows,
-                               const int64_t* image_offsets, int num_images,
-                               uint32_t* keys, int32_t* values) {
+LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots, const float* neg_half_norms2,
+                               int num_clusters, int64_t row_begin, int num_rows,
+                               const int64_t* image_offsets, int num_images, uint32_t* keys,
+                               int32_t* values) {
   const int lane = ctx.thread_idx() % kWarpSize;
-  const int row = ctx.block_idx() * (ctx.block_dim() / kWarpSize) +
-                  ctx.thread_idx() / kWarpSize;
+  const int row = ctx.block_idx() * (ctx.block_dim() / kWarpSize) + ctx.thread_idx() / kWarpSize;
   if (row >= num_rows) return;  // warp-uniform: no shuffle below is split
   const float* d = dots + static_cast<int64_t>(row) * num_clusters;
   float best = 0.0f;
@@ -149,9 +146,8 @@ LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots,
   for (int delta = kWarpSize / 2; delta > 0; delta /= 2) {
     const float other = ctx.shfl_down(best, delta);
     const int other_index = ctx.shfl_down(best_index, delta);
-    const bool take = other_index >= 0 &&
-                      (best_index < 0 || other > best ||
-                       (other == best && other_index < best_index));
+    const bool take = other_index >= 0 && (best_index < 0 || other > best ||
+                                           (other == best && other_index < best_index));
     if (take) {
       best = other;
       best_index = other_index;
@@ -160,8 +156,7 @@ LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots,
   if (lane == 0) {
     const int64_t r = row_begin + row;
     const int image = ImageOfRow(image_offsets, num_images, r);
-    keys[r] = vlad_math::SegmentKey(static_cast<uint32_t>(image),
-                                    static_cast<uint32_t>(best_index),
+    keys[r] = vlad_math::SegmentKey(static_cast<uint32_t>(image), static_cast<uint32_t>(best_index),
                                     static_cast<uint32_t>(num_clusters));
     values[r] = static_cast<int32_t>(r);
   }
@@ -176,11 +171,9 @@ LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots,
 // segments in (key[i-1], key[i]], so every entry is written exactly once and
 // no memset is needed.
 template <class Ctx>
-LOOKALIKE_BODY void SegmentOffsets(const Ctx& ctx, const uint32_t* sorted_keys,
-                                   int64_t num_items, int64_t num_segments,
-                                   int32_t* offsets) {
-  const int64_t i =
-      static_cast<int64_t>(ctx.block_idx()) * ctx.block_dim() + ctx.thread_idx();
+LOOKALIKE_BODY void SegmentOffsets(const Ctx& ctx, const uint32_t* sorted_keys, int64_t num_items,
+                                   int64_t num_segments, int32_t* offsets) {
+  const int64_t i = static_cast<int64_t>(ctx.block_idx()) * ctx.block_dim() + ctx.thread_idx();
   if (i > num_items) return;
   const int64_t first = i == 0 ? 0 : int64_t{sorted_keys[i - 1]} + 1;
   const int64_t last = i == num_items ? num_segments : int64_t{sorted_keys[i]};
@@ -195,13 +188,11 @@ LOOKALIKE_BODY void SegmentOffsets(const Ctx& ctx, const uint32_t* sorted_keys,
 // subtracts count * c once, exactly like ReduceSegments on the CPU.
 // vlad: num_segments x dim, segment s = image * K + cluster.
 template <class Ctx>
-LOOKALIKE_BODY void SegmentResidualSum(const Ctx& ctx,
-                                       const float* __restrict__ descriptors,
+LOOKALIKE_BODY void SegmentResidualSum(const Ctx& ctx, const float* __restrict__ descriptors,
                                        int dim, const int32_t* __restrict__ order,
-                                       const int32_t* __restrict__ offsets,
-                                       int64_t num_segments,
-                                       const float* __restrict__ centroids,
-                                       int num_clusters, float* __restrict__ vlad) {
+                                       const int32_t* __restrict__ offsets, int64_t num_segments,
+                                       const float* __restrict__ centroids, int num_clusters,
+                                       float* __restrict__ vlad) {
   for (int64_t s = ctx.block_idx(); s < num_segments; s += ctx.grid_dim()) {
     const int cluster = static_cast<int>(s % num_clusters);
     const int32_t begin = offsets[s];
@@ -224,9 +215,8 @@ LOOKALIKE_BODY void SegmentResidualSum(const Ctx& ctx,
 template <class Ctx>
 LOOKALIKE_BODY void SegmentNormalizedResidualSum(
     const Ctx& ctx, const float* __restrict__ descriptors, int dim,
-    const int32_t* __restrict__ order, const int32_t* __restrict__ offsets,
-    int64_t num_segments, const float* __restrict__ centroids,
-    int num_clusters, float* __restrict__ vlad, double* smem) {
+    const int32_t* __restrict__ order, const int32_t* __restrict__ offsets, int64_t num_segments,
+    const float* __restrict__ centroids, int num_clusters, float* __restrict__ vlad, double* smem) {
   for (int64_t s = ctx.block_idx(); s < num_segments; s += ctx.grid_dim()) {
     const int cluster = static_cast<int>(s % num_clusters);
     const float* c = centroids + static_cast<int64_t>(cluster) * dim;
@@ -258,16 +248,14 @@ LOOKALIKE_BODY void SegmentNormalizedResidualSum(
 // global L2 (block reduction). Sums of squares in double, as NormalizeVlad.
 // All-zero blocks and images stay zero. smem: kReduceSharedDoubles doubles.
 template <class Ctx>
-LOOKALIKE_BODY void NormalizeImage(const Ctx& ctx, float* vlad,
-                                   int64_t num_images, int num_clusters,
-                                   int dim, float power_alpha,
+LOOKALIKE_BODY void NormalizeImage(const Ctx& ctx, float* vlad, int64_t num_images,
+                                   int num_clusters, int dim, float power_alpha,
                                    bool intra_normalize, double* smem) {
   const int64_t vlad_dim = int64_t{num_clusters} * dim;
   const int lane = ctx.thread_idx() % kWarpSize;
   const int warp = ctx.thread_idx() / kWarpSize;
   const int num_warps = ctx.block_dim() / kWarpSize;
-  for (int64_t image = ctx.block_idx(); image < num_images;
-       image += ctx.grid_dim()) {
+  for (int64_t image = ctx.block_idx(); image < num_images; image += ctx.grid_dim()) {
     float* v = vlad + image * vlad_dim;
     for (int64_t e = ctx.thread_idx(); e < vlad_dim; e += ctx.block_dim())
       v[e] = vlad_math::PowerNormalize(v[e], power_alpha);
@@ -276,8 +264,7 @@ LOOKALIKE_BODY void NormalizeImage(const Ctx& ctx, float* vlad,
       for (int cluster = warp; cluster < num_clusters; cluster += num_warps) {
         float* b = v + int64_t{cluster} * dim;
         double s = 0.0;
-        for (int j = lane; j < dim; j += kWarpSize)
-          s += static_cast<double>(b[j]) * b[j];
+        for (int j = lane; j < dim; j += kWarpSize) s += static_cast<double>(b[j]) * b[j];
         s = WarpSum(ctx, s);
         const float inv = static_cast<float>(vlad_math::InverseNormD(s));
         for (int j = lane; j < dim; j += kWarpSize) b[j] *= inv;
@@ -289,8 +276,7 @@ LOOKALIKE_BODY void NormalizeImage(const Ctx& ctx, float* vlad,
       s += static_cast<double>(v[e]) * v[e];
     s = BlockSum(ctx, s, smem);
     const float inv = static_cast<float>(vlad_math::InverseNormD(s));
-    for (int64_t e = ctx.thread_idx(); e < vlad_dim; e += ctx.block_dim())
-      v[e] *= inv;
+    for (int64_t e = ctx.thread_idx(); e < vlad_dim; e += ctx.block_dim()) v[e] *= inv;
     ctx.sync();  // the next image's reads of smem/v follow every write here
   }
 }

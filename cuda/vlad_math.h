@@ -30,9 +30,7 @@ namespace vlad_math {
 // another point), so where two scores lie within a few ulps of each other the
 // encoders may pick different centroids; tests/cuda bounds how often and by
 // how much that moves the vector (cuda/README.md, "Assignment").
-LOOKALIKE_HD float AssignmentScore(float dot, float neg_half_norm2) {
-  return dot + neg_half_norm2;
-}
+LOOKALIKE_HD float AssignmentScore(float dot, float neg_half_norm2) { return dot + neg_half_norm2; }
 
 // -||c||^2 / 2 of a centroid of `dim` floats: summed in double, rounded once,
 // then halved (exact).
@@ -49,8 +47,7 @@ LOOKALIKE_HD int64_t VladDim(int num_clusters, int dim) {
 
 // Sort key of a descriptor of image `image` (local to its batch) assigned to
 // cluster `label`: keys order descriptors by (image, cluster).
-LOOKALIKE_HD uint32_t SegmentKey(uint32_t image, uint32_t label,
-                                 uint32_t num_clusters) {
+LOOKALIKE_HD uint32_t SegmentKey(uint32_t image, uint32_t label, uint32_t num_clusters) {
   return image * num_clusters + label;
 }
 
@@ -64,10 +61,8 @@ LOOKALIKE_HD int KeyBits(uint64_t num_keys) {
 // Finishes one VLAD component from the sum of `count` descriptors' values in
 // dimension j (accumulated in double) and the centroid's value there:
 // sum_i (x_ij - c_j) = sum_i x_ij - count * c_j, rounded once.
-LOOKALIKE_HD float ResidualFromSum(double sum_x, int64_t count,
-                                   float centroid_value) {
-  return static_cast<float>(sum_x -
-                            static_cast<double>(count) * centroid_value);
+LOOKALIKE_HD float ResidualFromSum(double sum_x, int64_t count, float centroid_value) {
+  return static_cast<float>(sum_x - static_cast<double>(count) * centroid_value);
 }
 
 // Power normalisation: sign(v) * |v|^alpha. alpha = 0.5 is the signed square

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -15,7 +16,6 @@
 #include "cuda/vlad_math.h"
 #include "storage/encoding.h"
 #include "util/blas.h"
-
 
 namespace lookalike {
 namespace {
@@ -56,19 +56,16 @@ void CodebookOptions::Validate() const {
     throw std::invalid_argument("k-means iterations must be in 1..1000, got " +
                                 std::to_string(num_iterations));
   if (max_points_per_cluster < 39)
-    throw std::invalid_argument(
-        "max points per cluster must be >= 39, got " +
-        std::to_string(max_points_per_cluster));
+    throw std::invalid_argument("max points per cluster must be >= 39, got " +
+                                std::to_string(max_points_per_cluster));
 }
 
 Codebook::Codebook(int num_clusters, int dim, std::vector<float> centroids)
     : num_clusters_(num_clusters), dim_(dim), centroids_(std::move(centroids)) {
-  if (num_clusters < 1 || dim < 1 ||
-      centroids_.size() != static_cast<size_t>(num_clusters) * dim)
-    throw std::invalid_argument(
-        "codebook: expected " + std::to_string(num_clusters) + " x " +
-        std::to_string(dim) + " centroids, got " +
-        std::to_string(centroids_.size()) + " values");
+  // The shape was checked where it came from: CodebookOptions::Validate for
+  // a trained codebook, the model decoder for a stored one.
+  assert(num_clusters >= 1 && dim >= 1 &&
+         centroids_.size() == static_cast<size_t>(num_clusters) * dim);
   norms2_.resize(num_clusters);
   for (int k = 0; k < num_clusters; ++k) {
     double s = 0;
@@ -93,12 +90,12 @@ Codebook::Codebook(int num_clusters, int dim, std::vector<float> centroids)
 
 Codebook Codebook::Train(const float* descriptors, int64_t num, int dim,
                          const CodebookOptions& options) {
-  options.Validate();
+  // Options were validated where they entered (IndexOptions::Validate).
+  assert(options.num_clusters >= 1 && options.num_iterations >= 1);
   if (num < options.num_clusters)
-    throw std::invalid_argument(
-        "codebook: need at least as many descriptors as clusters (" +
-        std::to_string(options.num_clusters) + "), got " + std::to_string(num) +
-        "; index more images or lower --clusters");
+    throw std::runtime_error("codebook: need at least as many descriptors as clusters (" +
+                             std::to_string(options.num_clusters) + "), got " +
+                             std::to_string(num) + "; index more images or lower --clusters");
   // k-means++ seeding (Arthur & Vassilvitskii, SODA 2007) on a seeded
   // subsample: FAISS's own initialisation picks K random points, which often
   // puts two centroids in one mode of the data and none in another, a local
@@ -159,8 +156,7 @@ Codebook Codebook::Train(const float* descriptors, int64_t num, int dim,
   return Codebook(options.num_clusters, dim, std::move(clustering.centroids));
 }
 
-void Codebook::Assign(const float* descriptors, int64_t num,
-                      int32_t* labels) const {
+void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) const {
   // The nearest centroid maximises x.c - ||c||^2 / 2. One SGEMM of the
   // descriptors extended with a constant 1 against the augmented centroids
   // yields it directly, so the pass after it only reads (a separate
@@ -194,10 +190,12 @@ void Codebook::Assign(const float* descriptors, int64_t num,
       for (int j = 0; j < kLanes; ++j) lane_max[j] = -std::numeric_limits<float>::infinity();
       int c = 0;
       for (; c + kLanes <= k; c += kLanes)
-        for (int j = 0; j < kLanes; ++j) lane_max[j] = row[c + j] > lane_max[j] ? row[c + j] : lane_max[j];
+        for (int j = 0; j < kLanes; ++j)
+          lane_max[j] = row[c + j] > lane_max[j] ? row[c + j] : lane_max[j];
       float best_value = -std::numeric_limits<float>::infinity();
       for (; c < k; ++c) best_value = row[c] > best_value ? row[c] : best_value;
-      for (int j = 0; j < kLanes; ++j) best_value = lane_max[j] > best_value ? lane_max[j] : best_value;
+      for (int j = 0; j < kLanes; ++j)
+        best_value = lane_max[j] > best_value ? lane_max[j] : best_value;
       int best = 0;
       while (best < k - 1 && !(row[best] >= best_value)) ++best;
       labels[start + r] = best;

@@ -13,8 +13,8 @@ struct CodebookOptions {
   // K, number of visual words; 1..65536. 512 measured best for its size on the
   // development set (README, "Choosing the defaults").
   int num_clusters = 512;
-  int num_iterations = 25;       // k-means (Lloyd) iterations; 1..1000
-  uint64_t seed = 1234;          // seed of the k-means initialisation
+  int num_iterations = 25;           // k-means (Lloyd) iterations; 1..1000
+  uint64_t seed = 1234;              // seed of the k-means initialisation
   int max_points_per_cluster = 512;  // k-means subsamples to K * this; >= 39
 
   // Throws std::invalid_argument naming the offending field.
@@ -25,13 +25,14 @@ struct CodebookOptions {
 // methods are thread-safe.
 class Codebook {
  public:
-  // Wraps existing centroids (e.g. loaded from a database). Throws
-  // std::invalid_argument if centroids.size() != num_clusters * dim or a
-  // value is not finite.
+  // Wraps existing centroids (e.g. loaded from a database): num_clusters x
+  // dim of them (asserted; the model decoder checks a stored model's shape).
+  // Throws std::invalid_argument if a value is not finite.
   Codebook(int num_clusters, int dim, std::vector<float> centroids);
 
   // Learns a codebook from `num` row-major descriptors of `dim` floats with
-  // FAISS k-means. Throws std::invalid_argument when num < num_clusters.
+  // FAISS k-means. `options` must have passed Validate() (asserted). Throws
+  // std::runtime_error when num < num_clusters.
   static Codebook Train(const float* descriptors, int64_t num, int dim,
                         const CodebookOptions& options);
 

@@ -14,11 +14,10 @@
 
 #include <cstdint>
 #include <memory>
-
-#include "cuda/vlad_math.h"
 #include <string>
 #include <vector>
 
+#include "cuda/vlad_math.h"
 #include "indexer/codebook.h"
 
 namespace lookalike {
@@ -30,7 +29,7 @@ struct VladOptions {
   // Off by default: with intra-normalisation on, any power lowered mAP on the
   // development set (README, "Choosing the defaults").
   float power_alpha = 1.0f;
-  bool intra_normalize = true;   // L2-normalise each cluster's block, then the whole
+  bool intra_normalize = true;      // L2-normalise each cluster's block, then the whole
   bool residual_normalize = false;  // L2-normalise each residual before summing
 
   // Throws std::invalid_argument naming the offending field.
@@ -56,8 +55,8 @@ class VladEncoder {
   // image i owns rows [image_offsets[i], image_offsets[i+1]).
   // image_offsets: num_images + 1 non-decreasing values starting at 0.
   // vlad: output, num_images x vlad_dim() floats, row-major.
-  virtual void Encode(const float* descriptors, const int64_t* image_offsets,
-                      int64_t num_images, float* vlad) = 0;
+  virtual void Encode(const float* descriptors, const int64_t* image_offsets, int64_t num_images,
+                      float* vlad) = 0;
 
   // The backend actually in use (never kAuto).
   virtual Backend backend() const = 0;
@@ -102,8 +101,7 @@ BackendReport ProbeBackends();
 Backend ResolveBackend(Backend requested);
 
 // Creates an encoder on `backend` (resolved as above) for this codebook.
-std::unique_ptr<VladEncoder> CreateVladEncoder(Backend backend,
-                                               const Codebook& codebook,
+std::unique_ptr<VladEncoder> CreateVladEncoder(Backend backend, const Codebook& codebook,
                                                const VladOptions& options);
 
 // ---- CPU stages, exposed for tests and benchmarks -------------------------
@@ -113,18 +111,16 @@ std::unique_ptr<VladEncoder> CreateVladEncoder(Backend backend,
 // (num_images * K + 1 values; segment s spans order[offsets[s]..offsets[s+1])).
 // labels are per descriptor; descriptors of image i are the rows
 // [image_offsets[i], image_offsets[i+1]).
-void SortBySegment(const int32_t* labels, const int64_t* image_offsets,
-                   int64_t num_images, int num_clusters,
-                   std::vector<int64_t>* order,
+void SortBySegment(const int32_t* labels, const int64_t* image_offsets, int64_t num_images,
+                   int num_clusters, std::vector<int64_t>* order,
                    std::vector<int64_t>* segment_offsets);
 
 // Scatter-reduce: for every (image, cluster) segment writes
 // sum over the segment of (x - c_cluster) into vlad[image][cluster * dim ..].
 // With residual_normalize each residual is L2-normalised before the sum.
 void ReduceSegments(const float* descriptors, int dim, const int64_t* order,
-                    const std::vector<int64_t>& segment_offsets,
-                    int64_t num_images, const Codebook& codebook,
-                    bool residual_normalize, float* vlad);
+                    const std::vector<int64_t>& segment_offsets, int64_t num_images,
+                    const Codebook& codebook, bool residual_normalize, float* vlad);
 
 // Power, optional intra- and L2 normalisation of num_images VLAD vectors in
 // place. All-zero vectors stay zero.

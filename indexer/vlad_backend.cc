@@ -13,15 +13,17 @@ Backend ParseBackend(const std::string& name) {
   if (name == "auto") return Backend::kAuto;
   if (name == "cpu") return Backend::kCpu;
   if (name == "cuda") return Backend::kCuda;
-  throw std::invalid_argument("backend must be auto, cpu or cuda, got '" +
-                              name + "'");
+  throw std::invalid_argument("backend must be auto, cpu or cuda, got '" + name + "'");
 }
 
 const char* BackendName(Backend backend) {
   switch (backend) {
-    case Backend::kAuto: return "auto";
-    case Backend::kCpu: return "cpu";
-    case Backend::kCuda: return "cuda";
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kCpu:
+      return "cpu";
+    case Backend::kCuda:
+      return "cuda";
   }
   return "?";
 }
@@ -55,8 +57,8 @@ class CudaVladEncoderAdapter final : public VladEncoder {
         config_(MakeConfig(codebook_, options)),
         impl_(config_) {}
 
-  void Encode(const float* descriptors, const int64_t* image_offsets,
-              int64_t num_images, float* vlad) override {
+  void Encode(const float* descriptors, const int64_t* image_offsets, int64_t num_images,
+              float* vlad) override {
     // Device buffers are sized once for max_batch_descriptors rows; a single
     // image with more descriptors (a huge photo indexed with --max-side 0)
     // cannot go to the device, so it is encoded by the CPU oracle, which the
@@ -64,8 +66,7 @@ class CudaVladEncoderAdapter final : public VladEncoder {
     const int64_t max_rows = config_.max_batch_descriptors;
     int64_t start = 0;
     for (int64_t i = 0; i <= num_images; ++i) {
-      const bool oversize =
-          i < num_images && image_offsets[i + 1] - image_offsets[i] > max_rows;
+      const bool oversize = i < num_images && image_offsets[i + 1] - image_offsets[i] > max_rows;
       if (i < num_images && !oversize) continue;
       if (i > start) EncodeRun(descriptors, image_offsets, start, i, vlad, /*on_cpu=*/false);
       if (oversize) EncodeRun(descriptors, image_offsets, i, i + 1, vlad, /*on_cpu=*/true);
@@ -90,8 +91,7 @@ class CudaVladEncoderAdapter final : public VladEncoder {
     num_cpu_fallback_images_ += last - first;
   }
 
-  static cuda::CudaVladConfig MakeConfig(const Codebook& codebook,
-                                         const VladOptions& options) {
+  static cuda::CudaVladConfig MakeConfig(const Codebook& codebook, const VladOptions& options) {
     cuda::CudaVladConfig config;
     config.num_clusters = codebook.num_clusters();
     config.dim = codebook.dim();
@@ -112,16 +112,13 @@ class CudaVladEncoderAdapter final : public VladEncoder {
 
 std::unique_ptr<VladEncoder> CreateCudaVladEncoder(const Codebook& codebook,
                                                    const VladOptions& options) {
-  options.Validate();
   return std::make_unique<CudaVladEncoderAdapter>(codebook, options);
 }
 
-std::unique_ptr<VladEncoder> CreateVladEncoder(Backend backend,
-                                               const Codebook& codebook,
+std::unique_ptr<VladEncoder> CreateVladEncoder(Backend backend, const Codebook& codebook,
                                                const VladOptions& options) {
-  return ResolveBackend(backend) == Backend::kCuda
-             ? CreateCudaVladEncoder(codebook, options)
-             : CreateCpuVladEncoder(codebook, options);
+  return ResolveBackend(backend) == Backend::kCuda ? CreateCudaVladEncoder(codebook, options)
+                                                   : CreateCpuVladEncoder(codebook, options);
 }
 
 }  // namespace lookalike

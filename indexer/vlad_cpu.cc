@@ -1,6 +1,8 @@
 // CPU VLAD encoder: the oracle every other backend is compared with.
 #if defined(__SSE2__)
 #include <immintrin.h>
+
+#include <cassert>
 #endif
 
 #include <algorithm>
@@ -92,9 +94,8 @@ void Scale(float* v, int64_t n, float factor) {
 
 }  // namespace
 
-void SortBySegment(const int32_t* labels, const int64_t* image_offsets,
-                   int64_t num_images, int num_clusters,
-                   std::vector<int64_t>* order,
+void SortBySegment(const int32_t* labels, const int64_t* image_offsets, int64_t num_images,
+                   int num_clusters, std::vector<int64_t>* order,
                    std::vector<int64_t>* segment_offsets) {
   const int64_t num_segments = num_images * num_clusters;
   const int64_t num_descriptors = image_offsets[num_images];
@@ -108,8 +109,7 @@ void SortBySegment(const int32_t* labels, const int64_t* image_offsets,
     for (int64_t i = image_offsets[image]; i < image_offsets[image + 1]; ++i) {
       const int32_t label = labels[i];
       if (label < 0 || label >= num_clusters)
-        throw std::out_of_range("VLAD: label " + std::to_string(label) +
-                                " outside 0.." +
+        throw std::out_of_range("VLAD: label " + std::to_string(label) + " outside 0.." +
                                 std::to_string(num_clusters - 1));
       ++image_counts[label];
     }
@@ -126,9 +126,8 @@ void SortBySegment(const int32_t* labels, const int64_t* image_offsets,
 }
 
 void ReduceSegments(const float* descriptors, int dim, const int64_t* order,
-                    const std::vector<int64_t>& segment_offsets,
-                    int64_t num_images, const Codebook& codebook,
-                    bool residual_normalize, float* vlad) {
+                    const std::vector<int64_t>& segment_offsets, int64_t num_images,
+                    const Codebook& codebook, bool residual_normalize, float* vlad) {
   const int num_clusters = codebook.num_clusters();
   const float* centroids = codebook.centroids().data();
   std::vector<double> sum(dim);
@@ -176,8 +175,7 @@ void NormalizeVlad(float* vlad, int64_t num_images, int num_clusters, int dim,
       for (int cluster = 0; cluster < num_clusters; ++cluster) {
         float* block = v + int64_t{cluster} * dim;
         PowerNormalizeBlock(block, dim, options.power_alpha);
-        const float inv =
-            static_cast<float>(vlad_math::InverseNormD(SumSquares(block, dim)));
+        const float inv = static_cast<float>(vlad_math::InverseNormD(SumSquares(block, dim)));
         Scale(block, dim, inv);
         s += SumSquares(block, dim);
       }
@@ -198,18 +196,17 @@ class CpuVladEncoder final : public VladEncoder {
         codebook_(codebook),
         options_(options) {}
 
-  void Encode(const float* descriptors, const int64_t* image_offsets,
-              int64_t num_images, float* vlad) override {
+  void Encode(const float* descriptors, const int64_t* image_offsets, int64_t num_images,
+              float* vlad) override {
     const int64_t num_descriptors = image_offsets[num_images];
     labels_.resize(num_descriptors);
     const auto t0 = std::chrono::steady_clock::now();
     codebook_.Assign(descriptors, num_descriptors, labels_.data());
-    assign_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    SortBySegment(labels_.data(), image_offsets, num_images, num_clusters(),
-                  &order_, &segment_offsets_);
-    ReduceSegments(descriptors, dim(), order_.data(), segment_offsets_,
-                   num_images, codebook_, options_.residual_normalize, vlad);
+    assign_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    SortBySegment(labels_.data(), image_offsets, num_images, num_clusters(), &order_,
+                  &segment_offsets_);
+    ReduceSegments(descriptors, dim(), order_.data(), segment_offsets_, num_images, codebook_,
+                   options_.residual_normalize, vlad);
     NormalizeVlad(vlad, num_images, num_clusters(), dim(), options_);
   }
 
@@ -228,7 +225,9 @@ class CpuVladEncoder final : public VladEncoder {
 
 std::unique_ptr<VladEncoder> CreateCpuVladEncoder(const Codebook& codebook,
                                                   const VladOptions& options) {
-  options.Validate();
+  // Options were validated with the settings they came from
+  // (EncodingSettings::Validate, at BuildIndex or when the model is read).
+  assert(options.power_alpha > 0 && options.power_alpha <= 1);
   return std::make_unique<CpuVladEncoder>(codebook, options);
 }
 

@@ -139,6 +139,10 @@ ModelRecord DecodeModel(const std::string& value) {
   m.seed = r.Fixed64();
   m.codebook_hash = r.Fixed64();
   const uint64_t n = r.Fixed64();
+  // The one check of a stored model's shape (the codebook trusts it).
+  if (m.num_clusters < 1 || m.dim < 1)
+    throw encoding::CorruptValue("model: K = " + std::to_string(m.num_clusters) +
+                                 ", dim = " + std::to_string(m.dim) + ", both must be >= 1");
   if (n != m.vlad_dim() || n > (uint64_t{1} << 28))
     throw encoding::CorruptValue("model: codebook has " + std::to_string(n) +
                                  " values, expected K x dim = " + std::to_string(m.vlad_dim()));

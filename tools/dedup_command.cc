@@ -71,13 +71,14 @@ int RunDedupCommand(const std::vector<std::string>& args, std::ostream& out, std
     return kExitOk;
   }
   if (c.db.empty()) throw UsageError("missing --db DB: the database to deduplicate");
+  auto store =
+      Store::Open(c.db, Store::Mode::kReadOnly);  // read-only: a usage error changes nothing
+  DedupResult r;
   try {
-    c.dedup.Validate();
+    r = FindDuplicates(*store, c.dedup);  // validates the options, once
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  auto store = Store::Open(c.db, Store::Mode::kReadOnly);
-  const DedupResult r = FindDuplicates(*store, c.dedup);
   WriteDedup(out, r, c.format);
   out.flush();
   if (r.num_unverified > 0)

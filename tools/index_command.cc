@@ -154,10 +154,10 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
   IndexOptions& o = c.index;
   if (o.image_dir.empty()) throw UsageError("missing DIR: the folder of images to index");
   if (o.db_path.empty()) throw UsageError("missing --db DB: the database folder");
+  if (!(c.max_file_mb > 0)) throw UsageError("--max-file-mb must be > 0");
+  o.limits.max_file_bytes = static_cast<uint64_t>(c.max_file_mb * (1 << 20));
   try {
-    if (!(c.max_file_mb > 0)) throw std::invalid_argument("--max-file-mb must be > 0");
-    o.limits.max_file_bytes = static_cast<uint64_t>(c.max_file_mb * (1 << 20));
-    o.Validate();
+    // The search index options are used after BuildIndex: checked before it.
     c.search_index.Validate();
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
@@ -187,7 +187,13 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
                             committed_file.is_open() ? &committed_file : nullptr);
   IndexSummary s;
   try {
-    s = BuildIndex(o, &observer, cancel);
+    // BuildIndex validates the options, once (IndexOptions::Validate): a bad
+    // value is a usage error.
+    try {
+      s = BuildIndex(o, &observer, cancel);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
     if (!s.cancelled) {
       // The summary's time covers the whole command, the update included.
       const auto start = std::chrono::steady_clock::now();

@@ -71,14 +71,14 @@ int RunSearchCommand(const std::vector<std::string>& args, std::ostream& out, st
   }
   if (c.db.empty()) throw UsageError("missing --db DB: the database to search");
   if (c.queries.empty()) throw UsageError("missing QUERY: one or more image files or folders");
+  std::unique_ptr<Searcher> searcher;
   try {
-    c.search.Validate();
+    searcher = Searcher::Open(c.db, c.search);  // validates the options, once
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
   std::vector<FileError> errors;
   const std::vector<std::string> paths = ExpandQueryPaths(c.queries, &errors);
-  auto searcher = Searcher::Open(c.db, c.search);
   if (c.verbose)
     err << "lookalike: backend " << BackendName(searcher->backend()) << " ("
         << ProbeBackends().detail << "); " << searcher->num_indexed() << " images searchable\n";

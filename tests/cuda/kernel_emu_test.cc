@@ -75,9 +75,8 @@ void EmulateAssign(const VladInput& in, EmulatedBatch* b) {
     const std::vector<float> dots = Dots(in, start, rows);
     const int grid = static_cast<int>(k::AssignGrid(rows));
     simt::Launch(grid, k::kAssignBlock, 0, [&](const simt::EmuCtx& ctx, void*) {
-      k::AssignKeys(ctx, dots.data(), in.codebook.neg_half_norms2().data(), K,
-                    start, rows, in.image_offsets.data(),
-                    static_cast<int>(in.num_images()), b->keys.data(),
+      k::AssignKeys(ctx, dots.data(), in.codebook.neg_half_norms2().data(), K, start, rows,
+                    in.image_offsets.data(), static_cast<int>(in.num_images()), b->keys.data(),
                     b->values.data());
     });
   }
@@ -103,13 +102,11 @@ void EmulateOffsets(int64_t num_segments, EmulatedBatch* b) {
   b->offsets.assign(num_segments + 1, -7);
   const int grid = static_cast<int>(k::OffsetsGrid(n));
   simt::Launch(grid, k::kOffsetsBlock, 0, [&](const simt::EmuCtx& ctx, void*) {
-    k::SegmentOffsets(ctx, b->sorted_keys.data(), n, num_segments,
-                      b->offsets.data());
+    k::SegmentOffsets(ctx, b->sorted_keys.data(), n, num_segments, b->offsets.data());
   });
 }
 
-void EmulateReduce(const VladInput& in, bool residual_normalize,
-                   EmulatedBatch* b) {
+void EmulateReduce(const VladInput& in, bool residual_normalize, EmulatedBatch* b) {
   const int K = in.codebook.num_clusters(), d = in.codebook.dim();
   const int64_t num_segments = in.num_images() * K;
   b->vlad.assign(num_segments * d, std::nanf(""));
@@ -117,61 +114,52 @@ void EmulateReduce(const VladInput& in, bool residual_normalize,
   const int grid = static_cast<int>(k::StridedGrid(num_segments, /*max_grid=*/7));
   const int block = k::SegmentBlock(d);
   if (residual_normalize) {
-    simt::Launch(grid, block, k::kReduceSharedBytes,
-                 [&](const simt::EmuCtx& ctx, void* smem) {
-                   k::SegmentNormalizedResidualSum(
-                       ctx, in.descriptors.data(), d, b->order.data(),
-                       b->offsets.data(), num_segments,
-                       in.codebook.centroids().data(), K, b->vlad.data(),
-                       static_cast<double*>(smem));
-                 });
+    simt::Launch(grid, block, k::kReduceSharedBytes, [&](const simt::EmuCtx& ctx, void* smem) {
+      k::SegmentNormalizedResidualSum(
+          ctx, in.descriptors.data(), d, b->order.data(), b->offsets.data(), num_segments,
+          in.codebook.centroids().data(), K, b->vlad.data(), static_cast<double*>(smem));
+    });
   } else {
     simt::Launch(grid, block, 0, [&](const simt::EmuCtx& ctx, void*) {
-      k::SegmentResidualSum(ctx, in.descriptors.data(), d, b->order.data(),
-                            b->offsets.data(), num_segments,
-                            in.codebook.centroids().data(), K, b->vlad.data());
+      k::SegmentResidualSum(ctx, in.descriptors.data(), d, b->order.data(), b->offsets.data(),
+                            num_segments, in.codebook.centroids().data(), K, b->vlad.data());
     });
   }
 }
 
-void EmulateNormalize(const VladInput& in, const VladOptions& options,
-                      EmulatedBatch* b) {
+void EmulateNormalize(const VladInput& in, const VladOptions& options, EmulatedBatch* b) {
   const int K = in.codebook.num_clusters(), d = in.codebook.dim();
   const int64_t num_images = in.num_images();
   const int grid = static_cast<int>(k::StridedGrid(num_images, /*max_grid=*/3));
   simt::Launch(grid, k::kNormalizeBlock, k::kReduceSharedBytes,
                [&](const simt::EmuCtx& ctx, void* smem) {
-                 k::NormalizeImage(ctx, b->vlad.data(), num_images, K, d,
-                                   options.power_alpha, options.intra_normalize,
-                                   static_cast<double*>(smem));
+                 k::NormalizeImage(ctx, b->vlad.data(), num_images, K, d, options.power_alpha,
+                                   options.intra_normalize, static_cast<double*>(smem));
                });
 }
 
-void ExpectNear(const std::vector<float>& got, const std::vector<float>& want,
-                double tolerance, const char* what) {
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double tolerance,
+                const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double worst = 0;
   size_t worst_at = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - want[i]) /
-                       std::max(1.0, std::fabs(double(want[i])));
+    const double err =
+        std::fabs(double(got[i]) - want[i]) / std::max(1.0, std::fabs(double(want[i])));
     if (!(err <= worst)) {  // also catches NaN
       worst = std::isnan(err) ? INFINITY : err;
       worst_at = i;
     }
   }
-  EXPECT_LE(worst, tolerance) << what << ": worst relative error at " << worst_at
-                              << " got " << got[worst_at] << " want "
-                              << want[worst_at];
+  EXPECT_LE(worst, tolerance) << what << ": worst relative error at " << worst_at << " got "
+                              << got[worst_at] << " want " << want[worst_at];
 }
 
-class KernelEmuTest
-    : public ::testing::TestWithParam<std::tuple<VladCase, int>> {};
+class KernelEmuTest : public ::testing::TestWithParam<std::tuple<VladCase, int>> {};
 
 TEST_P(KernelEmuTest, EveryStageMatchesTheCpuOracle) {
   const VladCase& vc = std::get<0>(GetParam());
-  const VladOptions options =
-      testing_cases::OptionVariants()[std::get<1>(GetParam())];
+  const VladOptions options = testing_cases::OptionVariants()[std::get<1>(GetParam())];
   const VladInput in = testing_cases::MakeInput(vc);
   const int K = vc.num_clusters, d = vc.dim;
   const int64_t n = in.num_descriptors(), num_images = in.num_images();
@@ -183,11 +171,10 @@ TEST_P(KernelEmuTest, EveryStageMatchesTheCpuOracle) {
   in.codebook.Assign(in.descriptors.data(), n, labels.data());
   ASSERT_EQ(labels, in.labels) << "test data must not have near ties";
   std::vector<int64_t> order, offsets;
-  SortBySegment(labels.data(), in.image_offsets.data(), num_images, K, &order,
-                &offsets);
+  SortBySegment(labels.data(), in.image_offsets.data(), num_images, K, &order, &offsets);
   std::vector<float> reduced(num_segments * d);
-  ReduceSegments(in.descriptors.data(), d, order.data(), offsets, num_images,
-                 in.codebook, options.residual_normalize, reduced.data());
+  ReduceSegments(in.descriptors.data(), d, order.data(), offsets, num_images, in.codebook,
+                 options.residual_normalize, reduced.data());
   std::vector<float> normalized = reduced;
   NormalizeVlad(normalized.data(), num_images, K, d, options);
 
@@ -212,8 +199,7 @@ TEST_P(KernelEmuTest, EveryStageMatchesTheCpuOracle) {
   // And the whole encoder, as the index pipeline calls it.
   auto encoder = CreateVladEncoder(Backend::kCpu, in.codebook, options);
   std::vector<float> encoded(num_images * encoder->vlad_dim());
-  encoder->Encode(in.descriptors.data(), in.image_offsets.data(), num_images,
-                  encoded.data());
+  encoder->Encode(in.descriptors.data(), in.image_offsets.data(), num_images, encoded.data());
   ExpectNear(b.vlad, encoded, tol, "encoder output");
   // Images without descriptors are exactly zero, never NaN.
   for (int64_t i = 0; i < num_images; ++i) {
@@ -223,14 +209,13 @@ TEST_P(KernelEmuTest, EveryStageMatchesTheCpuOracle) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwkwardCases, KernelEmuTest,
-    ::testing::Combine(::testing::ValuesIn(testing_cases::AwkwardCases()),
-                       ::testing::Range(0, 3)),
-    [](const ::testing::TestParamInfo<KernelEmuTest::ParamType>& info) {
-      return std::get<0>(info.param).name + "_options" +
-             std::to_string(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(AwkwardCases, KernelEmuTest,
+                         ::testing::Combine(::testing::ValuesIn(testing_cases::AwkwardCases()),
+                                            ::testing::Range(0, 3)),
+                         [](const ::testing::TestParamInfo<KernelEmuTest::ParamType>& info) {
+                           return std::get<0>(info.param).name + "_options" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 TEST(KernelEmuTest, AssignTiesGoToTheLowerIndexAcrossLanes) {
   // 70 clusters, the maximum shared by clusters 5, 37 and 69 (different
@@ -242,8 +227,7 @@ TEST(KernelEmuTest, AssignTiesGoToTheLowerIndexAcrossLanes) {
   uint32_t key = 0;
   int32_t value = -1;
   simt::Launch(1, k::kAssignBlock, 0, [&](const simt::EmuCtx& ctx, void*) {
-    k::AssignKeys(ctx, dots.data(), neg_half_norms2.data(), K, 0, 1, offsets, 1, &key,
-                  &value);
+    k::AssignKeys(ctx, dots.data(), neg_half_norms2.data(), K, 0, 1, offsets, 1, &key, &value);
   });
   EXPECT_EQ(key, 5u);
   EXPECT_EQ(value, 0);
@@ -291,8 +275,10 @@ TEST(KernelEmuTest, NearTiesDisagreeOnlyWithinRoundingAndBarelyMoveTheVector) {
   auto exact = [&](int64_t r, int k) {
     long double dot = 0, norm2 = 0;
     for (int e = 0; e < d; ++e) {
-      dot += static_cast<long double>(in.descriptors[r * d + e]) * c[static_cast<size_t>(k) * d + e];
-      norm2 += static_cast<long double>(c[static_cast<size_t>(k) * d + e]) * c[static_cast<size_t>(k) * d + e];
+      dot +=
+          static_cast<long double>(in.descriptors[r * d + e]) * c[static_cast<size_t>(k) * d + e];
+      norm2 += static_cast<long double>(c[static_cast<size_t>(k) * d + e]) *
+               c[static_cast<size_t>(k) * d + e];
     }
     return dot - norm2 / 2;
   };
@@ -345,17 +331,17 @@ TEST(KernelEmuTest, NearTiesDisagreeOnlyWithinRoundingAndBarelyMoveTheVector) {
   }
   // Measured: a few flips per image among 300 near-tie descriptors.
   EXPECT_GE(worst_cosine, 0.99) << flips << " flips";
-  std::printf("[ near tie ] %lld of %lld descriptors within rounding of a tie, %lld labels "
-              "differ, worst image cosine %.6f\n",
-              static_cast<long long>(near_ties), static_cast<long long>(n),
-              static_cast<long long>(flips), worst_cosine);
+  std::printf(
+      "[ near tie ] %lld of %lld descriptors within rounding of a tie, %lld labels "
+      "differ, worst image cosine %.6f\n",
+      static_cast<long long>(near_ties), static_cast<long long>(n), static_cast<long long>(flips),
+      worst_cosine);
 }
 
 TEST(KernelEmuTest, ImageOfRowSkipsEmptyImages) {
   const int64_t offsets[] = {0, 0, 3, 3, 3, 5, 5};
   const int expected[] = {1, 1, 1, 4, 4};
-  for (int row = 0; row < 5; ++row)
-    EXPECT_EQ(k::ImageOfRow(offsets, 6, row), expected[row]) << row;
+  for (int row = 0; row < 5; ++row) EXPECT_EQ(k::ImageOfRow(offsets, 6, row), expected[row]) << row;
 }
 
 // ---- the emulator catches broken kernels -------------------------------------
@@ -367,8 +353,7 @@ TEST(EmulatorCatches, DivergentBarrier) {
     });
     FAIL() << "a barrier reached by half the block was not reported";
   } catch (const simt::EmulationError& e) {
-    EXPECT_NE(std::string(e.what()).find("divergent barrier"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("divergent barrier"), std::string::npos) << e.what();
   }
 }
 
@@ -381,8 +366,7 @@ TEST(EmulatorCatches, BarrierCountMismatch) {
     });
     FAIL() << "mismatched barrier counts were not reported";
   } catch (const simt::EmulationError& e) {
-    EXPECT_NE(std::string(e.what()).find("divergent barrier"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("divergent barrier"), std::string::npos) << e.what();
   }
 }
 
@@ -393,14 +377,12 @@ TEST(EmulatorCatches, DivergentShuffle) {
     });
     FAIL() << "a shuffle by half a warp was not reported";
   } catch (const simt::EmulationError& e) {
-    EXPECT_NE(std::string(e.what()).find("divergent shuffle"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("divergent shuffle"), std::string::npos) << e.what();
   }
 }
 
 TEST(EmulatorCatches, PartialWarpBlock) {
-  EXPECT_THROW(simt::Launch(1, 48, 0, [](const simt::EmuCtx&, void*) {}),
-               simt::EmulationError);
+  EXPECT_THROW(simt::Launch(1, 48, 0, [](const simt::EmuCtx&, void*) {}), simt::EmulationError);
 }
 
 TEST(EmulatorCatches, ShuffleResultsAreThoseOfTheHardware) {

@@ -32,9 +32,7 @@ struct VladCase {
   Labels labels;
 };
 
-inline std::ostream& operator<<(std::ostream& os, const VladCase& c) {
-  return os << c.name;
-}
+inline std::ostream& operator<<(std::ostream& os, const VladCase& c) { return os << c.name; }
 
 inline std::vector<VladCase> AwkwardCases() {
   return {
@@ -69,9 +67,7 @@ struct VladInput {
   std::vector<float> descriptors;
   std::vector<int64_t> image_offsets;
   std::vector<int32_t> labels;
-  int64_t num_images() const {
-    return static_cast<int64_t>(image_offsets.size()) - 1;
-  }
+  int64_t num_images() const { return static_cast<int64_t>(image_offsets.size()) - 1; }
   int64_t num_descriptors() const { return image_offsets.back(); }
 };
 
@@ -94,14 +90,19 @@ inline VladInput MakeInput(const VladCase& vc, uint32_t seed = 42) {
     for (int j = 0; j < size; ++j) {
       int label = 0;
       switch (vc.labels) {
-        case Labels::kSubset: label = pick(rng); break;
-        case Labels::kOneCluster: label = vc.num_clusters - 1; break;
-        case Labels::kOwnCluster: label = j % vc.num_clusters; break;
+        case Labels::kSubset:
+          label = pick(rng);
+          break;
+        case Labels::kOneCluster:
+          label = vc.num_clusters - 1;
+          break;
+        case Labels::kOwnCluster:
+          label = j % vc.num_clusters;
+          break;
       }
       in.labels.push_back(label);
       for (int k = 0; k < vc.dim; ++k)
-        in.descriptors.push_back(c[static_cast<size_t>(label) * vc.dim + k] +
-                                 noise(rng));
+        in.descriptors.push_back(c[static_cast<size_t>(label) * vc.dim + k] + noise(rng));
     }
     in.image_offsets.push_back(in.image_offsets.back() + size);
   }

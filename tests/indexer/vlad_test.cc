@@ -569,8 +569,6 @@ TEST(VladOptionsTest, ValidateNamesTheField) {
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("power"), std::string::npos) << e.what();
     }
-    const Codebook cb(2, 3, std::vector<float>(6, 0.0f));
-    EXPECT_THROW(CreateVladEncoder(Backend::kCpu, cb, o), std::invalid_argument);
   }
   EXPECT_NO_THROW(VladOptions().Validate());
   EXPECT_NO_THROW(MakeOptions(1.0f, false, false).Validate());
