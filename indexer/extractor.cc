@@ -1,5 +1,6 @@
 #include "indexer/extractor.h"
 
+#include <cassert>
 #include <cmath>
 #include <opencv2/core.hpp>
 #include <opencv2/features2d.hpp>
@@ -96,7 +97,8 @@ int DescriptorDim(const ExtractorOptions&) {
 }
 
 std::unique_ptr<DescriptorExtractor> CreateExtractor(const ExtractorOptions& options) {
-  options.Validate();
+  // Validated with the settings they belong to (EncodingSettings::Validate).
+  assert(options.type == "rootsift" || options.type == "sift");
   return std::make_unique<SiftExtractor>(options);
 }
 

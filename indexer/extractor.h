@@ -59,7 +59,7 @@ class DescriptorExtractor {
 // what the codebook and the model are sized by.
 int DescriptorDim(const ExtractorOptions& options);
 
-// Validates the options and creates the extractor they describe.
+// Creates the extractor `options` describe; they must have passed Validate().
 std::unique_ptr<DescriptorExtractor> CreateExtractor(const ExtractorOptions& options);
 
 // In-place RootSIFT of num x dim descriptors: L1-normalise each row (rows of

@@ -7,7 +7,6 @@
 
 #include "util/blas.h"
 
-
 namespace lookalike {
 
 void ProjectionOptions::Validate() const {
@@ -15,8 +14,7 @@ void ProjectionOptions::Validate() const {
     throw std::invalid_argument("--pca-dim must be 0 (off) or in 1..65536, got " +
                                 std::to_string(out_dim));
   if (min_images < 0)
-    throw std::invalid_argument("--pca-min-images must be >= 0, got " +
-                                std::to_string(min_images));
+    throw std::invalid_argument("--pca-min-images must be >= 0, got " + std::to_string(min_images));
   if (!(eigen_regularization >= 0.0f) || !std::isfinite(eigen_regularization))
     throw std::invalid_argument("--pca-regularization must be >= 0, got " +
                                 std::to_string(eigen_regularization));
@@ -43,7 +41,7 @@ void GemmABt(const float* a, const float* b, int64_t m, int64_t n, int64_t k, fl
 
 ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
                                  const ProjectionOptions& options) {
-  options.Validate();
+  // Options were validated where they entered (IndexOptions::Validate).
   if (options.out_dim == 0) throw std::invalid_argument("LearnProjection: out_dim is 0");
   if (dim < 2 || dim > (int64_t{1} << 30))
     throw std::invalid_argument("LearnProjection: bad dimension " + std::to_string(dim));
@@ -65,8 +63,7 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
   if (n != num) {
     gathered.resize(static_cast<size_t>(n * dim));
     for (int64_t i = 0; i < n; ++i)
-      std::copy(vectors + rows[i] * dim, vectors + (rows[i] + 1) * dim,
-                gathered.begin() + i * dim);
+      std::copy(vectors + rows[i] * dim, vectors + (rows[i] + 1) * dim, gathered.begin() + i * dim);
     x = gathered.data();
   }
   // Mean, in double.
@@ -113,8 +110,8 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
   // dropping numerically null ones (centring removes one dimension).
   const double top = std::max(eig[n - 1], 0.0);
   int64_t keep = 0;
-  while (keep < std::min<int64_t>(options.out_dim, n - 1) &&
-         eig[n - 1 - keep] > 1e-7 * top && top > 0)
+  while (keep < std::min<int64_t>(options.out_dim, n - 1) && eig[n - 1 - keep] > 1e-7 * top &&
+         top > 0)
     ++keep;
   if (keep == 0)
     throw std::invalid_argument("cannot learn a PCA projection: the " + std::to_string(n) +
@@ -145,8 +142,7 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
     // (keep x n) x (n x dim): C^T (dim x keep, col-major) = X^T (dim x n) V.
     const float one = 1.0f, zero = 0.0f;
     const int ki = static_cast<int>(keep), ni = static_cast<int>(n), di = static_cast<int>(dim);
-    sgemm_("N", "N", &di, &ki, &ni, &one, x, &di, vt.data(), &ni, &zero, p.components.data(),
-           &di);
+    sgemm_("N", "N", &di, &ki, &ni, &one, x, &di, vt.data(), &ni, &zero, p.components.data(), &di);
   }
   for (int64_t c = 0; c < keep; ++c) {
     const double lambda = eig[n - 1 - c];
@@ -168,8 +164,7 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
 
 SearchProjection SearchProjection::FromStore(const Store& store) {
   const auto record = store.GetProjection();
-  return FromRecord(record ? &*record : nullptr,
-                    static_cast<int64_t>(store.model().vlad_dim()));
+  return FromRecord(record ? &*record : nullptr, static_cast<int64_t>(store.model().vlad_dim()));
 }
 
 SearchProjection SearchProjection::FromRecord(const ProjectionRecord* record, int64_t in_dim) {
@@ -181,13 +176,13 @@ SearchProjection SearchProjection::FromRecord(const ProjectionRecord* record, in
   const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
   if (static_cast<int64_t>(p.in_dim) != in_dim || p.out_dim == 0 || p.out_dim > p.in_dim ||
       p.mean.size() != p.in_dim || p.eigenvalues.size() != p.out_dim || p.components.size() != n)
-    throw std::runtime_error("the database's PCA projection (" + std::to_string(p.in_dim) +
-                             " -> " + std::to_string(p.out_dim) +
-                             ") does not fit its VLAD vectors (" + std::to_string(in_dim) +
-                             " dimensions); re-index into a new --db");
+    throw std::runtime_error("the database's PCA projection (" + std::to_string(p.in_dim) + " -> " +
+                             std::to_string(p.out_dim) + ") does not fit its VLAD vectors (" +
+                             std::to_string(in_dim) + " dimensions); re-index into a new --db");
   if (!(p.power_alpha > 0.0f && p.power_alpha <= 1.0f) || !(p.eigen_regularization >= 0.0f))
-    throw std::runtime_error("the database's PCA projection has unusable settings; "
-                             "re-index into a new --db");
+    throw std::runtime_error(
+        "the database's PCA projection has unusable settings; "
+        "re-index into a new --db");
   sp.identity_ = false;
   sp.out_dim_ = p.out_dim;
   sp.power_alpha_ = p.power_alpha;
@@ -198,8 +193,8 @@ SearchProjection SearchProjection::FromRecord(const ProjectionRecord* record, in
     mean_eig /= p.out_dim;
     const double floor = std::max(1e-12 * p.eigenvalues[0], 1e-30);
     for (uint32_t c = 0; c < p.out_dim; ++c) {
-      const double e = std::max<double>(p.eigenvalues[c], 0.0) +
-                       double{p.eigen_regularization} * mean_eig;
+      const double e =
+          std::max<double>(p.eigenvalues[c], 0.0) + double{p.eigen_regularization} * mean_eig;
       const float scale = static_cast<float>(1.0 / std::sqrt(std::max(e, floor)));
       float* row = sp.matrix_.data() + uint64_t{c} * p.in_dim;
       for (uint32_t j = 0; j < p.in_dim; ++j) row[j] *= scale;

@@ -56,8 +56,8 @@ bool ShouldLearnProjection(const ProjectionOptions& options, int64_t num_images)
 
 // Learns the projection from `num` VLAD vectors (row-major, `dim` floats each,
 // all-zero rows are ignored) with FAISS's PCAMatrix. out_dim is capped at
-// (usable rows - 1). Throws std::invalid_argument if fewer than 2 usable rows
-// remain or options are invalid.
+// (usable rows - 1); `options` must have passed Validate(). Throws
+// std::invalid_argument if fewer than 2 usable rows remain.
 ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
                                  const ProjectionOptions& options);
 
