@@ -15,13 +15,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 
 #include "tests/test_images.h"
 
@@ -47,11 +46,16 @@ int main(int argc, char** argv) {
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long value = std::strtol(argv[i + 1], nullptr, 10);
-    if (flag == "--seed") seed = static_cast<uint64_t>(value);
-    else if (flag == "--min-side") min_side = static_cast<int>(value);
-    else if (flag == "--max-side") max_side = static_cast<int>(value);
-    else if (flag == "--threads") threads = static_cast<int>(value);
-    else return Usage();
+    if (flag == "--seed")
+      seed = static_cast<uint64_t>(value);
+    else if (flag == "--min-side")
+      min_side = static_cast<int>(value);
+    else if (flag == "--max-side")
+      max_side = static_cast<int>(value);
+    else if (flag == "--threads")
+      threads = static_cast<int>(value);
+    else
+      return Usage();
   }
   if ((argc - 3) % 2 != 0 || count < 1 || min_side < 64 || max_side < min_side || threads < 1)
     return Usage();

@@ -20,6 +20,8 @@
 // times the costs at K = 512 on synthetic unit vectors instead: learning from
 // 1000 vectors, the m:pca bytes, loading it (Store::GetProjection +
 // SearchProjection), projecting one query and 1000 stored vectors.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,7 +31,6 @@
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <unistd.h>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -64,11 +65,16 @@ Setting ParseSetting(const std::string& text) {
   std::getline(in, part, ':');
   s.options.out_dim = std::stoi(part);
   while (std::getline(in, part, ':')) {
-    if (part == "nowhiten") s.options.whiten = false;
-    else if (part == "f32") s.options.half_precision = false;
-    else if (part.rfind("reg=", 0) == 0) s.options.eigen_regularization = std::stof(part.substr(4));
-    else if (part.rfind("power=", 0) == 0) s.options.power_alpha = std::stof(part.substr(6));
-    else throw std::invalid_argument("unknown setting part '" + part + "'");
+    if (part == "nowhiten")
+      s.options.whiten = false;
+    else if (part == "f32")
+      s.options.half_precision = false;
+    else if (part.rfind("reg=", 0) == 0)
+      s.options.eigen_regularization = std::stof(part.substr(4));
+    else if (part.rfind("power=", 0) == 0)
+      s.options.power_alpha = std::stof(part.substr(6));
+    else
+      throw std::invalid_argument("unknown setting part '" + part + "'");
   }
   s.options.Validate();
   return s;
@@ -132,8 +138,9 @@ int Timing(int64_t n, int out_dim, bool half) {
       std::printf("project %lld stored vectors: %.3f s\n", static_cast<long long>(batch), secs(t));
     }
   }
-  std::printf("database size on disk (model + projection): %.1f MiB\n",
-              static_cast<double>(Store::Open(db, Store::Mode::kReadOnly)->SizeOnDisk()) / (1 << 20));
+  std::printf(
+      "database size on disk (model + projection): %.1f MiB\n",
+      static_cast<double>(Store::Open(db, Store::Mode::kReadOnly)->SizeOnDisk()) / (1 << 20));
   std::printf("m:pca value: %llu bytes\n",
               static_cast<unsigned long long>(36 + 4 * (dim + rec.out_dim) +
                                               uint64_t{rec.out_dim} * dim * (half ? 2 : 4) + 8));
@@ -149,10 +156,14 @@ int main(int argc, char** argv) {
   std::vector<Setting> settings;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--db" && i + 1 < argc) db = argv[++i];
-    else if (a == "--queries" && i + 1 < argc) queries = argv[++i];
-    else if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
-    else settings.push_back(ParseSetting(a));
+    if (a == "--db" && i + 1 < argc)
+      db = argv[++i];
+    else if (a == "--queries" && i + 1 < argc)
+      queries = argv[++i];
+    else if (a == "--out" && i + 1 < argc)
+      out_dir = argv[++i];
+    else
+      settings.push_back(ParseSetting(a));
   }
   if (db.empty() || queries.empty() || out_dir.empty() || settings.empty()) {
     std::cerr << "usage: pca_devset --db DB --queries DIR --out DIR SETTING...\n"

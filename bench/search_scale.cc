@@ -22,6 +22,7 @@
 // Smoke test: search_scale --n 20000 --queries 200
 // Not a ctest test (timings on shared machines are not pass/fail material).
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,7 +36,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-#include <time.h>
 #include <vector>
 
 #include "search/vector_index.h"
@@ -91,19 +91,29 @@ Args Parse(int argc, char** argv) {
       std::exit(2);
     }
     const std::string v = argv[++i];
-    if (flag == "--n") a.n = std::stoll(v);
-    else if (flag == "--dim") a.dim = std::stoll(v);
-    else if (flag == "--queries") a.queries = std::stoll(v);
-    else if (flag == "--kinds") a.kinds = SplitList(v);
+    if (flag == "--n")
+      a.n = std::stoll(v);
+    else if (flag == "--dim")
+      a.dim = std::stoll(v);
+    else if (flag == "--queries")
+      a.queries = std::stoll(v);
+    else if (flag == "--kinds")
+      a.kinds = SplitList(v);
     else if (flag == "--nprobe") {
       a.nprobes.clear();
       for (const auto& s : SplitList(v)) a.nprobes.push_back(std::stoll(s));
-    } else if (flag == "--clusters") a.clusters = std::stoll(v);
-    else if (flag == "--decay") a.decay = std::stod(v);
-    else if (flag == "--spread") a.spread = std::stod(v);
-    else if (flag == "--query-noise") a.query_noise = std::stod(v);
-    else if (flag == "--seed") a.seed = std::stoull(v);
-    else if (flag == "--max-bytes") a.max_bytes = std::stoll(v);
+    } else if (flag == "--clusters")
+      a.clusters = std::stoll(v);
+    else if (flag == "--decay")
+      a.decay = std::stod(v);
+    else if (flag == "--spread")
+      a.spread = std::stod(v);
+    else if (flag == "--query-noise")
+      a.query_noise = std::stod(v);
+    else if (flag == "--seed")
+      a.seed = std::stoull(v);
+    else if (flag == "--max-bytes")
+      a.max_bytes = std::stoll(v);
     else {
       std::fprintf(stderr, "unknown flag %s (see --help)\n", flag.c_str());
       std::exit(2);
@@ -213,8 +223,8 @@ double Percentile(std::vector<double> v, double p) {
 
 // Batch-1 queries from `clients` threads at once (each FAISS call on one
 // OpenMP thread), each client taking every clients-th query.
-Latency MeasureLatency(const VectorIndex& index, const std::vector<float>& queries,
-                       int64_t num, int clients) {
+Latency MeasureLatency(const VectorIndex& index, const std::vector<float>& queries, int64_t num,
+                       int clients) {
   const int64_t d = index.dim();
   constexpr int64_t k = 10;
   std::vector<double> ms(num), cpu_ms(num);
@@ -270,12 +280,13 @@ double RecallAt10(const VectorIndex& index, const std::vector<float>& queries, i
 int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
   omp_set_num_threads(2);
-  std::printf("search_scale: N = %lld vectors, d = %lld, %lld queries, %lld mixture components,"
-              " spectrum decay %.2f, spread %.2f, query noise %.2f, seed %llu, %d hardware threads\n",
-              static_cast<long long>(a.n), static_cast<long long>(a.dim),
-              static_cast<long long>(a.queries), static_cast<long long>(a.clusters), a.decay,
-              a.spread, a.query_noise, static_cast<unsigned long long>(a.seed),
-              static_cast<int>(std::thread::hardware_concurrency()));
+  std::printf(
+      "search_scale: N = %lld vectors, d = %lld, %lld queries, %lld mixture components,"
+      " spectrum decay %.2f, spread %.2f, query noise %.2f, seed %llu, %d hardware threads\n",
+      static_cast<long long>(a.n), static_cast<long long>(a.dim), static_cast<long long>(a.queries),
+      static_cast<long long>(a.clusters), a.decay, a.spread, a.query_noise,
+      static_cast<unsigned long long>(a.seed),
+      static_cast<int>(std::thread::hardware_concurrency()));
   auto t = Clock::now();
   std::vector<float> db, queries;
   Generate(a, &db, &queries);
@@ -303,12 +314,13 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   int64_t max_peak = 0;
-  std::printf("load average before the measurements: %s (latency is wall time, so other\n"
-              "processes on the machine inflate it; 'cpu p50' is the querying thread's CPU time)\n",
-              LoadAverage().c_str());
+  std::printf(
+      "load average before the measurements: %s (latency is wall time, so other\n"
+      "processes on the machine inflate it; 'cpu p50' is the querying thread's CPU time)\n",
+      LoadAverage().c_str());
   std::printf("%-6s %-50s %7s %7s %8s %8s %9s %9s %9s %9s %9s %9s %7s\n", "kind", "index",
-              "build s", "B/image", "RSS B/im", "build pk", "p50 1t", "p99 1t", "cpu p50",
-              "p50 2c", "p99 2c", "qps 2c", "R@10");
+              "build s", "B/image", "RSS B/im", "build pk", "p50 1t", "p99 1t", "cpu p50", "p50 2c",
+              "p99 2c", "qps 2c", "R@10");
   for (const std::string& name : a.kinds) {
     VectorIndexOptions o;
     o.kind = lookalike::ParseVectorIndexKind(name);
@@ -333,10 +345,12 @@ int main(int argc, char** argv) {
       row.recall = RecallAt10(*index, queries, a.queries, truth);
       row.one = MeasureLatency(*index, queries, num_lat, 1);
       row.two = MeasureLatency(*index, queries, num_lat, 2);
-      std::printf("%-6s %-50s %7.1f %7.1f %8.1f %6.0fMB %7.3fms %7.3fms %7.3fms %7.3fms %7.3fms %9.0f %7.4f\n",
-                  row.kind.c_str(), row.describe.c_str(), row.build_s, row.bytes_per_image,
-                  row.rss_per_image, row.peak_mb, row.one.p50_ms, row.one.p99_ms,
-                  row.one.cpu_p50_ms, row.two.p50_ms, row.two.p99_ms, row.two.qps, row.recall);
+      std::printf(
+          "%-6s %-50s %7.1f %7.1f %8.1f %6.0fMB %7.3fms %7.3fms %7.3fms %7.3fms %7.3fms %9.0f "
+          "%7.4f\n",
+          row.kind.c_str(), row.describe.c_str(), row.build_s, row.bytes_per_image,
+          row.rss_per_image, row.peak_mb, row.one.p50_ms, row.one.p99_ms, row.one.cpu_p50_ms,
+          row.two.p50_ms, row.two.p99_ms, row.two.qps, row.recall);
       std::fflush(stdout);
     };
     report(r);
@@ -357,9 +371,10 @@ int main(int argc, char** argv) {
     const double ser = Seconds(t, Clock::now());
     t = Clock::now();
     auto loaded = VectorIndex::Deserialize(blob);
-    std::printf("       serialized %.1f MB (%.1f B/image) in %.2f s, loaded in %.2f s (%lld vectors)\n",
-                blob.size() / 1e6, static_cast<double>(blob.size()) / a.n, ser,
-                Seconds(t, Clock::now()), static_cast<long long>(loaded->ntotal()));
+    std::printf(
+        "       serialized %.1f MB (%.1f B/image) in %.2f s, loaded in %.2f s (%lld vectors)\n",
+        blob.size() / 1e6, static_cast<double>(blob.size()) / a.n, ser, Seconds(t, Clock::now()),
+        static_cast<long long>(loaded->ntotal()));
   }
 
   const Row* flat = nullptr;

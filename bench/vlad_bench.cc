@@ -86,10 +86,14 @@ Args Parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (flag == "--descriptors") args.num_descriptors = std::stoll(value());
-    else if (flag == "--images") args.num_images = std::stoll(value());
-    else if (flag == "--dim") args.dim = std::stoi(value());
-    else if (flag == "--repeats") args.repeats = std::stoi(value());
+    if (flag == "--descriptors")
+      args.num_descriptors = std::stoll(value());
+    else if (flag == "--images")
+      args.num_images = std::stoll(value());
+    else if (flag == "--dim")
+      args.dim = std::stoi(value());
+    else if (flag == "--repeats")
+      args.repeats = std::stoi(value());
     else if (flag == "--clusters") {
       args.clusters.clear();
       std::stringstream ss(value());
@@ -101,8 +105,8 @@ Args Parse(int argc, char** argv) {
       std::exit(flag == "--help" ? 0 : 2);
     }
   }
-  if (args.num_descriptors < 1 || args.num_images < 1 || args.dim < 1 ||
-      args.clusters.empty() || args.repeats < 1) {
+  if (args.num_descriptors < 1 || args.num_images < 1 || args.dim < 1 || args.clusters.empty() ||
+      args.repeats < 1) {
     std::fprintf(stderr, "vlad_bench: sizes must be positive\n");
     std::exit(2);
   }
@@ -112,8 +116,7 @@ Args Parse(int argc, char** argv) {
 // The straightforward implementation: scatter each residual into its
 // image's cluster block in float, then power / intra / L2 in float.
 void ScalarVlad(const float* x, const int32_t* labels, const int64_t* image_offsets,
-                int64_t num_images, const float* centroids, int K, int d,
-                float* vlad) {
+                int64_t num_images, const float* centroids, int K, int d, float* vlad) {
   const int64_t vd = int64_t{K} * d;
   std::fill(vlad, vlad + num_images * vd, 0.0f);
   for (int64_t img = 0; img < num_images; ++img) {
@@ -123,8 +126,7 @@ void ScalarVlad(const float* x, const int32_t* labels, const int64_t* image_offs
       float* out = v + int64_t{labels[i]} * d;
       for (int j = 0; j < d; ++j) out[j] += x[i * d + j] - c[j];
     }
-    for (int64_t e = 0; e < vd; ++e)
-      v[e] = v[e] < 0 ? -std::sqrt(-v[e]) : std::sqrt(v[e]);
+    for (int64_t e = 0; e < vd; ++e) v[e] = v[e] < 0 ? -std::sqrt(-v[e]) : std::sqrt(v[e]);
     for (int k = 0; k < K; ++k) {
       float s = 0;
       for (int j = 0; j < d; ++j) s += v[k * d + j] * v[k * d + j];
@@ -140,9 +142,9 @@ void ScalarVlad(const float* x, const int32_t* labels, const int64_t* image_offs
 
 // Worst relative error of unnormalised residual sums against a long-double
 // reference, relative to the largest |component| of the segment's sum of |x|.
-double WorstSumError(const std::vector<float>& sums, const float* x,
-                     const int32_t* labels, const std::vector<int64_t>& offs,
-                     int64_t num_images, const float* c, int K, int d) {
+double WorstSumError(const std::vector<float>& sums, const float* x, const int32_t* labels,
+                     const std::vector<int64_t>& offs, int64_t num_images, const float* c, int K,
+                     int d) {
   std::vector<long double> ref(int64_t{K} * d), mag(int64_t{K} * d);
   double worst = 0;
   for (int64_t img = 0; img < num_images; ++img) {
@@ -186,8 +188,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> offs(T + 1);
   for (int64_t i = 0; i <= T; ++i) offs[i] = i * n / T;
 
-  std::printf("%-4s %-34s %10s %12s %8s\n", "K", "stage (one thread unless noted)",
-              "time [s]", "ns/desc", "GB/s");
+  std::printf("%-4s %-34s %10s %12s %8s\n", "K", "stage (one thread unless noted)", "time [s]",
+              "ns/desc", "GB/s");
   auto row = [&](int K, const char* stage, double t, double bytes) {
     std::printf("%-4d %-34s %10.4f %12.1f %8.2f\n", K, stage, t, t * 1e9 / n,
                 bytes > 0 ? bytes / t / 1e9 : 0.0);
@@ -212,8 +214,8 @@ int main(int argc, char** argv) {
       lookalike::SortBySegment(labels.data(), offs.data(), T, K, &order, &segment_offsets);
     });
     const double t_reduce = BestOf(args.repeats, [&] {
-      lookalike::ReduceSegments(x.data(), d, order.data(), segment_offsets, T,
-                                codebook, false, vlad.data());
+      lookalike::ReduceSegments(x.data(), d, order.data(), segment_offsets, T, codebook, false,
+                                vlad.data());
     });
     sums = vlad;
     std::vector<float> normalized;
@@ -245,8 +247,7 @@ int main(int argc, char** argv) {
     }
     std::vector<float> scalar_out(T * vd);
     const double t_scalar = BestOf(args.repeats, [&] {
-      ScalarVlad(x.data(), labels.data(), offs.data(), T, cent.data(), K, d,
-                 scalar_out.data());
+      ScalarVlad(x.data(), labels.data(), offs.data(), T, cent.data(), K, d, scalar_out.data());
     });
 
     // Accuracy of the residual sums (unnormalised) against long double.
@@ -256,7 +257,8 @@ int main(int argc, char** argv) {
         for (int j = 0; j < d; ++j)
           scalar_sums[img * vd + int64_t{labels[i]} * d + j] +=
               x[i * d + j] - cent[int64_t{labels[i]} * d + j];
-    const double err_ours = WorstSumError(sums, x.data(), labels.data(), offs, T, cent.data(), K, d);
+    const double err_ours =
+        WorstSumError(sums, x.data(), labels.data(), offs, T, cent.data(), K, d);
     const double err_scalar =
         WorstSumError(scalar_sums, x.data(), labels.data(), offs, T, cent.data(), K, d);
     double max_vs_vl = 0;
@@ -277,13 +279,15 @@ int main(int argc, char** argv) {
     const double vs_vl = t_vl / t_aggregate, vs_bound = t_aggregate / bound;
     const bool met = vs_vl >= 2.0 && vs_bound <= 3.0;
     all_met = all_met && met;
-    std::printf("K=%d: aggregation is %.2fx faster than vl_vlad (target >= 2), "
-                "%.2fx the bandwidth bound (target <= 3), %.2fx faster than scalar: %s\n",
-                K, vs_vl, vs_bound, t_scalar / t_aggregate, met ? "MET" : "MISSED");
-    std::printf("K=%d: bytes read %.1f MB; residual-sum error vs long double: ours %.2e, "
-                "scalar float %.2e (relative to sum |r|); max |ours - vl_vlad| after "
-                "normalisation %.2e\n\n",
-                K, read_bytes / 1e6, err_ours, err_scalar, max_vs_vl);
+    std::printf(
+        "K=%d: aggregation is %.2fx faster than vl_vlad (target >= 2), "
+        "%.2fx the bandwidth bound (target <= 3), %.2fx faster than scalar: %s\n",
+        K, vs_vl, vs_bound, t_scalar / t_aggregate, met ? "MET" : "MISSED");
+    std::printf(
+        "K=%d: bytes read %.1f MB; residual-sum error vs long double: ours %.2e, "
+        "scalar float %.2e (relative to sum |r|); max |ours - vl_vlad| after "
+        "normalisation %.2e\n\n",
+        K, read_bytes / 1e6, err_ours, err_scalar, max_vs_vl);
   }
   std::printf("targets %s\n", all_met ? "met" : "MISSED");
   return 0;

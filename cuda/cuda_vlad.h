@@ -23,10 +23,10 @@ DeviceProbe ProbeDevice();
 
 // Settings of a device encoder. Pointers are only read during construction.
 struct CudaVladConfig {
-  int num_clusters = 0;               // K
-  int dim = 0;                        // descriptor dimension
-  const float* centroids = nullptr;   // K x dim, row-major (host memory)
-  float power_alpha = 1.0f;           // see VladOptions
+  int num_clusters = 0;              // K
+  int dim = 0;                       // descriptor dimension
+  const float* centroids = nullptr;  // K x dim, row-major (host memory)
+  float power_alpha = 1.0f;          // see VladOptions
   bool intra_normalize = true;
   bool residual_normalize = false;
   // Device buffers, CUB temporary storage and pinned host staging are sized
@@ -52,8 +52,8 @@ class CudaVladEncoder {
 
   // descriptors: image_offsets[num_images] x dim floats; vlad: num_images x
   // (K * dim) floats. Batches larger than the configured maxima are split.
-  void Encode(const float* descriptors, const int64_t* image_offsets,
-              int64_t num_images, float* vlad);
+  void Encode(const float* descriptors, const int64_t* image_offsets, int64_t num_images,
+              float* vlad);
 
  private:
   struct Impl;

@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include <opencv2/imgproc.hpp>
 
 namespace lookalike {
 
 std::vector<uint8_t> ColourHistogram(const cv::Mat& image) {
-  if (image.empty() || image.depth() != CV_8U ||
-      (image.channels() != 1 && image.channels() != 3))
+  if (image.empty() || image.depth() != CV_8U || (image.channels() != 1 && image.channels() != 3))
     return {};
   constexpr int kMaxSide = 128;
   cv::Mat small = image;

@@ -13,9 +13,8 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
 #include <opencv2/core.hpp>
+#include <vector>
 
 namespace lookalike {
 

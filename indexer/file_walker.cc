@@ -5,11 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -24,7 +23,7 @@ bool HasImageExtension(const std::string& path) {
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   static const char* const kExtensions[] = {"jpg", "jpeg", "jpe", "png", "webp", "tif", "tiff",
-                                            "bmp", "dib", "pbm", "pgm", "ppm", "pnm"};
+                                            "bmp", "dib",  "pbm", "pgm", "ppm",  "pnm"};
   for (const char* e : kExtensions)
     if (ext == e) return true;
   return false;
@@ -77,11 +76,12 @@ WalkResult ListImageFiles(const std::string& root_arg,
     DIR* dir = ::opendir(folder.c_str());
     if (!dir) {
       const int err = errno;
-      result.errors.push_back(FileError{
-          err == EACCES || err == EPERM ? FileErrorCode::kPermissionDenied
-                                        : FileErrorCode::kReadFailed,
-          folder, std::string("cannot list folder: ") + std::strerror(err) +
-                      "; its images are skipped and their records kept"});
+      result.errors.push_back(FileError{err == EACCES || err == EPERM
+                                            ? FileErrorCode::kPermissionDenied
+                                            : FileErrorCode::kReadFailed,
+                                        folder,
+                                        std::string("cannot list folder: ") + std::strerror(err) +
+                                            "; its images are skipped and their records kept"});
       continue;
     }
     while (const dirent* entry = ::readdir(dir)) {
@@ -110,8 +110,8 @@ WalkResult ListImageFiles(const std::string& root_arg,
           const int err = errno;
           if (HasImageExtension(path))
             result.errors.push_back(FileError{
-                err == EACCES ? FileErrorCode::kPermissionDenied : FileErrorCode::kNotRegular,
-                path, err == EACCES ? "permission denied" : "dangling or looping symbolic link"});
+                err == EACCES ? FileErrorCode::kPermissionDenied : FileErrorCode::kNotRegular, path,
+                err == EACCES ? "permission denied" : "dangling or looping symbolic link"});
           else
             ++result.ignored;
           continue;

@@ -21,8 +21,7 @@ struct WalkResult {
 // known image signature; other files are counted in `ignored`. Paths under
 // any of `exclude` (e.g. the database folder) are skipped. Throws
 // std::runtime_error if root is not a readable directory.
-WalkResult ListImageFiles(const std::string& root,
-                          const std::vector<std::string>& exclude);
+WalkResult ListImageFiles(const std::string& root, const std::vector<std::string>& exclude);
 
 // True for .jpg .jpeg .jpe .png .webp .tif .tiff .bmp .dib .pbm .pgm .ppm .pnm
 // (case-insensitive).

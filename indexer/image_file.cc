@@ -1,7 +1,5 @@
 #include "indexer/image_file.h"
 
-#include "indexer/colour.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "indexer/colour.h"
 
 // libjpeg needs FILE and size_t declared first.
 #include <jerror.h>
@@ -27,30 +26,48 @@ namespace lookalike {
 
 const char* FileErrorCodeName(FileErrorCode code) {
   switch (code) {
-    case FileErrorCode::kDecodeFailed: return "DECODE_FAILED";
-    case FileErrorCode::kTruncated: return "TRUNCATED";
-    case FileErrorCode::kUnsupportedFormat: return "UNSUPPORTED_FORMAT";
-    case FileErrorCode::kTooManyPixels: return "TOO_MANY_PIXELS";
-    case FileErrorCode::kFileTooLarge: return "FILE_TOO_LARGE";
-    case FileErrorCode::kNotRegular: return "NOT_REGULAR";
-    case FileErrorCode::kNoFeatures: return "NO_FEATURES";
-    case FileErrorCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case FileErrorCode::kVanished: return "VANISHED";
-    case FileErrorCode::kReadFailed: return "READ_FAILED";
-    case FileErrorCode::kTimeout: return "TIMEOUT";
+    case FileErrorCode::kDecodeFailed:
+      return "DECODE_FAILED";
+    case FileErrorCode::kTruncated:
+      return "TRUNCATED";
+    case FileErrorCode::kUnsupportedFormat:
+      return "UNSUPPORTED_FORMAT";
+    case FileErrorCode::kTooManyPixels:
+      return "TOO_MANY_PIXELS";
+    case FileErrorCode::kFileTooLarge:
+      return "FILE_TOO_LARGE";
+    case FileErrorCode::kNotRegular:
+      return "NOT_REGULAR";
+    case FileErrorCode::kNoFeatures:
+      return "NO_FEATURES";
+    case FileErrorCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case FileErrorCode::kVanished:
+      return "VANISHED";
+    case FileErrorCode::kReadFailed:
+      return "READ_FAILED";
+    case FileErrorCode::kTimeout:
+      return "TIMEOUT";
   }
   return "UNKNOWN";
 }
 
 const char* ImageFormatName(ImageFormat format) {
   switch (format) {
-    case ImageFormat::kJpeg: return "jpeg";
-    case ImageFormat::kPng: return "png";
-    case ImageFormat::kWebp: return "webp";
-    case ImageFormat::kTiff: return "tiff";
-    case ImageFormat::kBmp: return "bmp";
-    case ImageFormat::kPnm: return "pnm";
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kJpeg:
+      return "jpeg";
+    case ImageFormat::kPng:
+      return "png";
+    case ImageFormat::kWebp:
+      return "webp";
+    case ImageFormat::kTiff:
+      return "tiff";
+    case ImageFormat::kBmp:
+      return "bmp";
+    case ImageFormat::kPnm:
+      return "pnm";
+    case ImageFormat::kUnknown:
+      break;
   }
   return "unknown";
 }
@@ -87,7 +104,10 @@ size_t JpegFirstScan(const unsigned char* d, size_t n, ImageSize* size) {
   while (pos + 4 <= n) {
     if (d[pos] != 0xFF) return 0;
     const unsigned char marker = d[pos + 1];
-    if (marker == 0xFF) { ++pos; continue; }  // fill byte
+    if (marker == 0xFF) {
+      ++pos;
+      continue;
+    }  // fill byte
     if (marker == 0xD8 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {
       pos += 2;
       continue;
@@ -106,8 +126,7 @@ size_t JpegFirstScan(const unsigned char* d, size_t n, ImageSize* size) {
 
 }  // namespace
 
-std::optional<ImageSize> ReadHeaderSize(ImageFormat format,
-                                        const unsigned char* d, size_t n) {
+std::optional<ImageSize> ReadHeaderSize(ImageFormat format, const unsigned char* d, size_t n) {
   ImageSize s;
   switch (format) {
     case ImageFormat::kJpeg:
@@ -297,8 +316,8 @@ std::string CheckPngChunks(const unsigned char* d, size_t n) {
     const uint32_t len = Be32(d + pos);
     if (len > n - pos - 12) return "PNG chunk runs past the end of the file";
     const uint32_t stored = Be32(d + pos + 8 + len);
-    const uint32_t computed = static_cast<uint32_t>(
-        crc32(crc32(0L, Z_NULL, 0), d + pos + 4, static_cast<uInt>(len + 4)));
+    const uint32_t computed =
+        static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), d + pos + 4, static_cast<uInt>(len + 4)));
     if (stored != computed)
       return "PNG chunk " + std::string(reinterpret_cast<const char*>(d + pos + 4), 4) +
              " has a bad CRC (corrupt file)";
@@ -310,8 +329,8 @@ std::string CheckPngChunks(const unsigned char* d, size_t n) {
 
 }  // namespace
 
-LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
-                            int max_side, const ImageFileLimits& limits) {
+LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes, int max_side,
+                            const ImageFileLimits& limits) {
   const auto* d = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t n = bytes.size();
   if (n == 0) return Fail(FileErrorCode::kUnsupportedFormat, name, "empty file");
@@ -356,9 +375,12 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
   if (format == ImageFormat::kJpeg && header && max_side > 0) {
     // libjpeg's DCT scaling: decode at 1/f when that still covers max_side.
     const uint32_t longest = std::max(header->width, header->height);
-    if (longest >= 8u * max_side) flags = cv::IMREAD_REDUCED_COLOR_8;
-    else if (longest >= 4u * max_side) flags = cv::IMREAD_REDUCED_COLOR_4;
-    else if (longest >= 2u * max_side) flags = cv::IMREAD_REDUCED_COLOR_2;
+    if (longest >= 8u * max_side)
+      flags = cv::IMREAD_REDUCED_COLOR_8;
+    else if (longest >= 4u * max_side)
+      flags = cv::IMREAD_REDUCED_COLOR_4;
+    else if (longest >= 2u * max_side)
+      flags = cv::IMREAD_REDUCED_COLOR_2;
   }
   cv::Mat decoded;
   try {
@@ -419,23 +441,25 @@ ReadResult ReadImageBytes(const std::string& path, const ImageFileLimits& limits
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return fail(FileErrorCode::kVanished, "file disappeared before it was read");
-    if (err == EACCES || err == EPERM) return fail(FileErrorCode::kPermissionDenied, "permission denied");
+    if (err == EACCES || err == EPERM)
+      return fail(FileErrorCode::kPermissionDenied, "permission denied");
     if (err == ELOOP) return fail(FileErrorCode::kNotRegular, "symbolic link loop");
     return fail(FileErrorCode::kReadFailed, std::strerror(err));
   }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return fail(FileErrorCode::kNotRegular, "not a regular file (FIFO, device, socket or directory)");
+    return fail(FileErrorCode::kNotRegular,
+                "not a regular file (FIFO, device, socket or directory)");
   }
   result.stat.regular = true;
   result.stat.size_bytes = static_cast<uint64_t>(st.st_size);
   result.stat.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
   if (result.stat.size_bytes > limits.max_file_bytes) {
     ::close(fd);
-    return fail(FileErrorCode::kFileTooLarge,
-                std::to_string(st.st_size) + " bytes, more than the limit of " +
-                    std::to_string(limits.max_file_bytes));
+    return fail(FileErrorCode::kFileTooLarge, std::to_string(st.st_size) +
+                                                  " bytes, more than the limit of " +
+                                                  std::to_string(limits.max_file_bytes));
   }
   result.bytes.resize(static_cast<size_t>(st.st_size));
   size_t got = 0;
@@ -448,8 +472,7 @@ ReadResult ReadImageBytes(const std::string& path, const ImageFileLimits& limits
                                                std::to_string(limits.max_seconds) + " s");
     }
     constexpr size_t kChunk = 1 << 20;
-    const ssize_t r =
-        ::read(fd, &result.bytes[got], std::min(kChunk, result.bytes.size() - got));
+    const ssize_t r = ::read(fd, &result.bytes[got], std::min(kChunk, result.bytes.size() - got));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       const int err = errno;
@@ -464,8 +487,7 @@ ReadResult ReadImageBytes(const std::string& path, const ImageFileLimits& limits
   return result;
 }
 
-LoadResult LoadImageFile(const std::string& path, int max_side,
-                         const ImageFileLimits& limits) {
+LoadResult LoadImageFile(const std::string& path, int max_side, const ImageFileLimits& limits) {
   ReadResult read = ReadImageBytes(path, limits);
   if (read.error) {
     LoadResult r;

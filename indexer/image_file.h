@@ -49,8 +49,7 @@ struct ImageSize {
   uint32_t width = 0;
   uint32_t height = 0;
 };
-std::optional<ImageSize> ReadHeaderSize(ImageFormat format,
-                                        const unsigned char* data, size_t size);
+std::optional<ImageSize> ReadHeaderSize(ImageFormat format, const unsigned char* data, size_t size);
 
 // True when a JPEG stream holds an end-of-image marker after its first scan
 // (OpenCV decodes truncated scans silently, padding with grey).
@@ -76,7 +75,7 @@ struct GrayImage {
 
 // A decoded image ready for feature extraction, with what the index records.
 struct LoadedImage {
-  GrayImage gray;            // downscaled so the longest side <= max_side
+  GrayImage gray;  // downscaled so the longest side <= max_side
   uint32_t original_width = 0;
   uint32_t original_height = 0;
   uint64_t size_bytes = 0;
@@ -117,11 +116,10 @@ struct LoadResult {
   std::optional<LoadedImage> image;
   std::optional<FileError> error;
 };
-LoadResult LoadImageFile(const std::string& path, int max_side,
-                         const ImageFileLimits& limits);
+LoadResult LoadImageFile(const std::string& path, int max_side, const ImageFileLimits& limits);
 
 // Same on bytes already in memory (queries, tests); `name` is used in errors.
-LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes,
-                            int max_side, const ImageFileLimits& limits);
+LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes, int max_side,
+                            const ImageFileLimits& limits);
 
 }  // namespace lookalike

@@ -31,8 +31,8 @@ std::string EncodeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t h
     encoding::PutFloat(&s, k.angle);
   }
   for (float v : d.values)
-    s.push_back(static_cast<char>(
-        static_cast<uint8_t>(std::clamp(std::lround(v * scale), 0L, 255L))));
+    s.push_back(
+        static_cast<char>(static_cast<uint8_t>(std::clamp(std::lround(v * scale), 0L, 255L))));
   return s;
 }
 

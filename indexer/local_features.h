@@ -28,14 +28,12 @@ struct LocalFeatures {
 // u32 height, f32 scale, num x (f32 x, y, size, angle), num x dim u8
 // (round(value * scale), scale = 255 / the image's largest component).
 // About 16 + dim bytes per keypoint (144 for SIFT).
-std::string EncodeLocalFeatures(const Descriptors& descriptors, uint32_t width,
-                                uint32_t height);
+std::string EncodeLocalFeatures(const Descriptors& descriptors, uint32_t width, uint32_t height);
 
 // Throws encoding::CorruptValue if the blob is malformed.
 LocalFeatures DecodeLocalFeatures(const std::string& blob);
 
 // The features a query sees: descriptors through the stored quantisation.
-LocalFeatures MakeLocalFeatures(const Descriptors& descriptors, uint32_t width,
-                                uint32_t height);
+LocalFeatures MakeLocalFeatures(const Descriptors& descriptors, uint32_t width, uint32_t height);
 
 }  // namespace lookalike

@@ -2,7 +2,6 @@
 
 #include <stdexcept>
 
-
 namespace lookalike {
 
 void EncodingSettings::Validate() const {
@@ -13,8 +12,8 @@ void EncodingSettings::Validate() const {
   vlad.Validate();
 }
 
-ModelRecord MakeModelRecord(const EncodingSettings& settings,
-                            const Codebook& codebook, uint64_t seed) {
+ModelRecord MakeModelRecord(const EncodingSettings& settings, const Codebook& codebook,
+                            uint64_t seed) {
   ModelRecord m;
   m.descriptor_type = settings.extractor.type;
   m.dim = static_cast<uint32_t>(codebook.dim());
@@ -46,8 +45,8 @@ EncodingSettings SettingsFromModel(const ModelRecord& model) {
     s.Validate();
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("the database's model is not one this build can "
-                                         "encode with (") + e.what() +
-                             "); re-index into a new --db");
+                                         "encode with (") +
+                             e.what() + "); re-index into a new --db");
   }
   const int dim = DescriptorDim(s.extractor);
   if (model.dim != static_cast<uint32_t>(dim))
@@ -84,8 +83,8 @@ ImageEncoder::Result ImageEncoder::EncodeFile(const std::string& path,
   const int64_t offsets[2] = {0, d.num};
   encoder_->Encode(d.values.data(), offsets, 1, result.vlad.data());
   if (d.num == 0)
-    result.error = FileError{FileErrorCode::kNoFeatures, path,
-                             "no keypoints found (flat or tiny image)"};
+    result.error =
+        FileError{FileErrorCode::kNoFeatures, path, "no keypoints found (flat or tiny image)"};
   return result;
 }
 

@@ -31,8 +31,8 @@ struct EncodingSettings {
 };
 
 // Builds the stored model from settings and a trained codebook.
-ModelRecord MakeModelRecord(const EncodingSettings& settings,
-                            const Codebook& codebook, uint64_t seed);
+ModelRecord MakeModelRecord(const EncodingSettings& settings, const Codebook& codebook,
+                            uint64_t seed);
 // The settings and codebook a database was built with. Throws
 // std::runtime_error if the model is one this build cannot encode with.
 EncodingSettings SettingsFromModel(const ModelRecord& model);
@@ -53,7 +53,7 @@ class ImageEncoder {
   struct Result {
     std::vector<float> vlad;  // vlad_dim() floats, L2-normalised or all zero
     int64_t num_descriptors = 0;
-    LocalFeatures features;   // for spatial verification
+    LocalFeatures features;       // for spatial verification
     std::vector<uint8_t> colour;  // colour histogram (indexer/colour.h)
     std::optional<FileError> error;
   };

@@ -33,10 +33,8 @@ std::string ReadFd(int fd) {
   char buf[65536];
   for (off_t pos = 0;;) {
     const ssize_t n = ::pread(fd, buf, sizeof buf, pos);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
     s.append(buf, static_cast<size_t>(n));
     pos += n;
   }
@@ -46,13 +44,12 @@ std::string ReadFd(int fd) {
 // In the forked child: only async-signal-safe calls until exec.
 bool DropToUnprivileged() {
   return ::setgroups(0, nullptr) == 0 &&
-         ::setresgid(kUnprivilegedGid, kUnprivilegedGid, kUnprivilegedGid) ==
-             0 &&
+         ::setresgid(kUnprivilegedGid, kUnprivilegedGid, kUnprivilegedGid) == 0 &&
          ::setresuid(kUnprivilegedUid, kUnprivilegedUid, kUnprivilegedUid) == 0;
 }
 
-void ChildFail(const char *what) {
-  const char *msg = std::strerror(errno);
+void ChildFail(const char* what) {
+  const char* msg = std::strerror(errno);
   (void)!::write(2, what, std::strlen(what));
   (void)!::write(2, ": ", 2);
   (void)!::write(2, msg, std::strlen(msg));
@@ -60,15 +57,14 @@ void ChildFail(const char *what) {
   ::_exit(127);
 }
 
-} // namespace
+}  // namespace
 
 std::string ProcessResult::Describe() const {
   std::ostringstream s;
   if (timed_out)
     s << "killed at the time limit";
   else if (term_signal)
-    s << "killed by signal " << term_signal << " (" << strsignal(term_signal)
-      << ")";
+    s << "killed by signal " << term_signal << " (" << strsignal(term_signal) << ")";
   else
     s << "exit " << exit_code;
   s << " after " << seconds << " s; stderr:\n"
@@ -77,37 +73,28 @@ std::string ProcessResult::Describe() const {
   return s.str();
 }
 
-ChildProcess::ChildProcess(const ProcessOptions &options) : options_(options) {
-  if (options_.argv.empty())
-    throw std::runtime_error("ChildProcess: empty argv");
+ChildProcess::ChildProcess(const ProcessOptions& options) : options_(options) {
+  if (options_.argv.empty()) throw std::runtime_error("ChildProcess: empty argv");
   out_fd_ = ::memfd_create("child-stdout", MFD_CLOEXEC);
   err_fd_ = ::memfd_create("child-stderr", MFD_CLOEXEC);
-  if (out_fd_ < 0 || err_fd_ < 0)
-    throw std::runtime_error("memfd_create failed");
-  std::vector<char *> argv;
-  for (const std::string &a : options_.argv)
-    argv.push_back(const_cast<char *>(a.c_str()));
+  if (out_fd_ < 0 || err_fd_ < 0) throw std::runtime_error("memfd_create failed");
+  std::vector<char*> argv;
+  for (const std::string& a : options_.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const bool drop = options_.unprivileged && ::geteuid() == 0;
   start_ = Now();
   pid_ = ::fork();
-  if (pid_ < 0)
-    throw std::runtime_error(std::string("fork failed: ") +
-                             std::strerror(errno));
+  if (pid_ < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid_ == 0) {
     const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(out_fd_, 1) < 0 ||
-        ::dup2(err_fd_, 2) < 0)
+    if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(out_fd_, 1) < 0 || ::dup2(err_fd_, 2) < 0)
       ChildFail("redirect");
-    ::setpgid(0, 0); // own process group: a kill reaches its helpers too
+    ::setpgid(0, 0);  // own process group: a kill reaches its helpers too
     if (options_.address_space_bytes > 0) {
-      const rlimit lim{options_.address_space_bytes,
-                       options_.address_space_bytes};
-      if (::setrlimit(RLIMIT_AS, &lim) != 0)
-        ChildFail("setrlimit");
+      const rlimit lim{options_.address_space_bytes, options_.address_space_bytes};
+      if (::setrlimit(RLIMIT_AS, &lim) != 0) ChildFail("setrlimit");
     }
-    if (drop && !DropToUnprivileged())
-      ChildFail("dropping privileges");
+    if (drop && !DropToUnprivileged()) ChildFail("dropping privileges");
     ::execv(argv[0], argv.data());
     ChildFail(argv[0]);
   }
@@ -118,30 +105,24 @@ ChildProcess::~ChildProcess() {
     ::kill(pid_, SIGKILL);
     Reap(true);
   }
-  if (out_fd_ >= 0)
-    ::close(out_fd_);
-  if (err_fd_ >= 0)
-    ::close(err_fd_);
+  if (out_fd_ >= 0) ::close(out_fd_);
+  if (err_fd_ >= 0) ::close(err_fd_);
 }
 
 bool ChildProcess::Reap(bool block) {
-  if (reaped_)
-    return true;
+  if (reaped_) return true;
   int status = 0;
   rusage ru{};
   pid_t r;
   do {
     r = ::wait4(pid_, &status, block ? 0 : WNOHANG, &ru);
   } while (r < 0 && errno == EINTR);
-  if (r != pid_)
-    return false;
+  if (r != pid_) return false;
   reaped_ = true;
   result_.seconds = Now() - start_;
   result_.max_rss_kb = ru.ru_maxrss;
-  if (WIFEXITED(status))
-    result_.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status))
-    result_.term_signal = WTERMSIG(status);
+  if (WIFEXITED(status)) result_.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result_.term_signal = WTERMSIG(status);
   result_.out = ReadFd(out_fd_);
   result_.err = ReadFd(err_fd_);
   return true;
@@ -164,25 +145,21 @@ ProcessResult ChildProcess::Wait() {
 
 std::string ChildProcess::OutputSoFar() const { return ReadFd(out_fd_); }
 
-ProcessResult RunProcess(const ProcessOptions &options) {
+ProcessResult RunProcess(const ProcessOptions& options) {
   ChildProcess child(options);
   return child.Wait();
 }
 
-std::vector<std::string> LookalikeArgs(const std::string &bin,
-                                       std::vector<std::string> args) {
+std::vector<std::string> LookalikeArgs(const std::string& bin, std::vector<std::string> args) {
   args.insert(args.begin(), bin);
   return args;
 }
 
 std::string UnprivilegedUnavailableReason() {
-  if (::geteuid() != 0)
-    return "";
+  if (::geteuid() != 0) return "";
   const pid_t pid = ::fork();
-  if (pid < 0)
-    return std::string("fork failed: ") + std::strerror(errno);
-  if (pid == 0)
-    ::_exit(DropToUnprivileged() ? 0 : 1);
+  if (pid < 0) return std::string("fork failed: ") + std::strerror(errno);
+  if (pid == 0) ::_exit(DropToUnprivileged() ? 0 : 1);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -195,29 +172,25 @@ std::string UnprivilegedUnavailableReason() {
   return "";
 }
 
-void GiveToUnprivilegedUser(const std::string &path) {
-  if (::geteuid() != 0)
-    return;
+void GiveToUnprivilegedUser(const std::string& path) {
+  if (::geteuid() != 0) return;
   namespace fs = std::filesystem;
-  auto own = [](const fs::path &p) {
+  auto own = [](const fs::path& p) {
     if (::lchown(p.c_str(), kUnprivilegedUid, kUnprivilegedGid) != 0)
-      throw std::runtime_error("lchown " + p.string() + ": " +
-                               std::strerror(errno));
+      throw std::runtime_error("lchown " + p.string() + ": " + std::strerror(errno));
   };
   own(path);
   if (fs::is_directory(fs::symlink_status(path)))
-    for (const auto &e : fs::recursive_directory_iterator(path))
-      own(e.path());
+    for (const auto& e : fs::recursive_directory_iterator(path)) own(e.path());
 }
 
-std::string ReadFileBytes(const std::string &path) {
+std::string ReadFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw std::runtime_error("cannot read " + path);
+  if (!in) throw std::runtime_error("cannot read " + path);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::vector<std::string> SplitOn(const std::string &s, char sep) {
+std::vector<std::string> SplitOn(const std::string& s, char sep) {
   std::vector<std::string> parts(1);
   for (char c : s) {
     if (c == sep)
@@ -228,7 +201,7 @@ std::vector<std::string> SplitOn(const std::string &s, char sep) {
   return parts;
 }
 
-std::string UnescapeField(const std::string &s) {
+std::string UnescapeField(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '\\' || i + 1 == s.size()) {
@@ -236,9 +209,12 @@ std::string UnescapeField(const std::string &s) {
       continue;
     }
     const char c = s[++i];
-    if (c == 't') out += '\t';
-    else if (c == 'n') out += '\n';
-    else if (c == 'r') out += '\r';
+    if (c == 't')
+      out += '\t';
+    else if (c == 'n')
+      out += '\n';
+    else if (c == 'r')
+      out += '\r';
     else if (c == 'x' && i + 2 < s.size()) {
       out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
       i += 2;
@@ -249,12 +225,11 @@ std::string UnescapeField(const std::string &s) {
   return out;
 }
 
-std::vector<std::string> SplitLines(const std::string &text) {
+std::vector<std::string> SplitLines(const std::string& text) {
   std::vector<std::string> lines = SplitOn(text, '\n');
-  if (!lines.empty() && lines.back().empty())
-    lines.pop_back();
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
   return lines;
 }
 
-} // namespace testing
-} // namespace lookalike
+}  // namespace testing
+}  // namespace lookalike

@@ -16,31 +16,31 @@ namespace lookalike {
 namespace testing {
 
 struct ProcessOptions {
-  std::vector<std::string> argv;    // argv[0] is the program path
-  double timeout_seconds = 60;      // SIGKILL after this long (Wait)
-  uint64_t address_space_bytes = 0; // RLIMIT_AS of the child; 0 = inherit
-  bool unprivileged = false;        // run as kUnprivilegedUid (see below)
+  std::vector<std::string> argv;     // argv[0] is the program path
+  double timeout_seconds = 60;       // SIGKILL after this long (Wait)
+  uint64_t address_space_bytes = 0;  // RLIMIT_AS of the child; 0 = inherit
+  bool unprivileged = false;         // run as kUnprivilegedUid (see below)
 };
 
 struct ProcessResult {
-  int exit_code = -1;           // -1 when killed by a signal
-  int term_signal = 0;          // the signal that ended it, 0 if it exited
-  bool timed_out = false;       // killed by us at the time limit
-  double seconds = 0;           // wall time from start to exit
-  int64_t max_rss_kb = 0;       // peak resident set size (ru_maxrss)
-  std::string out, err;         // everything written to stdout / stderr
-  std::string Describe() const; // "exit 2 after 0.31 s" + stderr, for messages
+  int exit_code = -1;            // -1 when killed by a signal
+  int term_signal = 0;           // the signal that ended it, 0 if it exited
+  bool timed_out = false;        // killed by us at the time limit
+  double seconds = 0;            // wall time from start to exit
+  int64_t max_rss_kb = 0;        // peak resident set size (ru_maxrss)
+  std::string out, err;          // everything written to stdout / stderr
+  std::string Describe() const;  // "exit 2 after 0.31 s" + stderr, for messages
 };
 
 // A started child process; the destructor kills and reaps it if still running.
 // Not thread-safe.
 class ChildProcess {
-public:
+ public:
   // Throws std::runtime_error if the process cannot be started.
-  explicit ChildProcess(const ProcessOptions &options);
+  explicit ChildProcess(const ProcessOptions& options);
   ~ChildProcess();
-  ChildProcess(const ChildProcess &) = delete;
-  ChildProcess &operator=(const ChildProcess &) = delete;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
   // True while the child has not exited (reaps it if it has).
@@ -50,22 +50,21 @@ public:
   // Reads what the child wrote to stdout so far.
   std::string OutputSoFar() const;
 
-private:
+ private:
   bool Reap(bool block);
   ProcessOptions options_;
   pid_t pid_ = -1;
-  int out_fd_ = -1, err_fd_ = -1; // memfds the child writes to
+  int out_fd_ = -1, err_fd_ = -1;  // memfds the child writes to
   double start_ = 0;
   bool reaped_ = false;
   ProcessResult result_;
 };
 
 // Runs to completion.
-ProcessResult RunProcess(const ProcessOptions &options);
+ProcessResult RunProcess(const ProcessOptions& options);
 
 // `lookalike` with arguments (LOOKALIKE_BIN must be defined by the test).
-std::vector<std::string> LookalikeArgs(const std::string &bin,
-                                       std::vector<std::string> args);
+std::vector<std::string> LookalikeArgs(const std::string& bin, std::vector<std::string> args);
 
 // nobody:nogroup, the user unprivileged runs switch to when we are root.
 constexpr uid_t kUnprivilegedUid = 65534;
@@ -79,16 +78,16 @@ std::string UnprivilegedUnavailableReason();
 
 // Makes `path` and everything under it owned by nobody (root only; no-op
 // otherwise). Throws on failure.
-void GiveToUnprivilegedUser(const std::string &path);
+void GiveToUnprivilegedUser(const std::string& path);
 
 // Reads a whole file; throws if it cannot be opened.
-std::string ReadFileBytes(const std::string &path);
+std::string ReadFileBytes(const std::string& path);
 // Splits on '\n'; a trailing newline does not add an empty last element.
-std::vector<std::string> SplitLines(const std::string &text);
-std::vector<std::string> SplitOn(const std::string &s, char sep);
+std::vector<std::string> SplitLines(const std::string& text);
+std::vector<std::string> SplitOn(const std::string& s, char sep);
 // Inverse of the CLI's EscapeField (\\ \t \n \r \xHH), for reading paths
 // back from tsv output.
-std::string UnescapeField(const std::string &s);
+std::string UnescapeField(const std::string& s);
 
-} // namespace testing
-} // namespace lookalike
+}  // namespace testing
+}  // namespace lookalike

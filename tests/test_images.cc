@@ -69,30 +69,37 @@ cv::Mat MakeSyntheticImage(uint64_t seed, int width, int height) {
                     -1, cv::LINE_AA);
     }
   }
-  static const char* const kWords[] = {"lookalike", "VLAD", "harbour", "2026", "museum",
+  static const char* const kWords[] = {"lookalike", "VLAD",  "harbour", "2026",  "museum",
                                        "SIFT",      "north", "quay",    "atlas", "orbit"};
   for (int i = 0; i < 4 + uniform(0, 3); ++i) {
-    cv::putText(image, kWords[uniform(0, 9)], cv::Point(uniform(0, width - 120), uniform(20, height - 5)),
-                uniform(0, 4), 0.6 + uniform(0, 15) / 10.0, color(), uniform(1, 3), cv::LINE_AA);
+    cv::putText(image, kWords[uniform(0, 9)],
+                cv::Point(uniform(0, width - 120), uniform(20, height - 5)), uniform(0, 4),
+                0.6 + uniform(0, 15) / 10.0, color(), uniform(1, 3), cv::LINE_AA);
   }
   return image;
 }
 
 const std::vector<Transform>& AllTransforms() {
-  static const std::vector<Transform> kAll = {Transform::kCrop, Transform::kScale,
+  static const std::vector<Transform> kAll = {Transform::kCrop,   Transform::kScale,
                                               Transform::kRotate, Transform::kJpeg,
-                                              Transform::kBlur, Transform::kBrightness};
+                                              Transform::kBlur,   Transform::kBrightness};
   return kAll;
 }
 
 const char* TransformName(Transform t) {
   switch (t) {
-    case Transform::kCrop: return "crop";
-    case Transform::kScale: return "scale";
-    case Transform::kRotate: return "rotate";
-    case Transform::kJpeg: return "jpeg";
-    case Transform::kBlur: return "blur";
-    case Transform::kBrightness: return "brightness";
+    case Transform::kCrop:
+      return "crop";
+    case Transform::kScale:
+      return "scale";
+    case Transform::kRotate:
+      return "rotate";
+    case Transform::kJpeg:
+      return "jpeg";
+    case Transform::kBlur:
+      return "blur";
+    case Transform::kBrightness:
+      return "brightness";
   }
   return "?";
 }

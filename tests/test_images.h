@@ -5,10 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
-
-#include <opencv2/core.hpp>
 
 #include "indexer/image_file.h"
 

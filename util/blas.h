@@ -9,6 +9,6 @@ int sgemm_(const char* transa, const char* transb, const int* m, const int* n, c
            const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
            const float* beta, float* c, const int* ldc);
 // Eigenvalues (and vectors, jobz = "V") of a symmetric matrix.
-void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda,
-            double* w, double* work, const int* lwork, int* info);
+void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+            double* work, const int* lwork, int* info);
 }

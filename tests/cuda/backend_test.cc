@@ -24,8 +24,7 @@ TEST(BackendTest, ProbeReportsHowCudaWasBuilt) {
 }
 
 TEST(BackendTest, AutoPicksTheCpuWithoutADevice) {
-  const Backend expected =
-      ProbeBackends().cuda_usable ? Backend::kCuda : Backend::kCpu;
+  const Backend expected = ProbeBackends().cuda_usable ? Backend::kCuda : Backend::kCpu;
   EXPECT_EQ(ResolveBackend(Backend::kAuto), expected);
   EXPECT_EQ(ResolveBackend(Backend::kCpu), Backend::kCpu);
 }
@@ -42,11 +41,9 @@ TEST(BackendTest, ExplicitCudaWithoutADeviceIsAClearError) {
     EXPECT_NE(message.find("--backend cpu"), std::string::npos) << message;
   }
   const Codebook codebook(2, 3, {0, 0, 0, 1, 1, 1});
-  EXPECT_THROW(CreateVladEncoder(Backend::kCuda, codebook, VladOptions{}),
-               std::runtime_error);
+  EXPECT_THROW(CreateVladEncoder(Backend::kCuda, codebook, VladOptions{}), std::runtime_error);
   // The CPU encoder is what auto gives here.
-  EXPECT_EQ(CreateVladEncoder(Backend::kAuto, codebook, VladOptions{})->backend(),
-            Backend::kCpu);
+  EXPECT_EQ(CreateVladEncoder(Backend::kAuto, codebook, VladOptions{})->backend(), Backend::kCpu);
 }
 
 TEST(BackendTest, DeviceEncoderConstructorThrowsWithoutADevice) {

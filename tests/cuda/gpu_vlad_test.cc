@@ -55,15 +55,14 @@ TEST_P(GpuVladTest, MatchesTheCpuOracle) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwkwardCases, GpuVladTest,
-    ::testing::Combine(::testing::ValuesIn(testing_cases::AwkwardCases()),
-                       ::testing::Range(0, 3), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<GpuVladTest::ParamType>& info) {
-      return std::get<0>(info.param).name + "_options" +
-             std::to_string(std::get<1>(info.param)) +
-             (std::get<2>(info.param) ? "_tiny_batches" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(AwkwardCases, GpuVladTest,
+                         ::testing::Combine(::testing::ValuesIn(testing_cases::AwkwardCases()),
+                                            ::testing::Range(0, 3), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<GpuVladTest::ParamType>& info) {
+                           return std::get<0>(info.param).name + "_options" +
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_tiny_batches" : "");
+                         });
 
 // Through the indexer's adapter (CreateVladEncoder): a batch mixing ordinary
 // images with one larger than the device buffers (2^18 rows) must match the

@@ -60,10 +60,8 @@ class BlockSlot;
 // The Ctx handed to kernel bodies (see cuda/kernel_bodies.h).
 class EmuCtx {
  public:
-  EmuCtx(internal::BlockSlot* slot, int thread, int block, int block_dim,
-         int grid_dim)
-      : slot_(slot), thread_(thread), block_(block), block_dim_(block_dim),
-        grid_dim_(grid_dim) {}
+  EmuCtx(internal::BlockSlot* slot, int thread, int block, int block_dim, int grid_dim)
+      : slot_(slot), thread_(thread), block_(block), block_dim_(block_dim), grid_dim_(grid_dim) {}
   int thread_idx() const { return thread_; }
   int block_idx() const { return block_; }
   int block_dim() const { return block_dim_; }
@@ -103,8 +101,7 @@ namespace internal {
 class BlockSlot {
  public:
   explicit BlockSlot(int block_dim, LaunchOptions options)
-      : block_dim_(block_dim), options_(options),
-        warps_(block_dim / kWarpSize) {}
+      : block_dim_(block_dim), options_(options), warps_(block_dim / kWarpSize) {}
 
   // __syncthreads.
   void Barrier() {
@@ -122,12 +119,10 @@ class BlockSlot {
       return;
     }
     const uint64_t generation = generation_;
-    if (!cv_.wait_for(lock, options_.barrier_timeout, [&] {
-          return generation_ != generation || failed_;
-        }))
-      FailLocked("divergent barrier: only " + std::to_string(arrived_) +
-                 " of " + std::to_string(block_dim_) +
-                 " threads arrived at sync() (timeout)");
+    if (!cv_.wait_for(lock, options_.barrier_timeout,
+                      [&] { return generation_ != generation || failed_; }))
+      FailLocked("divergent barrier: only " + std::to_string(arrived_) + " of " +
+                 std::to_string(block_dim_) + " threads arrived at sync() (timeout)");
     CheckFailed();
   }
 
@@ -139,19 +134,18 @@ class BlockSlot {
     CheckFailedWarp(lock);
     // Phase 1: everyone deposits; phase 2: everyone reads. A lane may only
     // deposit for the next shuffle once all have read this one.
-    WaitWarp(w, lock, [&] { return w.readers == 0; }, "shuffle");
+    WaitWarp(
+        w, lock, [&] { return w.readers == 0; }, "shuffle");
     if (w.arrived == 0) w.kind = kind;
     if (w.kind != kind)
-      FailWarp(lock, "divergent shuffle: lanes of warp " +
-                         std::to_string(thread / kWarpSize) +
+      FailWarp(lock, "divergent shuffle: lanes of warp " + std::to_string(thread / kWarpSize) +
                          " are in different shuffle instructions");
     w.slots[lane] = bits;
     ++w.arrived;
     const uint64_t generation = w.generation;
     if (w.arrived + w.exited == kWarpSize) {
       if (w.exited > 0)
-        FailWarp(lock, "divergent shuffle: " + std::to_string(w.arrived) +
-                           " lanes of warp " +
+        FailWarp(lock, "divergent shuffle: " + std::to_string(w.arrived) + " lanes of warp " +
                            std::to_string(thread / kWarpSize) +
                            " shuffle but the others already finished");
       w.arrived = 0;
@@ -159,8 +153,8 @@ class BlockSlot {
       ++w.generation;
       w.cv.notify_all();
     } else {
-      WaitWarp(w, lock, [&] { return w.generation != generation; },
-               "shuffle");
+      WaitWarp(
+          w, lock, [&] { return w.generation != generation; }, "shuffle");
     }
     const uint64_t result = w.slots[src_lane];
     if (--w.readers == 0) w.cv.notify_all();
@@ -176,8 +170,7 @@ class BlockSlot {
       if (w.arrived > 0 && w.arrived + w.exited == kWarpSize) {
         failed_warp_ = true;
         w.cv.notify_all();
-        Record("divergent shuffle: lanes of warp " +
-               std::to_string(thread / kWarpSize) +
+        Record("divergent shuffle: lanes of warp " + std::to_string(thread / kWarpSize) +
                " finished while others wait in a shuffle");
       }
     }
@@ -261,8 +254,7 @@ class BlockSlot {
   }
   // Warp-level failures: set under the warp mutex, then propagated to the
   // block under its own mutex (never both held: no lock-order cycle).
-  [[noreturn]] void FailWarp(std::unique_lock<std::mutex>& warp_lock,
-                             const std::string& message) {
+  [[noreturn]] void FailWarp(std::unique_lock<std::mutex>& warp_lock, const std::string& message) {
     Record(message);
     failed_warp_ = true;
     for (Warp& w : warps_) w.cv.notify_all();
@@ -278,12 +270,11 @@ class BlockSlot {
     }
   }
   template <class Pred>
-  void WaitWarp(Warp& w, std::unique_lock<std::mutex>& lock, Pred pred,
-                const char* what) {
+  void WaitWarp(Warp& w, std::unique_lock<std::mutex>& lock, Pred pred, const char* what) {
     if (!w.cv.wait_for(lock, options_.barrier_timeout,
                        [&] { return pred() || failed_warp_.load(); }))
-      FailWarp(lock, std::string("divergent ") + what +
-                         ": not all lanes of a warp arrived (timeout)");
+      FailWarp(lock,
+               std::string("divergent ") + what + ": not all lanes of a warp arrived (timeout)");
     CheckFailedWarp(lock);
   }
 
@@ -304,8 +295,7 @@ class BlockSlot {
 
 inline void EmuCtx::sync() const { slot_->Barrier(); }
 
-inline uint64_t EmuCtx::ExchangeBits(uint64_t bits, int src_lane,
-                                     int kind) const {
+inline uint64_t EmuCtx::ExchangeBits(uint64_t bits, int src_lane, int kind) const {
   return slot_->Exchange(thread_, bits, src_lane, kind);
 }
 
@@ -325,17 +315,15 @@ T EmuCtx::Exchange(T v, int src_lane, int kind) const {
 // shared memory (shared_bytes, garbage-filled; nullptr when 0). Throws
 // EmulationError on a bad configuration or a bug detected in the body.
 template <class Body>
-void Launch(int grid, int block, size_t shared_bytes, Body body,
-            LaunchOptions options = {}) {
+void Launch(int grid, int block, size_t shared_bytes, Body body, LaunchOptions options = {}) {
   if (grid < 1 || block < 1 || block > 1024)
-    throw EmulationError("bad launch: grid " + std::to_string(grid) +
-                         ", block " + std::to_string(block));
+    throw EmulationError("bad launch: grid " + std::to_string(grid) + ", block " +
+                         std::to_string(block));
   if (block % kWarpSize != 0)
     throw EmulationError("bad launch: block of " + std::to_string(block) +
                          " threads is not whole warps (full-mask shuffles "
                          "would be undefined)");
-  const int num_slots =
-      std::max(1, std::min(grid, std::min(2, options.concurrent_blocks)));
+  const int num_slots = std::max(1, std::min(grid, std::min(2, options.concurrent_blocks)));
   std::vector<std::unique_ptr<internal::BlockSlot>> slots;
   for (int s = 0; s < num_slots; ++s)
     slots.push_back(std::make_unique<internal::BlockSlot>(block, options));
@@ -360,8 +348,7 @@ void Launch(int grid, int block, size_t shared_bytes, Body body,
             body(ctx, static_cast<void*>(shared[b].get()));
           } catch (const internal::Abort&) {
           } catch (const std::exception& e) {
-            slot->FailFromOutside(std::string("exception in kernel body: ") +
-                                  e.what());
+            slot->FailFromOutside(std::string("exception in kernel body: ") + e.what());
           }
           slot->Exit(t);
         }

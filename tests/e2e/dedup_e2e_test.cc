@@ -78,7 +78,8 @@ TEST_F(DedupCliTest, TsvListsEachGroupOnceWithEscapedPaths) {
     EXPECT_GT(score, 0.0);
     EXPECT_LE(score, 1.0);
     if (groups.find(f[0]) == groups.end()) order.push_back(f[0]);
-    EXPECT_TRUE(groups[f[0]].insert(testing::UnescapeField(f[1])).second) << "listed twice: " << f[1];
+    EXPECT_TRUE(groups[f[0]].insert(testing::UnescapeField(f[1])).second)
+        << "listed twice: " << f[1];
   }
   EXPECT_EQ(order, (std::vector<std::string>{"1", "2"})) << "groups numbered from 1, in order";
   std::set<std::set<std::string>> got;
@@ -90,8 +91,7 @@ TEST_F(DedupCliTest, TsvListsEachGroupOnceWithEscapedPaths) {
 }
 
 TEST_F(DedupCliTest, JsonHasOneObjectPerGroup) {
-  const testing::ProcessResult run =
-      Lookalike({"dedup", "--db", *tmp_ / "db", "--format", "json"});
+  const testing::ProcessResult run = Lookalike({"dedup", "--db", *tmp_ / "db", "--format", "json"});
   ASSERT_EQ(run.exit_code, 0) << run.Describe();
   const std::vector<std::string> lines = testing::SplitLines(run.out);
   ASSERT_EQ(lines.size(), 2u) << run.out;

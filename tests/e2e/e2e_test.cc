@@ -122,10 +122,12 @@ TEST(EndToEnd, SkippedInputsGiveExitCodeOneAndNameTheFile) {
   testing::WriteSyntheticSet(photos, 6, 77, 320, 240);
   std::ofstream(photos + "/broken.jpg") << "\xff\xd8\xff this is not really a jpeg";
   const std::string err_file = tmp / "index.err";
-  CommandRun index = RunLookalike("index " + photos + " --db " + tmp / "db" + " --clusters 8 2>" + err_file);
+  CommandRun index =
+      RunLookalike("index " + photos + " --db " + tmp / "db" + " --clusters 8 2>" + err_file);
   EXPECT_EQ(index.exit_code, 1) << index.out;
   std::ifstream err(err_file);
-  const std::string err_text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  const std::string err_text((std::istreambuf_iterator<char>(err)),
+                             std::istreambuf_iterator<char>());
   EXPECT_NE(err_text.find("broken.jpg"), std::string::npos) << err_text;
   EXPECT_EQ(err_text.find('\r'), std::string::npos) << "no control characters outside a terminal";
   CommandRun info = RunLookalike("info --db " + tmp / "db" + " --format json");

@@ -36,10 +36,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <chrono>
 #include <functional>
 #include <map>
 #include <set>
@@ -62,7 +62,7 @@ using testing::TempDir;
 
 // Model flags only when the database is created (on an existing one they
 // print a note, which would add a line to stderr).
-constexpr const char *kModelFlags[] = {"--clusters", "16"};
+constexpr const char* kModelFlags[] = {"--clusters", "16"};
 
 ProcessOptions Options(std::vector<std::string> args, bool unprivileged = false,
                        double timeout = 60) {
@@ -73,16 +73,13 @@ ProcessOptions Options(std::vector<std::string> args, bool unprivileged = false,
   return o;
 }
 
-ProcessResult Lookalike(std::vector<std::string> args,
-                        bool unprivileged = false) {
+ProcessResult Lookalike(std::vector<std::string> args, bool unprivileged = false) {
   return testing::RunProcess(Options(std::move(args), unprivileged));
 }
 
-std::vector<std::string> IndexArgs(const std::string &photos,
-                                   const std::string &db,
+std::vector<std::string> IndexArgs(const std::string& photos, const std::string& db,
                                    std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"index", photos,      "--db",
-                                   db,      "--threads", "2"};
+  std::vector<std::string> args = {"index", photos, "--db", db, "--threads", "2"};
   if (!fs::exists(db + "/CURRENT"))
     args.insert(args.end(), std::begin(kModelFlags), std::end(kModelFlags));
   args.insert(args.end(), extra.begin(), extra.end());
@@ -91,47 +88,43 @@ std::vector<std::string> IndexArgs(const std::string &photos,
 
 // Relative path -> bytes of every file under `dir` (LOG files included: an
 // untouched database means untouched, diagnostics too).
-std::map<std::string, std::string> Snapshot(const std::string &dir) {
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
   std::map<std::string, std::string> files;
-  if (!fs::exists(dir))
-    return files;
-  for (const auto &e : fs::recursive_directory_iterator(dir)) {
+  if (!fs::exists(dir)) return files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
     const std::string rel = fs::relative(e.path(), dir).string();
-    files[rel] = e.is_regular_file() ? testing::ReadFileBytes(e.path().string())
-                                     : "<dir>";
+    files[rel] = e.is_regular_file() ? testing::ReadFileBytes(e.path().string()) : "<dir>";
   }
   return files;
 }
 
-std::string DiffSnapshots(const std::map<std::string, std::string> &a,
-                          const std::map<std::string, std::string> &b) {
+std::string DiffSnapshots(const std::map<std::string, std::string>& a,
+                          const std::map<std::string, std::string>& b) {
   std::string diff;
-  for (const auto &[name, bytes] : a) {
+  for (const auto& [name, bytes] : a) {
     auto it = b.find(name);
     if (it == b.end())
       diff += "  removed " + name + "\n";
     else if (it->second != bytes)
       diff += "  changed " + name + "\n";
   }
-  for (const auto &[name, bytes] : b)
-    if (!a.count(name))
-      diff += "  added " + name + "\n";
+  for (const auto& [name, bytes] : b)
+    if (!a.count(name)) diff += "  added " + name + "\n";
   return diff;
 }
 
 // A cause on exactly one line of stderr, from lookalike.
-void ExpectOneLineCause(const ProcessResult &r,
-                        const std::string &must_contain) {
+void ExpectOneLineCause(const ProcessResult& r, const std::string& must_contain) {
   const auto lines = testing::SplitLines(r.err);
   EXPECT_EQ(lines.size(), 1u) << "expected a one-line cause: " << r.Describe();
   EXPECT_NE(r.err.find(must_contain), std::string::npos)
       << "the cause should mention '" << must_contain << "': " << r.Describe();
 }
 
-int64_t JsonNumber(const std::string &text, const std::string &key) {
+int64_t JsonNumber(const std::string& text, const std::string& key) {
   try {
     return static_cast<int64_t>(JsonParser::Parse(text)[key].number);
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     ADD_FAILURE() << e.what() << " in: " << text;
     return -1;
   }
@@ -184,40 +177,37 @@ struct Env {
 
 // ---------------------------------------------------------------- the cases
 
-void DbPathIsAFile(Env &env) {
+void DbPathIsAFile(Env& env) {
   const std::string file = env.tmp / "db.txt";
   std::ofstream(file) << "precious\n";
   const ProcessResult r = Lookalike(IndexArgs(env.photos, file));
   EXPECT_EQ(r.exit_code, 2) << r.Describe();
   ExpectOneLineCause(r, "is a file");
   EXPECT_EQ(testing::ReadFileBytes(file), "precious\n");
-  for (const char *cmd : {"search", "info", "verify"}) {
+  for (const char* cmd : {"search", "info", "verify"}) {
     std::vector<std::string> args = {cmd, "--db", file};
-    if (std::string(cmd) == "search")
-      args.push_back(env.photos + "/img_000.png");
+    if (std::string(cmd) == "search") args.push_back(env.photos + "/img_000.png");
     const ProcessResult q = Lookalike(args);
     EXPECT_EQ(q.exit_code, 2) << cmd << ": " << q.Describe();
-    EXPECT_EQ(testing::SplitLines(q.err).size(), 1u)
-        << cmd << ": " << q.Describe();
+    EXPECT_EQ(testing::SplitLines(q.err).size(), 1u) << cmd << ": " << q.Describe();
   }
   EXPECT_EQ(testing::ReadFileBytes(file), "precious\n");
 }
 
-void MissingParent(Env &env) {
+void MissingParent(Env& env) {
   const std::string db = env.tmp / "no/such/parent/db";
   const ProcessResult r = Lookalike(IndexArgs(env.photos, db));
   EXPECT_EQ(r.exit_code, 2) << r.Describe();
   ExpectOneLineCause(r, "does not exist");
   EXPECT_FALSE(fs::exists(env.tmp / "no")) << "nothing may be created";
-  for (const char *cmd : {"info", "verify"}) {
+  for (const char* cmd : {"info", "verify"}) {
     const ProcessResult q = Lookalike({cmd, "--db", db});
     EXPECT_EQ(q.exit_code, 2) << q.Describe();
   }
-  EXPECT_FALSE(fs::exists(env.tmp / "no"))
-      << "search/info/verify never create anything";
+  EXPECT_FALSE(fs::exists(env.tmp / "no")) << "search/info/verify never create anything";
 }
 
-void NonEmptyForeignFolder(Env &env) {
+void NonEmptyForeignFolder(Env& env) {
   const std::string folder = env.tmp / "documents";
   fs::create_directories(folder + "/sub");
   std::ofstream(folder + "/thesis.txt") << "years of work\n";
@@ -226,54 +216,42 @@ void NonEmptyForeignFolder(Env &env) {
   const ProcessResult r = Lookalike(IndexArgs(env.photos, folder));
   EXPECT_EQ(r.exit_code, 2) << r.Describe();
   ExpectOneLineCause(r, "not empty");
-  for (const char *cmd : {"info", "verify"}) {
+  for (const char* cmd : {"info", "verify"}) {
     const ProcessResult q = Lookalike({cmd, "--db", folder});
     EXPECT_EQ(q.exit_code, 2) << q.Describe();
   }
-  const ProcessResult s =
-      Lookalike({"search", "--db", folder, env.photos + "/img_000.png"});
+  const ProcessResult s = Lookalike({"search", "--db", folder, env.photos + "/img_000.png"});
   EXPECT_EQ(s.exit_code, 2) << s.Describe();
-  EXPECT_EQ(DiffSnapshots(before, Snapshot(folder)), "")
-      << "the folder was modified";
+  EXPECT_EQ(DiffSnapshots(before, Snapshot(folder)), "") << "the folder was modified";
   EXPECT_TRUE(fs::is_empty(env.tmp.path()) == false);
-  for (const auto &e : fs::directory_iterator(env.tmp.path()))
-    EXPECT_EQ(e.path().filename().string().find(".creating-"),
-              std::string::npos)
+  for (const auto& e : fs::directory_iterator(env.tmp.path()))
+    EXPECT_EQ(e.path().filename().string().find(".creating-"), std::string::npos)
         << "left behind: " << e.path();
 }
 
-void ReadOnlyDbFolder(Env &env) {
+void ReadOnlyDbFolder(Env& env) {
   const std::string reason = testing::UnprivilegedUnavailableReason();
-  if (!reason.empty())
-    GTEST_SKIP() << reason;
+  if (!reason.empty()) GTEST_SKIP() << reason;
   env.Index();
   // Owned by root (or by us), not writable by the user that runs the checks.
   if (::geteuid() != 0) {
-    for (const auto &e : fs::recursive_directory_iterator(env.db))
-      ::chmod(e.path().c_str(), 0444);
+    for (const auto& e : fs::recursive_directory_iterator(env.db)) ::chmod(e.path().c_str(), 0444);
     ::chmod(env.db.c_str(), 0555);
   }
-  env.AddPhotos(2, 900); // something to write
+  env.AddPhotos(2, 900);  // something to write
   const auto before = Snapshot(env.db);
-  const ProcessResult r =
-      Lookalike(IndexArgs(env.photos, env.db), /*unprivileged=*/true);
+  const ProcessResult r = Lookalike(IndexArgs(env.photos, env.db), /*unprivileged=*/true);
   EXPECT_EQ(r.exit_code, 2) << r.Describe();
-  EXPECT_EQ(testing::SplitLines(r.err).size(), 1u)
-      << "a one-line cause: " << r.Describe();
+  EXPECT_EQ(testing::SplitLines(r.err).size(), 1u) << "a one-line cause: " << r.Describe();
   EXPECT_TRUE(r.err.find("ermission") != std::string::npos ||
               r.err.find("read-only") != std::string::npos)
-      << "the message should say the database cannot be written: "
-      << r.Describe();
-  const ProcessResult s =
-      Lookalike({"search", "--db", env.db, env.photos + "/img_003.png", "-k",
-                 "1", "--format", "tsv"},
-                /*unprivileged=*/true);
+      << "the message should say the database cannot be written: " << r.Describe();
+  const ProcessResult s = Lookalike(
+      {"search", "--db", env.db, env.photos + "/img_003.png", "-k", "1", "--format", "tsv"},
+      /*unprivileged=*/true);
   EXPECT_EQ(s.exit_code, 0) << s.Describe();
-  EXPECT_NE(s.out.find("\t1\t" + env.photos + "/img_003.png\t"),
-            std::string::npos)
-      << s.out;
-  const ProcessResult i =
-      Lookalike({"info", "--db", env.db, "--format", "json"}, true);
+  EXPECT_NE(s.out.find("\t1\t" + env.photos + "/img_003.png\t"), std::string::npos) << s.out;
+  const ProcessResult i = Lookalike({"info", "--db", env.db, "--format", "json"}, true);
   EXPECT_EQ(i.exit_code, 0) << i.Describe();
   EXPECT_EQ(JsonNumber(i.out, "images"), Env::kNumPhotos);
   const ProcessResult v = Lookalike({"verify", "--db", env.db}, true);
@@ -281,8 +259,7 @@ void ReadOnlyDbFolder(Env &env) {
   if (::geteuid() != 0) {
     ::chmod(env.db.c_str(), 0755);
   }
-  EXPECT_EQ(DiffSnapshots(before, Snapshot(env.db)), "")
-      << "the read-only DB was modified";
+  EXPECT_EQ(DiffSnapshots(before, Snapshot(env.db)), "") << "the read-only DB was modified";
 }
 
 // Images the run of WithRunningIndexer adds.
@@ -290,25 +267,23 @@ constexpr int kRunningIndexerPhotos = 240;
 
 // Starts an index run that adds many images, waits until it is committing,
 // runs `during` while it still runs, then checks it finishes cleanly.
-void WithRunningIndexer(
-    Env &env, bool creating,
-    const std::function<void(testing::ChildProcess &)> &during) {
-  if (!creating)
-    env.Index();
+void WithRunningIndexer(Env& env, bool creating,
+                        const std::function<void(testing::ChildProcess&)>& during) {
+  if (!creating) env.Index();
   // Enough work that the run outlasts the checks even when ctest runs other
   // tests beside it (90 images was not: the run ended first under load).
   env.AddPhotos(kRunningIndexerPhotos, 3000, 480, 360);
   const std::string committed = env.tmp / "committed.txt";
   // One thread, so the run lasts several seconds on any machine.
-  std::vector<std::string> args = {
-      "index", env.photos,  "--db", env.db,        "--clusters",
-      "16",    "--threads", "1",    "--committed", committed};
+  std::vector<std::string> args = {"index", env.photos,  "--db", env.db,        "--clusters",
+                                   "16",    "--threads", "1",    "--committed", committed};
   testing::ChildProcess first(Options(args, false, 120));
   // Wait for the state the check needs, never for a fixed time: the first
   // run holds the creation lock (creating: it samples images to learn the
   // codebook, seconds at one thread), or has committed an image. The
   // deadline only ends a hung run.
-  const std::string creation_lock = env.tmp / ("." + fs::path(env.db).filename().string() + ".lock");
+  const std::string creation_lock =
+      env.tmp / ("." + fs::path(env.db).filename().string() + ".lock");
   bool ready = false;
   for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
        !ready && first.Running() && std::chrono::steady_clock::now() < deadline;) {
@@ -317,26 +292,21 @@ void WithRunningIndexer(
     if (!ready) ::usleep(5000);
   }
   ASSERT_TRUE(ready || !first.Running()) << "the first run never reached the state to check";
-  ASSERT_TRUE(first.Running())
-      << "the first index run ended before the check could start: "
-      << first.Wait().Describe();
+  ASSERT_TRUE(first.Running()) << "the first index run ended before the check could start: "
+                               << first.Wait().Describe();
   during(first);
   const bool still_running = first.Running();
   const ProcessResult done = first.Wait();
-  EXPECT_TRUE(still_running)
-      << "the first run finished before the checks did; make it longer";
-  EXPECT_EQ(done.exit_code, 0)
-      << "the first run must be unaffected: " << done.Describe();
+  EXPECT_TRUE(still_running) << "the first run finished before the checks did; make it longer";
+  EXPECT_EQ(done.exit_code, 0) << "the first run must be unaffected: " << done.Describe();
   const ProcessResult v = Lookalike({"verify", "--db", env.db});
   EXPECT_EQ(v.exit_code, 0) << v.Describe();
-  const ProcessResult i =
-      Lookalike({"info", "--db", env.db, "--format", "json"});
-  EXPECT_EQ(JsonNumber(i.out, "images"), Env::kNumPhotos + kRunningIndexerPhotos)
-      << i.Describe();
+  const ProcessResult i = Lookalike({"info", "--db", env.db, "--format", "json"});
+  EXPECT_EQ(JsonNumber(i.out, "images"), Env::kNumPhotos + kRunningIndexerPhotos) << i.Describe();
 }
 
-void SecondWriterRefused(Env &env, bool creating) {
-  WithRunningIndexer(env, creating, [&](testing::ChildProcess &) {
+void SecondWriterRefused(Env& env, bool creating) {
+  WithRunningIndexer(env, creating, [&](testing::ChildProcess&) {
     const ProcessResult second = Lookalike(IndexArgs(env.photos, env.db));
     EXPECT_EQ(second.exit_code, 2) << second.Describe();
     // Refused at once (0.25-0.6 s measured, mostly loading libraries); the
@@ -344,35 +314,30 @@ void SecondWriterRefused(Env &env, bool creating) {
     EXPECT_LT(second.seconds, 10.0)
         << "the second writer must be refused at once, not wait for the lock: "
         << second.Describe();
-    EXPECT_NE(second.err.find("in use by another process"), std::string::npos)
-        << second.Describe();
+    EXPECT_NE(second.err.find("in use by another process"), std::string::npos) << second.Describe();
     EXPECT_EQ(testing::SplitLines(second.err).size(), 1u) << second.Describe();
   });
 }
 
-void LockHeld(Env &env) { SecondWriterRefused(env, /*creating=*/false); }
-void LockHeldWhileCreating(Env &env) {
-  SecondWriterRefused(env, /*creating=*/true);
-}
+void LockHeld(Env& env) { SecondWriterRefused(env, /*creating=*/false); }
+void LockHeldWhileCreating(Env& env) { SecondWriterRefused(env, /*creating=*/true); }
 
-void SearchDuringIndex(Env &env) {
-  WithRunningIndexer(env, false, [&](testing::ChildProcess &) {
+void SearchDuringIndex(Env& env) {
+  WithRunningIndexer(env, false, [&](testing::ChildProcess&) {
     std::set<std::string> existing;
-    for (const auto &e : fs::recursive_directory_iterator(env.photos))
+    for (const auto& e : fs::recursive_directory_iterator(env.photos))
       existing.insert(e.path().string());
     for (int round = 0; round < 3; ++round) {
-      std::vector<std::string> args = {"search", "--db",     env.db, "-k",
-                                       "5",      "--format", "tsv"};
+      std::vector<std::string> args = {"search", "--db", env.db, "-k", "5", "--format", "tsv"};
       for (int q = 0; q < Env::kNumPhotos; q += 3)
         args.push_back(env.photos + "/img_00" + std::to_string(q) + ".png");
       const ProcessResult s = Lookalike(args);
       ASSERT_EQ(s.exit_code, 0) << s.Describe();
       int lines = 0;
-      for (const std::string &line : testing::SplitLines(s.out)) {
+      for (const std::string& line : testing::SplitLines(s.out)) {
         const auto cols = testing::SplitOn(line, '\t');
         ASSERT_EQ(cols.size(), 4u) << line;
-        EXPECT_TRUE(existing.count(cols[2]))
-            << "result is not an indexed file: " << line;
+        EXPECT_TRUE(existing.count(cols[2])) << "result is not an indexed file: " << line;
         const double score = std::stod(cols[3]);
         EXPECT_TRUE(score >= -1.0001 && score <= 1.0001) << line;
         if (cols[1] == "1") {
@@ -381,8 +346,7 @@ void SearchDuringIndex(Env &env) {
         ++lines;
       }
       EXPECT_EQ(lines, 3 * 5) << s.out;
-      const ProcessResult i =
-          Lookalike({"info", "--db", env.db, "--format", "json"});
+      const ProcessResult i = Lookalike({"info", "--db", env.db, "--format", "json"});
       EXPECT_EQ(i.exit_code, 0) << i.Describe();
       EXPECT_GE(JsonNumber(i.out, "images"), Env::kNumPhotos);
     }
@@ -390,20 +354,20 @@ void SearchDuringIndex(Env &env) {
 }
 
 // Rewrites the DB's memtable into SST files so the data lives there.
-void FlushWithRocksDb(const std::string &db) {
+void FlushWithRocksDb(const std::string& db) {
   rocksdb::Options options;
-  rocksdb::DB *raw = nullptr;
+  rocksdb::DB* raw = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open(options, db, &raw).ok());
   std::unique_ptr<rocksdb::DB> guard(raw);
   ASSERT_TRUE(raw->Flush(rocksdb::FlushOptions()).ok());
   ASSERT_TRUE(raw->Close().ok());
 }
 
-void FlippedByteInSst(Env &env) {
+void FlippedByteInSst(Env& env) {
   env.Index();
   FlushWithRocksDb(env.db);
   std::string biggest;
-  for (const auto &e : fs::directory_iterator(env.db))
+  for (const auto& e : fs::directory_iterator(env.db))
     if (e.path().extension() == ".sst" &&
         (biggest.empty() || fs::file_size(e.path()) > fs::file_size(biggest)))
       biggest = e.path().string();
@@ -411,8 +375,7 @@ void FlippedByteInSst(Env &env) {
   // 8 vectors of 2048 floats dominate the file: its middle is vector data.
   {
     std::fstream f(biggest, std::ios::in | std::ios::out | std::ios::binary);
-    const std::streamoff at =
-        static_cast<std::streamoff>(fs::file_size(biggest) / 2);
+    const std::streamoff at = static_cast<std::streamoff>(fs::file_size(biggest) / 2);
     f.seekg(at);
     char c;
     f.get(c);
@@ -421,34 +384,29 @@ void FlippedByteInSst(Env &env) {
   }
   const auto before = Snapshot(env.db);
   const ProcessResult v = Lookalike({"verify", "--db", env.db});
-  EXPECT_EQ(v.exit_code, 2)
-      << "verify must report the flipped byte: " << v.Describe();
+  EXPECT_EQ(v.exit_code, 2) << "verify must report the flipped byte: " << v.Describe();
   EXPECT_EQ(v.out.find("ok"), std::string::npos) << v.Describe();
-  const ProcessResult s =
-      Lookalike({"search", "--db", env.db, env.photos + "/img_001.png", "-k",
-                 "3", "--format", "tsv"});
+  const ProcessResult s = Lookalike(
+      {"search", "--db", env.db, env.photos + "/img_001.png", "-k", "3", "--format", "tsv"});
   if (s.exit_code == 2) {
     EXPECT_EQ(s.out, "") << "no results may be printed from a corrupt database";
     EXPECT_NE(s.err.find("orrupt"), std::string::npos) << s.Describe();
   } else {
-    ADD_FAILURE() << "search over a corrupt vector block should exit 2: "
-                  << s.Describe();
+    ADD_FAILURE() << "search over a corrupt vector block should exit 2: " << s.Describe();
   }
-  const ProcessResult i =
-      Lookalike({"info", "--db", env.db, "--format", "json"});
+  const ProcessResult i = Lookalike({"info", "--db", env.db, "--format", "json"});
   if (i.exit_code == 0)
     EXPECT_EQ(JsonNumber(i.out, "images"), Env::kNumPhotos) << i.out;
   else
     EXPECT_EQ(i.exit_code, 2) << i.Describe();
-  EXPECT_EQ(DiffSnapshots(before, Snapshot(env.db)), "")
-      << "read-only commands modified the DB";
+  EXPECT_EQ(DiffSnapshots(before, Snapshot(env.db)), "") << "read-only commands modified the DB";
 }
 
-void ChangedModel(Env &env) {
+void ChangedModel(Env& env) {
   env.Index();
   {
     rocksdb::Options options;
-    rocksdb::DB *raw = nullptr;
+    rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(options, env.db, &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
     std::string model;
@@ -468,25 +426,22 @@ void ChangedModel(Env &env) {
       {"search", "--db", env.db, env.photos + "/img_001.png"},
       {"info", "--db", env.db},
       {"verify", "--db", env.db}};
-  for (const auto &args : commands) {
+  for (const auto& args : commands) {
     const ProcessResult r = Lookalike(args);
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.Describe();
     EXPECT_NE(r.err.find("checksum mismatch"), std::string::npos)
         << args[0] << ": " << r.Describe();
-    EXPECT_EQ(r.out, "") << args[0]
-                         << " printed output from a refused database";
+    EXPECT_EQ(r.out, "") << args[0] << " printed output from a refused database";
   }
-  EXPECT_EQ(DiffSnapshots(before, Snapshot(env.db)), "")
-      << "the refused DB was modified";
+  EXPECT_EQ(DiffSnapshots(before, Snapshot(env.db)), "") << "the refused DB was modified";
 }
 
-void DiskFull(Env &env) {
+void DiskFull(Env& env) {
   // A private mount namespace for this (single-threaded) process, so the
   // tmpfs is invisible elsewhere and disappears with the process.
   if (::unshare(CLONE_NEWNS) != 0)
-    GTEST_SKIP()
-        << "cannot create a mount namespace (unshare: " << std::strerror(errno)
-        << "; needs CAP_SYS_ADMIN), so a full disk cannot be simulated";
+    GTEST_SKIP() << "cannot create a mount namespace (unshare: " << std::strerror(errno)
+                 << "; needs CAP_SYS_ADMIN), so a full disk cannot be simulated";
   if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     GTEST_SKIP() << "cannot make mounts private: " << std::strerror(errno);
   const std::string mnt = env.tmp / "mnt";
@@ -500,23 +455,19 @@ void DiskFull(Env &env) {
   env.AddPhotos(40, 4000);
   const int total = Env::kNumPhotos + 40;
   const std::string db = mnt + "/db", committed = env.tmp / "committed.txt";
-  const ProcessResult full =
-      Lookalike(IndexArgs(env.photos, db, {"--committed", committed}));
+  const ProcessResult full = Lookalike(IndexArgs(env.photos, db, {"--committed", committed}));
   EXPECT_EQ(full.exit_code, 2) << full.Describe();
   ExpectOneLineCause(full, "No space left on device");
   const auto acked = testing::SplitLines(testing::ReadFileBytes(committed));
-  ASSERT_GT(acked.size(), 0u)
-      << "nothing was committed before the disk filled; enlarge the tmpfs";
-  ASSERT_LT(acked.size(), static_cast<size_t>(total))
-      << "the disk never filled; shrink the tmpfs";
+  ASSERT_GT(acked.size(), 0u) << "nothing was committed before the disk filled; enlarge the tmpfs";
+  ASSERT_LT(acked.size(), static_cast<size_t>(total)) << "the disk never filled; shrink the tmpfs";
   // Committed data survives, readable on the still-full disk.
   const ProcessResult v = Lookalike({"verify", "--db", db});
   EXPECT_EQ(v.exit_code, 0) << v.Describe();
   const ProcessResult i = Lookalike({"info", "--db", db, "--format", "json"});
   EXPECT_EQ(i.exit_code, 0) << i.Describe();
-  EXPECT_GE(JsonNumber(i.out, "images"), static_cast<int64_t>(acked.size()))
-      << i.out;
-  for (const std::string &path : {acked.front(), acked.back()}) {
+  EXPECT_GE(JsonNumber(i.out, "images"), static_cast<int64_t>(acked.size())) << i.out;
+  for (const std::string& path : {acked.front(), acked.back()}) {
     const ProcessResult s =
         Lookalike({"search", "--db", db, path, "-k", "1", "--format", "tsv", "--rerank", "0"});
     EXPECT_EQ(s.exit_code, 0) << s.Describe();
@@ -526,15 +477,11 @@ void DiskFull(Env &env) {
   // Fix the fault; the re-run resumes with what was not committed.
   ASSERT_EQ(::mount("tmpfs", mnt.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0)
       << std::strerror(errno);
-  const ProcessResult resume =
-      Lookalike(IndexArgs(env.photos, db, {"--format", "json"}));
+  const ProcessResult resume = Lookalike(IndexArgs(env.photos, db, {"--format", "json"}));
   EXPECT_EQ(resume.exit_code, 0) << resume.Describe();
-  EXPECT_EQ(JsonNumber(resume.out, "indexed") +
-                JsonNumber(resume.out, "unchanged"),
-            total)
+  EXPECT_EQ(JsonNumber(resume.out, "indexed") + JsonNumber(resume.out, "unchanged"), total)
       << resume.out;
-  EXPECT_LE(JsonNumber(resume.out, "indexed"),
-            total - static_cast<int64_t>(acked.size()))
+  EXPECT_LE(JsonNumber(resume.out, "indexed"), total - static_cast<int64_t>(acked.size()))
       << "acknowledged images must not be encoded again: " << resume.out;
   const ProcessResult v2 = Lookalike({"verify", "--db", db});
   EXPECT_EQ(v2.exit_code, 0) << v2.Describe();
@@ -543,12 +490,12 @@ void DiskFull(Env &env) {
 }
 
 struct EnvCase {
-  const char *name;
-  void (*run)(Env &);
+  const char* name;
+  void (*run)(Env&);
 };
 
 // Shown by gtest (and so in ctest's test names) instead of the raw bytes.
-void PrintTo(const EnvCase &c, std::ostream *os) { *os << c.name; }
+void PrintTo(const EnvCase& c, std::ostream* os) { *os << c.name; }
 
 const EnvCase kCases[] = {
     {"db_path_is_a_file", DbPathIsAFile},
@@ -571,9 +518,9 @@ TEST_P(EnvironmentFault, ExitsTwoAndKeepsData) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, EnvironmentFault, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<EnvCase> &info) {
+                         [](const ::testing::TestParamInfo<EnvCase>& info) {
                            return std::string(info.param.name);
                          });
 
-} // namespace
-} // namespace lookalike
+}  // namespace
+}  // namespace lookalike

@@ -44,9 +44,9 @@
 #include "tests/hostile_corpus.h"
 #include "tests/json_lite.h"
 #include "tests/subprocess.h"
+#include "tests/test_images.h"
 #include "tools/cli.h"
 #include "tools/output.h"
-#include "tests/test_images.h"
 
 namespace lookalike {
 namespace {
@@ -62,11 +62,10 @@ using testing::TempDir;
 // a run that tries to allocate a bomb's pixels fail instead of swapping; the
 // RSS budget is what the run may really use (README: 335 MB for 123 photos).
 constexpr double kIndexTimeLimitSeconds = 60;
-constexpr uint64_t kAddressSpaceLimit =
-    2ull << 30;                               // VmPeak of a normal run: ~600 MB
-constexpr int64_t kPeakRssBudgetKb = 1 << 20; // 1 GiB
+constexpr uint64_t kAddressSpaceLimit = 2ull << 30;  // VmPeak of a normal run: ~600 MB
+constexpr int64_t kPeakRssBudgetKb = 1 << 20;        // 1 GiB
 
-std::string Hex(const std::string &bytes) {
+std::string Hex(const std::string& bytes) {
   static const char kHex[] = "0123456789abcdef";
   std::string s;
   for (unsigned char c : bytes) {
@@ -76,7 +75,7 @@ std::string Hex(const std::string &bytes) {
   return s;
 }
 
-bool ValidUtf8(const std::string &s) {
+bool ValidUtf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     const size_t len = c < 0x80           ? 1
@@ -84,20 +83,16 @@ bool ValidUtf8(const std::string &s) {
                        : (c >> 4) == 0xE  ? 3
                        : (c >> 3) == 0x1E ? 4
                                           : 0;
-    if (len == 0 || i + len > s.size())
-      return false;
+    if (len == 0 || i + len > s.size()) return false;
     for (size_t j = 1; j < len; ++j)
-      if ((static_cast<unsigned char>(s[i + j]) >> 6) != 0x2)
-        return false;
+      if ((static_cast<unsigned char>(s[i + j]) >> 6) != 0x2) return false;
     i += len;
   }
   return true;
 }
 
 // Printable form of a path for failure messages.
-std::string Show(const std::string &path) {
-  return EscapeField(path);
-}
+std::string Show(const std::string& path) { return EscapeField(path); }
 
 ProcessResult Lookalike(std::vector<std::string> args, double timeout = 60,
                         uint64_t address_space = 0, bool unprivileged = false) {
@@ -112,17 +107,16 @@ ProcessResult Lookalike(std::vector<std::string> args, double timeout = 60,
 // Per-path outcome of an index run: the codes of its JSON error lines and how
 // often it was acknowledged in the --committed file.
 struct Outcomes {
-  std::map<std::string, std::vector<std::string>> codes; // raw path -> codes
-  std::map<std::string, int> committed; // escaped path -> count
-  std::vector<std::string> problems;    // malformed lines
+  std::map<std::string, std::vector<std::string>> codes;  // raw path -> codes
+  std::map<std::string, int> committed;                   // escaped path -> count
+  std::vector<std::string> problems;                      // malformed lines
 
   // The single outcome name used in the corpus expectations.
-  std::string Of(const std::string &path) const {
+  std::string Of(const std::string& path) const {
     auto it = codes.find(path);
     if (it != codes.end()) {
       std::string joined;
-      for (const auto &c : it->second)
-        joined += (joined.empty() ? "" : "+") + c;
+      for (const auto& c : it->second) joined += (joined.empty() ? "" : "+") + c;
       return joined;
     }
     auto c = committed.find(EscapeField(path));
@@ -130,21 +124,19 @@ struct Outcomes {
   }
 };
 
-Outcomes ReadOutcomes(const std::string &errors_file,
-                      const std::string &committed_file) {
+Outcomes ReadOutcomes(const std::string& errors_file, const std::string& committed_file) {
   Outcomes o;
   const std::string errors = testing::ReadFileBytes(errors_file);
-  for (const std::string &line : testing::SplitLines(errors)) {
+  for (const std::string& line : testing::SplitLines(errors)) {
     try {
       const Json j = JsonParser::Parse(line);
-      if (j.type != Json::Type::kObject)
-        throw std::runtime_error("not an object");
-      for (const char *k : {"code", "path", "message"})
+      if (j.type != Json::Type::kObject) throw std::runtime_error("not an object");
+      for (const char* k : {"code", "path", "message"})
         if (!j.Has(k) || j[k].type != Json::Type::kString)
           throw std::runtime_error(std::string("missing string field ") + k);
       std::string path = j["path"].str;
       if (j.Has("path_bytes")) {
-        const std::string &hex = j["path_bytes"].str;
+        const std::string& hex = j["path_bytes"].str;
         std::string raw;
         for (size_t i = 0; i + 1 < hex.size(); i += 2)
           raw += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
@@ -153,14 +145,13 @@ Outcomes ReadOutcomes(const std::string &errors_file,
       if (!ValidUtf8(path) && !j.Has("path_bytes"))
         throw std::runtime_error("non-UTF-8 path without path_bytes");
       o.codes[path].push_back(j["code"].str);
-    } catch (const std::exception &e) {
+    } catch (const std::exception& e) {
       o.problems.push_back(std::string(e.what()) + " in line: " + Show(line));
     }
   }
   if (!errors.empty() && errors.back() != '\n')
     o.problems.push_back("errors file does not end in a newline");
-  for (const std::string &line :
-       testing::SplitLines(testing::ReadFileBytes(committed_file)))
+  for (const std::string& line : testing::SplitLines(testing::ReadFileBytes(committed_file)))
     ++o.committed[line];
   return o;
 }
@@ -171,32 +162,26 @@ TEST(HostileCorpus, EveryFileGetsItsDocumentedOutcome) {
   const std::string corpus = tmp / "corpus", db = tmp / "db";
   std::filesystem::create_directories(corpus);
   testing::HostileCorpusOptions options;
-  const std::vector<HostileEntry> entries =
-      testing::MakeHostileCorpus(corpus, options);
+  const std::vector<HostileEntry> entries = testing::MakeHostileCorpus(corpus, options);
 
-  const std::string errors_file = tmp / "errors.jsonl",
-                    committed_file = tmp / "committed.txt";
-  const ProcessResult index =
-      Lookalike({"index", corpus, "--db", db, "--errors", errors_file,
-                 "--committed", committed_file, "--max-file-mb", "1",
-                 "--clusters", "32", "--threads", "2", "--format", "json"},
-                kIndexTimeLimitSeconds, kAddressSpaceLimit);
+  const std::string errors_file = tmp / "errors.jsonl", committed_file = tmp / "committed.txt";
+  const ProcessResult index = Lookalike(
+      {"index", corpus, "--db", db, "--errors", errors_file, "--committed", committed_file,
+       "--max-file-mb", "1", "--clusters", "32", "--threads", "2", "--format", "json"},
+      kIndexTimeLimitSeconds, kAddressSpaceLimit);
   std::printf("index: %.2f s, peak RSS %.1f MiB, exit %d\n", index.seconds,
               index.max_rss_kb / 1024.0, index.exit_code);
-  ASSERT_FALSE(index.timed_out)
-      << "index hung on the hostile corpus: " << index.Describe();
+  ASSERT_FALSE(index.timed_out) << "index hung on the hostile corpus: " << index.Describe();
   ASSERT_EQ(index.term_signal, 0) << index.Describe();
   EXPECT_EQ(index.exit_code, 1) << index.Describe();
-  EXPECT_LT(index.max_rss_kb, kPeakRssBudgetKb)
-      << "peak RSS over the 1 GiB budget";
+  EXPECT_LT(index.max_rss_kb, kPeakRssBudgetKb) << "peak RSS over the 1 GiB budget";
 
   // stderr: a raw newline from a file name would start a line with the rest
   // of the name; and every line should be lookalike's own, naming its file
   // (a codec's bare "Corrupt JPEG data" names nothing).
   std::string foreign;
-  for (const std::string &line : testing::SplitLines(index.err)) {
-    if (line.rfind("lookalike", 0) == 0)
-      continue;
+  for (const std::string& line : testing::SplitLines(index.err)) {
+    if (line.rfind("lookalike", 0) == 0) continue;
     EXPECT_EQ(line.find("name.jpg"), std::string::npos)
         << "stderr line broken by a file name: " << Show(line);
     foreign += "  " + Show(line) + "\n";
@@ -209,29 +194,24 @@ TEST(HostileCorpus, EveryFileGetsItsDocumentedOutcome) {
       << index.err;
 
   const Outcomes outcomes = ReadOutcomes(errors_file, committed_file);
-  for (const std::string &p : outcomes.problems)
-    ADD_FAILURE() << "errors file: " << p;
+  for (const std::string& p : outcomes.problems) ADD_FAILURE() << "errors file: " << p;
 
   // Each file's outcome.
   std::set<std::string> known;
   int expect_indexed = 0, expect_no_features = 0;
-  for (const HostileEntry &e : entries) {
+  for (const HostileEntry& e : entries) {
     known.insert(e.path);
     const std::string actual = outcomes.Of(e.path);
     bool ok = false;
-    for (const std::string &x : e.expected)
-      ok = ok || x == actual;
+    for (const std::string& x : e.expected) ok = ok || x == actual;
     std::string want;
-    for (const std::string &x : e.expected)
-      want += (want.empty() ? "" : " or ") + x;
-    EXPECT_TRUE(ok) << Show(e.path.substr(corpus.size() + 1)) << " (" << e.why
-                    << "): expected " << want << ", got " << actual;
-    const int committed = outcomes.committed.count(Show(e.path))
-                              ? outcomes.committed.at(Show(e.path))
-                              : 0;
+    for (const std::string& x : e.expected) want += (want.empty() ? "" : " or ") + x;
+    EXPECT_TRUE(ok) << Show(e.path.substr(corpus.size() + 1)) << " (" << e.why << "): expected "
+                    << want << ", got " << actual;
+    const int committed =
+        outcomes.committed.count(Show(e.path)) ? outcomes.committed.at(Show(e.path)) : 0;
     if (e.expected[0] == testing::kIndexed || e.expected[0] == "NO_FEATURES")
-      EXPECT_EQ(committed, 1)
-          << Show(e.path) << " must be committed exactly once";
+      EXPECT_EQ(committed, 1) << Show(e.path) << " must be committed exactly once";
     else
       EXPECT_EQ(committed, 0) << Show(e.path) << " must not be committed";
     // Counts follow the observed outcomes, so a misclassified file fails
@@ -239,11 +219,10 @@ TEST(HostileCorpus, EveryFileGetsItsDocumentedOutcome) {
     expect_indexed += actual == testing::kIndexed;
     expect_no_features += actual == "NO_FEATURES";
   }
-  for (const auto &[path, codes] : outcomes.codes)
+  for (const auto& [path, codes] : outcomes.codes)
     EXPECT_TRUE(known.count(path))
-        << "error for a path that is not in the corpus: " << Show(path) << " "
-        << codes[0];
-  for (const auto &[escaped, n] : outcomes.committed) {
+        << "error for a path that is not in the corpus: " << Show(path) << " " << codes[0];
+  for (const auto& [escaped, n] : outcomes.committed) {
     EXPECT_EQ(escaped.find("/a/b/"), std::string::npos)
         << "walked through the symlink loop: " << escaped;
     (void)n;
@@ -252,40 +231,34 @@ TEST(HostileCorpus, EveryFileGetsItsDocumentedOutcome) {
   // The summary agrees.
   try {
     const Json summary = JsonParser::Parse(index.out);
-    EXPECT_EQ(summary["indexed"].number, expect_indexed + expect_no_features)
-        << index.out;
+    EXPECT_EQ(summary["indexed"].number, expect_indexed + expect_no_features) << index.out;
     EXPECT_EQ(summary["no_features"].number, expect_no_features) << index.out;
-  } catch (const std::exception &e) {
-    ADD_FAILURE() << "index --format json summary: " << e.what() << "\n"
-                  << index.out;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "index --format json summary: " << e.what() << "\n" << index.out;
   }
 
   // Every good image finds itself, all in one search call.
-  std::vector<std::string> args = {"search", "--db",     db,   "-k",
-                                   "1",      "--format", "tsv"};
+  std::vector<std::string> args = {"search", "--db", db, "-k", "1", "--format", "tsv"};
   std::vector<std::string> good;
-  for (const HostileEntry &e : entries)
-    if (e.expected[0] == testing::kIndexed)
-      good.push_back(e.path);
+  for (const HostileEntry& e : entries)
+    if (e.expected[0] == testing::kIndexed) good.push_back(e.path);
   args.insert(args.end(), good.begin(), good.end());
   const ProcessResult search = Lookalike(args);
   EXPECT_EQ(search.exit_code, 0) << search.Describe();
   std::map<std::string, std::string> top1;
-  for (const std::string &line : testing::SplitLines(search.out)) {
+  for (const std::string& line : testing::SplitLines(search.out)) {
     const auto cols = testing::SplitOn(line, '\t');
-    ASSERT_EQ(cols.size(), 4u)
-        << "TSV line broken (a raw tab or newline in a path?): " << Show(line);
+    ASSERT_EQ(cols.size(), 4u) << "TSV line broken (a raw tab or newline in a path?): "
+                               << Show(line);
     EXPECT_EQ(cols[1], "1");
     top1[cols[0]] = cols[2];
   }
-  for (const std::string &path : good)
-    EXPECT_EQ(top1[Show(path)], Show(path))
-        << "good image does not find itself: " << Show(path);
+  for (const std::string& path : good)
+    EXPECT_EQ(top1[Show(path)], Show(path)) << "good image does not find itself: " << Show(path);
 
   // The non-UTF-8 name round-trips byte for byte through JSON.
   const std::string odd = corpus + "/\xff\xfe.png";
-  const ProcessResult json =
-      Lookalike({"search", "--db", db, "-k", "1", "--format", "json", odd});
+  const ProcessResult json = Lookalike({"search", "--db", db, "-k", "1", "--format", "json", odd});
   EXPECT_EQ(json.exit_code, 0) << json.Describe();
   try {
     const auto lines = testing::SplitLines(json.out);
@@ -294,23 +267,20 @@ TEST(HostileCorpus, EveryFileGetsItsDocumentedOutcome) {
     EXPECT_EQ(j["query_bytes"].str, Hex(odd)) << lines[0];
     ASSERT_EQ(j["results"].items.size(), 1u) << lines[0];
     EXPECT_EQ(j["results"].items[0]["path_bytes"].str, Hex(odd)) << lines[0];
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     ADD_FAILURE() << "search --format json: " << e.what() << "\n" << json.out;
   }
 
   // No NaN, consistent records; counts agree.
   const ProcessResult verify = Lookalike({"verify", "--db", db});
   EXPECT_EQ(verify.exit_code, 0) << verify.Describe();
-  const ProcessResult info =
-      Lookalike({"info", "--db", db, "--format", "json"});
+  const ProcessResult info = Lookalike({"info", "--db", db, "--format", "json"});
   ASSERT_EQ(info.exit_code, 0) << info.Describe();
   try {
     const Json j = JsonParser::Parse(info.out);
-    EXPECT_EQ(j["images"].number, expect_indexed + expect_no_features)
-        << info.out;
-    EXPECT_EQ(j["images_without_features"].number, expect_no_features)
-        << info.out;
-  } catch (const std::exception &e) {
+    EXPECT_EQ(j["images"].number, expect_indexed + expect_no_features) << info.out;
+    EXPECT_EQ(j["images_without_features"].number, expect_no_features) << info.out;
+  } catch (const std::exception& e) {
     ADD_FAILURE() << "info --format json: " << e.what() << "\n" << info.out;
   }
 }
@@ -319,33 +289,28 @@ TEST(HostileCorpus, EveryFileGetsItsDocumentedOutcome) {
 // indexer runs as nobody; if that is impossible the test says so and skips.
 TEST(HostileCorpus, PermissionDeniedAsUnprivilegedUser) {
   const std::string reason = testing::UnprivilegedUnavailableReason();
-  if (!reason.empty())
-    GTEST_SKIP() << reason;
+  if (!reason.empty()) GTEST_SKIP() << reason;
   TempDir tmp;
   ::chmod(tmp.path().c_str(), 0755);
   const std::string corpus = tmp / "corpus", out = tmp / "out";
   std::filesystem::create_directories(out);
-  const std::vector<HostileEntry> entries =
-      testing::MakePermissionCorpus(corpus, 9);
-  testing::GiveToUnprivilegedUser(
-      out); // the unprivileged run writes its DB here
+  const std::vector<HostileEntry> entries = testing::MakePermissionCorpus(corpus, 9);
+  testing::GiveToUnprivilegedUser(out);  // the unprivileged run writes its DB here
   const std::string db = out + "/db", errors_file = out + "/errors.jsonl",
                     committed_file = out + "/committed.txt";
-  const ProcessResult index = Lookalike(
-      {"index", corpus, "--db", db, "--errors", errors_file, "--committed",
-       committed_file, "--clusters", "16", "--threads", "2"},
-      kIndexTimeLimitSeconds, kAddressSpaceLimit, /*unprivileged=*/true);
+  const ProcessResult index =
+      Lookalike({"index", corpus, "--db", db, "--errors", errors_file, "--committed",
+                 committed_file, "--clusters", "16", "--threads", "2"},
+                kIndexTimeLimitSeconds, kAddressSpaceLimit, /*unprivileged=*/true);
   ASSERT_FALSE(index.timed_out) << index.Describe();
-  ASSERT_EQ(index.term_signal, 0)
-      << "the indexer crashed on unreadable files: " << index.Describe();
+  ASSERT_EQ(index.term_signal, 0) << "the indexer crashed on unreadable files: "
+                                  << index.Describe();
   EXPECT_EQ(index.exit_code, 1) << index.Describe();
   const Outcomes outcomes = ReadOutcomes(errors_file, committed_file);
-  for (const std::string &p : outcomes.problems)
-    ADD_FAILURE() << "errors file: " << p;
-  for (const HostileEntry &e : entries) {
+  for (const std::string& p : outcomes.problems) ADD_FAILURE() << "errors file: " << p;
+  for (const HostileEntry& e : entries) {
     const std::string actual = outcomes.Of(e.path);
-    EXPECT_EQ(actual, e.expected[0]) << Show(e.path) << " (" << e.why << ")\n"
-                                     << index.err;
+    EXPECT_EQ(actual, e.expected[0]) << Show(e.path) << " (" << e.why << ")\n" << index.err;
   }
   const ProcessResult verify = Lookalike({"verify", "--db", db});
   EXPECT_EQ(verify.exit_code, 0) << verify.Describe();
@@ -357,28 +322,24 @@ TEST(HostileCorpus, PermissionDeniedAsUnprivilegedUser) {
   ::chmod((corpus + "/noaccess").c_str(), 0755);
   ::chmod((corpus + "/nosearch").c_str(), 0755);
   ::chmod((corpus + "/secret.png").c_str(), 0644);
-  const ProcessResult all =
-      Lookalike({"index", corpus, "--db", db, "--format", "json"},
-                kIndexTimeLimitSeconds, 0, /*unprivileged=*/true);
+  const ProcessResult all = Lookalike({"index", corpus, "--db", db, "--format", "json"},
+                                      kIndexTimeLimitSeconds, 0, /*unprivileged=*/true);
   EXPECT_EQ(all.exit_code, 0) << all.Describe();
   ::chmod((corpus + "/noaccess").c_str(), 0);
-  const ProcessResult again =
-      Lookalike({"index", corpus, "--db", db, "--format", "json"},
-                kIndexTimeLimitSeconds, 0, /*unprivileged=*/true);
-  EXPECT_EQ(again.exit_code, 1)
-      << "the unlistable folder must be reported: " << again.Describe();
+  const ProcessResult again = Lookalike({"index", corpus, "--db", db, "--format", "json"},
+                                        kIndexTimeLimitSeconds, 0, /*unprivileged=*/true);
+  EXPECT_EQ(again.exit_code, 1) << "the unlistable folder must be reported: " << again.Describe();
   try {
     const Json summary = JsonParser::Parse(again.out);
     EXPECT_EQ(summary["removed"].number, 0)
         << "records removed because a folder could not be listed:\n"
         << again.out << again.err;
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     ADD_FAILURE() << e.what() << "\n" << again.Describe();
   }
-  const ProcessResult info =
-      Lookalike({"info", "--db", db, "--format", "json"});
+  const ProcessResult info = Lookalike({"info", "--db", db, "--format", "json"});
   EXPECT_NE(info.out.find("\"images\":6,"), std::string::npos) << info.out;
 }
 
-} // namespace
-} // namespace lookalike
+}  // namespace
+}  // namespace lookalike

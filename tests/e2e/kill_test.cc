@@ -149,7 +149,8 @@ std::optional<int> WaitUntil(pid_t pid, Clock::time_point deadline) {
 }
 
 Clock::time_point After(Clock::time_point t, double ms) {
-  return t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
+  return t +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
 }
 
 // SIGKILLs and reaps `pid`; returns its wait status.
@@ -174,7 +175,7 @@ struct Result {
 
 // Runs LOOKALIKE_BIN to completion (SIGKILL after `timeout`).
 Result RunTool(const std::vector<std::string>& args, const std::string& scratch,
-           Ms timeout = Ms(120000)) {
+               Ms timeout = Ms(120000)) {
   const std::string out_path = scratch + "/run.out", err_path = scratch + "/run.err";
   Result result;
   const pid_t pid = Spawn(args, out_path, err_path);
@@ -223,9 +224,9 @@ std::string JsonText(const std::string& json, const std::string& key) {
 
 // The acknowledgement log written by `index --committed FILE`.
 struct Acks {
-  std::set<std::string> paths;   // distinct acknowledged images
+  std::set<std::string> paths;  // distinct acknowledged images
   int64_t lines = 0;
-  std::string torn_tail;         // bytes after the last newline (must be none)
+  std::string torn_tail;  // bytes after the last newline (must be none)
 };
 Acks ReadAcks(const std::string& file) {
   Acks acks;
@@ -277,8 +278,8 @@ uint64_t Seed() {
 // training sample and small batches keep runs short and commits frequent.
 std::vector<std::string> IndexArgs(const std::string& dir, const std::string& db,
                                    const std::string& acks) {
-  return {"index",  dir,  "--db",   db,   "--committed", acks, "--clusters", "16",
-          "--train-images", "40", "--batch", "8", "--format", "json", "-q"};
+  return {"index",          dir,  "--db",    db,  "--committed", acks,   "--clusters", "16",
+          "--train-images", "40", "--batch", "8", "--format",    "json", "-q"};
 }
 
 // Vectors and records read straight from a (closed) database, by path.
@@ -315,7 +316,7 @@ struct Checker {
   std::set<std::string> generated;
   std::set<std::string> checked;  // acked paths already searched for
   std::mt19937_64* rng = nullptr;
-  int64_t images = 0;             // from the last `info`
+  int64_t images = 0;  // from the last `info`
 
   // Everything that must hold after any kill. Returns false (with failures
   // recorded) when the database is broken.
@@ -371,8 +372,8 @@ struct Checker {
     // VLAD ranking alone (--rerank 0): the score is then the cosine of the
     // stored vector with the query's, 1 for a whole vector; query expansion
     // would blend in neighbours.
-    std::vector<std::string> args = {"search", "--db", db,    "-k",
-                                     "1",      "--format", "tsv", "--rerank", "0"};
+    std::vector<std::string> args = {"search",   "--db", db,         "-k", "1",
+                                     "--format", "tsv",  "--rerank", "0"};
     args.insert(args.end(), sample.begin(), sample.end());
     const Result search = RunTool(args, scratch, Ms(60000));
     EXPECT_EQ(search.exit_code, 0) << search.err;
@@ -389,7 +390,8 @@ struct Checker {
         continue;
       }
       EXPECT_EQ(it->second[1], "1");
-      EXPECT_EQ(testing::UnescapeField(it->second[2]), p) << "acknowledged image is not its own best match";
+      EXPECT_EQ(testing::UnescapeField(it->second[2]), p)
+          << "acknowledged image is not its own best match";
       EXPECT_GT(std::stod(it->second[3]), 0.99) << "vector of " << p << " is not whole";
     }
     return FailureCount() == failures_before;
@@ -430,8 +432,8 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
   double t_creating = -1, t_db = -1, t_first_ack = -1, t_end = -1;
   {
     const auto start = Clock::now();
-    const pid_t pid = Spawn(IndexArgs(photos, ref_db, ref_acks), scratch + "/ref.out",
-                            scratch + "/ref.err");
+    const pid_t pid =
+        Spawn(IndexArgs(photos, ref_db, ref_acks), scratch + "/ref.out", scratch + "/ref.err");
     ASSERT_GT(pid, 0);
     const std::string creating = ref_db + ".creating-" + std::to_string(pid);
     const auto status = WaitUntil(pid, start + Ms(150000), [&] {
@@ -450,9 +452,10 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
     ASSERT_EQ(JsonInt(summary, "no_features"), 0) << summary;
     ASSERT_GT(t_db, 0);
     ASSERT_GT(t_first_ack, 0);
-    std::printf("[ kill     ] uninterrupted run: DB built aside from %.0f ms, renamed into place "
-                "by %.0f ms, first ack %.0f ms, done %.0f ms\n", t_creating, t_db, t_first_ack,
-                t_end);
+    std::printf(
+        "[ kill     ] uninterrupted run: DB built aside from %.0f ms, renamed into place "
+        "by %.0f ms, first ack %.0f ms, done %.0f ms\n",
+        t_creating, t_db, t_first_ack, t_end);
   }
   // How long the database is being built aside (1 ms polls may miss it).
   const double creation_window = t_creating >= 0 ? std::max(1.0, t_db - t_creating) : 5.0;
@@ -516,8 +519,8 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
       ++idle_in_round;
     }
     const auto start = Clock::now();
-    const pid_t pid = Spawn(IndexArgs(photos, db, acks_file), scratch + "/killed.out",
-                            scratch + "/killed.err");
+    const pid_t pid =
+        Spawn(IndexArgs(photos, db, acks_file), scratch + "/killed.out", scratch + "/killed.err");
     ASSERT_GT(pid, 0);
     const std::string creating = db + ".creating-" + std::to_string(pid);
     std::optional<int> status;
@@ -534,10 +537,11 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
     if (status) {
       // Finished before its kill: it must have finished properly.
       ++finished_runs;
-      std::snprintf(line, sizeof line, "run %2d: %-8s kill at %6.1f ms: finished first (%s), ",
-                    run, kind.c_str(), delay, DescribeStatus(*status).c_str());
+      std::snprintf(line, sizeof line, "run %2d: %-8s kill at %6.1f ms: finished first (%s), ", run,
+                    kind.c_str(), delay, DescribeStatus(*status).c_str());
       log.push_back(line);
-      ASSERT_EQ(DescribeStatus(*status), "exit 0") << line << "\n" << ReadFile(scratch + "/killed.err");
+      ASSERT_EQ(DescribeStatus(*status), "exit 0") << line << "\n"
+                                                   << ReadFile(scratch + "/killed.err");
     } else {
       const int killed = KillNow(pid);
       ++kills;
@@ -546,10 +550,11 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
       if (kind == "encoding") ++encoding_kills;
       if (kind == "idle") ++idle_kills;
       if (kind == "creation")
-        std::snprintf(line, sizeof line, "run %2d: %-8s kill %4.1f ms after the DB.creating "
-                      "folder appeared (at %.0f ms): %s, %s, ", run, kind.c_str(), delay,
-                      creating_at, DescribeStatus(killed).c_str(),
-                      fs::exists(db) ? "after the rename"
+        std::snprintf(line, sizeof line,
+                      "run %2d: %-8s kill %4.1f ms after the DB.creating "
+                      "folder appeared (at %.0f ms): %s, %s, ",
+                      run, kind.c_str(), delay, creating_at, DescribeStatus(killed).c_str(),
+                      fs::exists(db)         ? "after the rename"
                       : fs::exists(creating) ? "inside the window, temp folder left"
                                              : "before the temp folder");
       else
@@ -560,21 +565,23 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
     }
     const auto t_check = Clock::now();
     const bool ok = checker.AfterCrash(log.back());
-    log.back() += "round " + std::to_string(round) + ": " + (fs::exists(db) ? "DB has " + std::to_string(checker.images) + " images, "
+    log.back() += "round " + std::to_string(round) + ": " +
+                  (fs::exists(db) ? "DB has " + std::to_string(checker.images) + " images, "
                                   : std::string("no DB, ")) +
                   std::to_string(ReadAcks(acks_file).paths.size()) + " acked (checked in " +
                   std::to_string(static_cast<int>(MsSince(t_check))) + " ms)";
     if (!ok) {
       for (const std::string& l : log) std::printf("%s\n", l.c_str());
       FAIL() << "database broken after: " << log.back() << "\n"
-             << "last indexer stderr:\n" << ReadFile(scratch + "/killed.err");
+             << "last indexer stderr:\n"
+             << ReadFile(scratch + "/killed.err");
     }
   }
   for (const std::string& l : log) std::printf("[ kill     ] %s\n", l.c_str());
-  std::printf("[ kill     ] %d kills: %d startup, %d creation, %d encoding, %d on a complete DB; "
-              "%d runs finished before their kill; %d round(s)\n",
-              kills, startup_kills, creation_kills, encoding_kills, idle_kills, finished_runs,
-              round);
+  std::printf(
+      "[ kill     ] %d kills: %d startup, %d creation, %d encoding, %d on a complete DB; "
+      "%d runs finished before their kill; %d round(s)\n",
+      kills, startup_kills, creation_kills, encoding_kills, idle_kills, finished_runs, round);
   EXPECT_GE(startup_kills, kStartupKills);
 
   // Finish the job without killing: only what was never committed is encoded.

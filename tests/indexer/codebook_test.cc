@@ -140,17 +140,18 @@ TEST_P(AssignTest, EqualsBruteForceReference) {
   EXPECT_LE(disagreements, c.n / 1000) << "too many near-ties to be rounding";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwkwardSizes, AssignTest,
-    ::testing::Values(AssignCase{1, 1, 128}, AssignCase{1, 3, 128}, AssignCase{1, 64, 128},
-                      AssignCase{31, 1, 128}, AssignCase{31, 3, 37}, AssignCase{31, 64, 128},
-                      AssignCase{4097, 1, 128}, AssignCase{4097, 3, 128},
-                      AssignCase{4097, 64, 33}, AssignCase{10000, 1, 7},
-                      AssignCase{10000, 3, 128}, AssignCase{10000, 64, 128}),
-    [](const ::testing::TestParamInfo<AssignCase>& info) {
-      return "n" + std::to_string(info.param.n) + "_k" + std::to_string(info.param.k) + "_d" +
-             std::to_string(info.param.dim);
-    });
+INSTANTIATE_TEST_SUITE_P(AwkwardSizes, AssignTest,
+                         ::testing::Values(AssignCase{1, 1, 128}, AssignCase{1, 3, 128},
+                                           AssignCase{1, 64, 128}, AssignCase{31, 1, 128},
+                                           AssignCase{31, 3, 37}, AssignCase{31, 64, 128},
+                                           AssignCase{4097, 1, 128}, AssignCase{4097, 3, 128},
+                                           AssignCase{4097, 64, 33}, AssignCase{10000, 1, 7},
+                                           AssignCase{10000, 3, 128}, AssignCase{10000, 64, 128}),
+                         [](const ::testing::TestParamInfo<AssignCase>& info) {
+                           return "n" + std::to_string(info.param.n) + "_k" +
+                                  std::to_string(info.param.k) + "_d" +
+                                  std::to_string(info.param.dim);
+                         });
 
 TEST(CodebookTest, AssignTiesGoToTheLowerIndex) {
   const int dim = 5;
@@ -162,10 +163,10 @@ TEST(CodebookTest, AssignTiesGoToTheLowerIndex) {
   c[2 * dim] = 1.0f;
   c[3 * dim + 4] = 100.0f;
   const Codebook cb(4, dim, c);
-  std::vector<float> x = {0, 0.5f, -2, 1, 0,    // tie c0/c1/c2 -> 0
-                          3, 0, 0, 0, 0,        // c1 and c2 tie -> 1
-                          0, 0, 0, 0, 99,       // c3
-                          -0.25f, 0, 0, 0, 0};  // c0
+  std::vector<float> x = {0,      0.5f, -2, 1, 0,   // tie c0/c1/c2 -> 0
+                          3,      0,    0,  0, 0,   // c1 and c2 tie -> 1
+                          0,      0,    0,  0, 99,  // c3
+                          -0.25f, 0,    0,  0, 0};  // c0
   std::vector<int32_t> labels(4);
   cb.Assign(x.data(), 4, labels.data());
   EXPECT_EQ(labels, (std::vector<int32_t>{0, 1, 3, 0}));

@@ -22,7 +22,8 @@ int BinOf(int b, int g, int r) {
   cv::cvtColor(Solid(b, g, r, 1, 1), hsv, cv::COLOR_BGR2HSV);
   const cv::Vec3b p = hsv.at<cv::Vec3b>(0, 0);
   return ((p[0] * kColourHueBins / 180) * kColourSatBins + p[1] * kColourSatBins / 256) *
-             kColourValBins + p[2] * kColourValBins / 256;
+             kColourValBins +
+         p[2] * kColourValBins / 256;
 }
 
 TEST(ColourTest, SolidColourFillsOneBinWithUnitNorm) {

@@ -91,18 +91,17 @@ TEST_P(FormatTest, DetectsByMagicReadsHeaderAndDecodes) {
   EXPECT_GT(small.image->resize_seconds, 0.0) << c.ext;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Formats, FormatTest,
-    ::testing::Values(FormatCase{".jpg", ImageFormat::kJpeg, true},
-                      FormatCase{".png", ImageFormat::kPng, true},
-                      FormatCase{".webp", ImageFormat::kWebp, true},
-                      FormatCase{".tiff", ImageFormat::kTiff, false},
-                      FormatCase{".bmp", ImageFormat::kBmp, true},
-                      FormatCase{".pgm", ImageFormat::kPnm, false},
-                      FormatCase{".ppm", ImageFormat::kPnm, false}),
-    [](const ::testing::TestParamInfo<FormatCase>& info) {
-      return std::string(info.param.ext + 1);
-    });
+INSTANTIATE_TEST_SUITE_P(Formats, FormatTest,
+                         ::testing::Values(FormatCase{".jpg", ImageFormat::kJpeg, true},
+                                           FormatCase{".png", ImageFormat::kPng, true},
+                                           FormatCase{".webp", ImageFormat::kWebp, true},
+                                           FormatCase{".tiff", ImageFormat::kTiff, false},
+                                           FormatCase{".bmp", ImageFormat::kBmp, true},
+                                           FormatCase{".pgm", ImageFormat::kPnm, false},
+                                           FormatCase{".ppm", ImageFormat::kPnm, false}),
+                         [](const ::testing::TestParamInfo<FormatCase>& info) {
+                           return std::string(info.param.ext + 1);
+                         });
 
 TEST(ImageFileTest, LosslessWebpHeaderSize) {
   const cv::Mat image = MakeSyntheticImage(12, 301, 99);
@@ -238,8 +237,8 @@ TEST(ImageFileTest, ExifOrientationApplied) {
   ASSERT_TRUE(cv::imencode(".jpg", image, jpeg));
   // APP1 "Exif": big-endian TIFF header, one IFD entry 0x0112 (Orientation)
   // SHORT count 1 value 6 (rotate 90 degrees clockwise to display).
-  const unsigned char exif[] = {'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 0x2a, 0, 0, 0, 8,
-                                0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0};
+  const unsigned char exif[] = {'E',  'x',  'i', 'f', 0, 0, 'M', 'M', 0, 0x2a, 0, 0, 0, 8, 0, 1,
+                                0x01, 0x12, 0,   3,   0, 0, 0,   1,   0, 6,    0, 0, 0, 0, 0, 0};
   std::string bytes(reinterpret_cast<const char*>(jpeg.data()), 2);
   bytes += "\xff\xe1";
   bytes += static_cast<char>(0);
@@ -302,8 +301,8 @@ TEST(ImageFileTest, FifoIsNotRegularAndDoesNotBlock) {
   TempDir tmp;
   const std::string fifo = tmp / "pipe.jpg";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  auto pending = std::async(std::launch::async,
-                            [&] { return LoadImageFile(fifo, 0, ImageFileLimits()); });
+  auto pending =
+      std::async(std::launch::async, [&] { return LoadImageFile(fifo, 0, ImageFileLimits()); });
   if (pending.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
     // Unblock the reader so the test can end, then fail.
     const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
@@ -330,7 +329,9 @@ TEST(ImageFileTest, MissingFileVanished) {
 }
 
 TEST(ImageFileTest, DownscaleKeepsAspectAndLongestSide) {
-  struct Case { int w, h, max_side; };
+  struct Case {
+    int w, h, max_side;
+  };
   for (const Case c : {Case{1000, 400, 320}, Case{333, 999, 250}, Case{641, 479, 640},
                        Case{500, 500, 97}, Case{200, 100, 400}}) {
     const std::string bytes = Encode(MakeSyntheticImage(10, c.w, c.h), ".png");
@@ -352,7 +353,9 @@ TEST(ImageFileTest, DownscaleKeepsAspectAndLongestSide) {
 
 TEST(ImageFileTest, ReducedJpegDecodeStillReachesMaxSide) {
   // Longest sides at and around the 2x/4x/8x thresholds of the DCT-scaled decode.
-  struct Case { int w, h, max_side; };
+  struct Case {
+    int w, h, max_side;
+  };
   for (const Case c : {Case{2400, 1000, 300}, Case{2599, 1001, 300}, Case{2399, 900, 300},
                        Case{1203, 2405, 300}, Case{1200, 700, 600}, Case{1199, 700, 600}}) {
     const std::string bytes =
@@ -362,8 +365,7 @@ TEST(ImageFileTest, ReducedJpegDecodeStillReachesMaxSide) {
     const GrayImage& g = r.image->gray;
     EXPECT_EQ(std::max(g.width, g.height), c.max_side) << c.w << "x" << c.h;
     const double scale = static_cast<double>(c.max_side) / std::max(c.w, c.h);
-    EXPECT_NEAR(std::min(g.width, g.height), std::min(c.w, c.h) * scale, 1.0)
-        << c.w << "x" << c.h;
+    EXPECT_NEAR(std::min(g.width, g.height), std::min(c.w, c.h) * scale, 1.0) << c.w << "x" << c.h;
     EXPECT_EQ(r.image->original_width, static_cast<uint32_t>(c.w));
     EXPECT_EQ(r.image->original_height, static_cast<uint32_t>(c.h));
   }
@@ -403,8 +405,7 @@ TEST(FileWalkerTest, RecursiveSortedContentSniffedLoopSafeExcluding) {
   // Without the exclusion the database folder's image-looking file is found.
   const WalkResult all = ListImageFiles(root, {});
   EXPECT_EQ(all.files.size(), expected.size() + 1);
-  EXPECT_NE(std::find(all.files.begin(), all.files.end(), abs + "/db/000001.sst"),
-            all.files.end());
+  EXPECT_NE(std::find(all.files.begin(), all.files.end(), abs + "/db/000001.sst"), all.files.end());
 
   // A relative root gives the same absolute paths.
   const fs::path cwd = fs::current_path();
@@ -450,8 +451,8 @@ TEST(FileWalkerTest, RootMustBeADirectory) {
 }
 
 TEST(FileWalkerTest, ImageExtensions) {
-  for (const char* p : {"a.jpg", "a.JPEG", "x/y.Png", "b.webp", "c.tif", "c.TIFF", "d.bmp",
-                        "e.pgm", "f.ppm", "g.pnm", "h.jpe"})
+  for (const char* p : {"a.jpg", "a.JPEG", "x/y.Png", "b.webp", "c.tif", "c.TIFF", "d.bmp", "e.pgm",
+                        "f.ppm", "g.pnm", "h.jpe"})
     EXPECT_TRUE(HasImageExtension(p)) << p;
   for (const char* p : {"a.txt", "jpg", "a.jpg.bak", "dir.jpg/file", "a.", "a.gif"})
     EXPECT_FALSE(HasImageExtension(p)) << p;

@@ -52,9 +52,8 @@ std::map<std::string, std::vector<float>> VectorsByPath(const std::string& db) {
   std::map<std::string, std::vector<float>> out;
   auto store = Store::Open(db, Store::Mode::kReadOnly);
   const uint64_t dim = store->model().vlad_dim();
-  store->ForEachVector([&](const ImageRecord& r, const float* v) {
-    out[r.path] = std::vector<float>(v, v + dim);
-  });
+  store->ForEachVector(
+      [&](const ImageRecord& r, const float* v) { out[r.path] = std::vector<float>(v, v + dim); });
   return out;
 }
 

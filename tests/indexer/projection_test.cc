@@ -85,8 +85,7 @@ TEST_P(LearnTest, MatchesOpenCvPcaWithOrthonormalRows) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < dim; ++j) data.at<double>(i, j) = x[i * dim + j];
   const cv::PCA oracle(data, cv::noArray(), cv::PCA::DATA_AS_ROW, 10);
-  for (int64_t j = 0; j < dim; ++j)
-    EXPECT_NEAR(p.mean[j], oracle.mean.at<double>(0, j), 1e-5);
+  for (int64_t j = 0; j < dim; ++j) EXPECT_NEAR(p.mean[j], oracle.mean.at<double>(0, j), 1e-5);
   for (int c = 0; c < 10; ++c) {
     // cv::PCA divides the covariance by n, as we do.
     EXPECT_NEAR(p.eigenvalues[c], oracle.eigenvalues.at<double>(c), 1e-4 * p.eigenvalues[0])

@@ -134,9 +134,9 @@ double MaxSumError(const float* ours, const RefSums& ref) {
 
 struct Problem {
   int k = 0, dim = 0;
-  std::vector<float> centroids;       // k x dim
-  std::vector<float> x;               // n x dim
-  std::vector<int32_t> labels;        // intended cluster of each descriptor
+  std::vector<float> centroids;        // k x dim
+  std::vector<float> x;                // n x dim
+  std::vector<int32_t> labels;         // intended cluster of each descriptor
   std::vector<int64_t> image_offsets;  // num_images + 1
   int64_t num_images() const { return static_cast<int64_t>(image_offsets.size()) - 1; }
 };
@@ -163,9 +163,15 @@ Problem MakeProblem(int k, int dim, const std::vector<int64_t>& counts, Labels m
   p.labels.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     switch (mode) {
-      case Labels::kRandom: p.labels[i] = static_cast<int32_t>(rng() % k); break;
-      case Labels::kOneCluster: p.labels[i] = k / 2; break;
-      case Labels::kEachOwn: p.labels[i] = static_cast<int32_t>(i % k); break;
+      case Labels::kRandom:
+        p.labels[i] = static_cast<int32_t>(rng() % k);
+        break;
+      case Labels::kOneCluster:
+        p.labels[i] = k / 2;
+        break;
+      case Labels::kEachOwn:
+        p.labels[i] = static_cast<int32_t>(i % k);
+        break;
       case Labels::kFewClusters: {
         const int32_t few[] = {1 % k, 5 % k, k - 1};
         p.labels[i] = few[rng() % 3];
@@ -241,8 +247,7 @@ const std::vector<NormCase>& NormCases() {
 // that and is still far below any real encoding difference.
 constexpr double kUnitTolerance = 2e-5;
 
-class VladEncoderTest
-    : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
+class VladEncoderTest : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
 
 TEST_P(VladEncoderTest, MatchesNaiveReference) {
   const EncoderCase& c = EncoderCases()[std::get<0>(GetParam())];
@@ -258,8 +263,8 @@ TEST_P(VladEncoderTest, MatchesNaiveReference) {
   std::vector<float> out(p.num_images() * vd, std::nanf(""));  // every value must be written
   encoder->Encode(p.x.data(), p.image_offsets.data(), p.num_images(), out.data());
 
-  const RefSums sums =
-      RefResidualSums(p.x, p.labels, p.image_offsets, p.k, p.dim, p.centroids, o.residual_normalize);
+  const RefSums sums = RefResidualSums(p.x, p.labels, p.image_offsets, p.k, p.dim, p.centroids,
+                                       o.residual_normalize);
   const std::vector<double> ref = RefNormalize(sums.sum, p.num_images(), p.k, p.dim, o);
   for (int64_t image = 0; image < p.num_images(); ++image) {
     const bool empty = p.image_offsets[image + 1] == p.image_offsets[image];
@@ -270,7 +275,8 @@ TEST_P(VladEncoderTest, MatchesNaiveReference) {
       if (empty) {
         ASSERT_EQ(v, 0.0f) << "image without descriptors must be all zero";
       }
-      ASSERT_NEAR(v, ref[image * vd + j], kUnitTolerance) << "image " << image << " component " << j;
+      ASSERT_NEAR(v, ref[image * vd + j], kUnitTolerance)
+          << "image " << image << " component " << j;
       norm2 += double{v} * v;
     }
     if (!empty) {
@@ -305,23 +311,23 @@ TEST_P(VladEncoderTest, MatchesNaiveReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, VladEncoderTest,
-    // Every case x option set except 1-d with residual normalisation: there
-    // every normalised residual is exactly +-1, sums cancel to rounding noise
-    // and no comparison with the reference is meaningful.
-    ::testing::ValuesIn([] {
-      std::vector<std::tuple<size_t, size_t>> params;
-      for (size_t c = 0; c < EncoderCases().size(); ++c)
-        for (size_t o = 0; o < NormCases().size(); ++o)
-          if (!(EncoderCases()[c].dim == 1 && NormCases()[o].options.residual_normalize))
-            params.emplace_back(c, o);
-      return params;
-    }()),
-    [](const ::testing::TestParamInfo<std::tuple<size_t, size_t>>& info) {
-      return std::string(EncoderCases()[std::get<0>(info.param)].name) + "_" +
-             NormCases()[std::get<1>(info.param)].name;
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, VladEncoderTest,
+                         // Every case x option set except 1-d with residual normalisation: there
+                         // every normalised residual is exactly +-1, sums cancel to rounding noise
+                         // and no comparison with the reference is meaningful.
+                         ::testing::ValuesIn([] {
+                           std::vector<std::tuple<size_t, size_t>> params;
+                           for (size_t c = 0; c < EncoderCases().size(); ++c)
+                             for (size_t o = 0; o < NormCases().size(); ++o)
+                               if (!(EncoderCases()[c].dim == 1 &&
+                                     NormCases()[o].options.residual_normalize))
+                                 params.emplace_back(c, o);
+                           return params;
+                         }()),
+                         [](const ::testing::TestParamInfo<std::tuple<size_t, size_t>>& info) {
+                           return std::string(EncoderCases()[std::get<0>(info.param)].name) + "_" +
+                                  NormCases()[std::get<1>(info.param)].name;
+                         });
 
 // ---- stages -----------------------------------------------------------------
 
@@ -398,10 +404,10 @@ TEST_P(ReduceSegmentsTest, MatchesReference) {
   std::vector<int64_t> order, offsets;
   SortBySegment(p.labels.data(), p.image_offsets.data(), p.num_images(), p.k, &order, &offsets);
   std::vector<float> out(p.num_images() * p.k * p.dim, std::nanf(""));
-  ReduceSegments(p.x.data(), p.dim, order.data(), offsets, p.num_images(), cb,
-                 residual_normalize, out.data());
-  const RefSums ref = RefResidualSums(p.x, p.labels, p.image_offsets, p.k, p.dim, p.centroids,
-                                      residual_normalize);
+  ReduceSegments(p.x.data(), p.dim, order.data(), offsets, p.num_images(), cb, residual_normalize,
+                 out.data());
+  const RefSums ref =
+      RefResidualSums(p.x, p.labels, p.image_offsets, p.k, p.dim, p.centroids, residual_normalize);
   EXPECT_LE(MaxSumError(out.data(), ref), 1e-5);
   // Empty segments are exactly zero.
   for (int64_t s = 0; s + 1 < static_cast<int64_t>(offsets.size()); ++s)
@@ -460,9 +466,9 @@ TEST(ReduceSegmentsTest, LongArrayAgreesWhereFloatPrefixSumFails) {
         if (pos < n) running += x[order[pos] * dim + j];
       }
       for (int q = 0; q < k; ++q)
-        prefix_result[q * dim + j] = (at_offset[q + 1] - at_offset[q]) -
-                                     static_cast<float>(offsets[q + 1] - offsets[q]) *
-                                         centroids[q * dim + j];
+        prefix_result[q * dim + j] =
+            (at_offset[q + 1] - at_offset[q]) -
+            static_cast<float>(offsets[q + 1] - offsets[q]) * centroids[q * dim + j];
     }
     const double prefix_error = MaxSumError(prefix_result.data(), ref);
     EXPECT_GT(prefix_error, 1e-3) << "the float32 prefix-sum trick should be far off here";
@@ -523,8 +529,10 @@ TEST(NormalizeVladTest, MatchesReferenceAndKeepsZeros) {
         }
         norm2 += double{w} * w;
       }
-      if (image == 1) EXPECT_EQ(norm2, 0.0) << "zero vector must stay zero";
-      else EXPECT_NEAR(norm2, 1.0, 1e-6) << "image " << image;
+      if (image == 1)
+        EXPECT_EQ(norm2, 0.0) << "zero vector must stay zero";
+      else
+        EXPECT_NEAR(norm2, 1.0, 1e-6) << "image " << image;
     }
     // Empty clusters stay exactly zero.
     for (int q : {0, 4, 8})

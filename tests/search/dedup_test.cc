@@ -31,8 +31,8 @@ namespace fs = std::filesystem;
 using testing::TempDir;
 using testing::Transform;
 
-constexpr int kOriginals = 4;   // img_000 .. img_003 get copies
-constexpr int kDistinct = 8;    // img_004 .. img_011 have none
+constexpr int kOriginals = 4;  // img_000 .. img_003 get copies
+constexpr int kDistinct = 8;   // img_004 .. img_011 have none
 
 // Which copies each original gets: re-encoded, resized and cropped for all,
 // plus a rotated or brightened one for some.
@@ -69,14 +69,16 @@ class DedupTest : public ::testing::Test {
     fs::copy_file(photos + "/flat_a.png", photos + "/flat_b.png");
     expected_->insert({AbsolutePath(photos + "/flat_a.png"), AbsolutePath(photos + "/flat_b.png")});
     fs::copy_file(originals[kOriginals], photos + "/same_bytes.png");
-    expected_->insert({AbsolutePath(originals[kOriginals]), AbsolutePath(photos + "/same_bytes.png")});
+    expected_->insert(
+        {AbsolutePath(originals[kOriginals]), AbsolutePath(photos + "/same_bytes.png")});
 
     // Two different pictures sharing a logo: plain backgrounds with a few
     // soft shapes (few keypoints) and the same textured badge in a corner.
     const cv::Mat logo = testing::MakeSyntheticImage(999, 160, 120);
     for (int i = 0; i < 2; ++i) {
       cv::Mat poster(480, 640, CV_8UC3, cv::Scalar(60 + 80 * i, 120, 200 - 60 * i));
-      cv::circle(poster, cv::Point(400 - 100 * i, 300), 90 + 30 * i, cv::Scalar(20, 40 + 100 * i, 90), -1);
+      cv::circle(poster, cv::Point(400 - 100 * i, 300), 90 + 30 * i,
+                 cv::Scalar(20, 40 + 100 * i, 90), -1);
       logo.copyTo(poster(cv::Rect(460, 20, logo.cols, logo.rows)));
       testing::WriteImage(photos + "/logo_" + std::to_string(i) + ".png", poster);
     }
@@ -290,8 +292,10 @@ TEST(DedupOptionsTest, ValidateNamesTheFlag) {
       {[](DedupOptions* o, float v) { o->threshold = v; }, nan, "--threshold"},
       {[](DedupOptions* o, float v) { o->min_similarity = v; }, 1.01f, "--min-similarity"},
       {[](DedupOptions* o, float v) { o->min_similarity = v; }, nan, "--min-similarity"},
-      {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 0, "--max-candidates"},
-      {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 20000, "--max-candidates"},
+      {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 0,
+       "--max-candidates"},
+      {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 20000,
+       "--max-candidates"},
       {[](DedupOptions* o, float v) { o->min_inliers = static_cast<int>(v); }, 4, "--min-inliers"},
       {[](DedupOptions* o, float v) { o->min_spread = v; }, -0.1f, "--min-spread"},
       {[](DedupOptions* o, float v) { o->min_spread = v; }, nan, "--min-spread"},

@@ -34,8 +34,8 @@ TEST_F(VerifierTest, TransformedCopiesVerifyUnrelatedImagesDoNot) {
   const int threshold = SearchOptions().min_inliers;
   for (testing::Transform t : {testing::Transform::kCrop, testing::Transform::kScale,
                                testing::Transform::kRotate, testing::Transform::kJpeg}) {
-    const Verification v = VerifyPair(Features(testing::ApplyTransform(original, t)), a,
-                                      VerifyOptions());
+    const Verification v =
+        VerifyPair(Features(testing::ApplyTransform(original, t)), a, VerifyOptions());
     EXPECT_GE(v.inliers, 3 * threshold) << testing::TransformName(t);
     EXPECT_LE(v.inliers, v.matches) << testing::TransformName(t);
     EXPECT_EQ(v.inlier_pairs.size(), static_cast<size_t>(v.inliers));

@@ -9,10 +9,10 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <signal.h>
-#include <xxhash.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -241,8 +241,7 @@ TEST(StoreTest, PutImageRefusesNonFiniteAndLeavesNothing) {
   const auto gv = MakeVector(1);
   store->PutImage(&good, gv.data());
 
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
-                    std::numeric_limits<float>::infinity(),
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                     -std::numeric_limits<float>::infinity()}) {
     for (size_t pos : {size_t{0}, size_t{kClusters * kDim - 1}}) {
       ImageRecord r = MakeRecord("/bad.png", 2);
@@ -299,9 +298,12 @@ constexpr char kChildRoundEnv[] = "LOOKALIKE_STORE_TEST_CHILD_ROUND";
 // The vector stored for (path, version): the record's content_hash is the
 // hash of this vector, so record and vector can be checked against each other.
 std::vector<float> VersionedVector(const std::string& path, uint64_t version) {
-  return MakeVector(encoding::Fnv1a64(path.data(), path.size()) ^ (version * 0x9E3779B97F4A7C15ull));
+  return MakeVector(encoding::Fnv1a64(path.data(), path.size()) ^
+                    (version * 0x9E3779B97F4A7C15ull));
 }
-uint64_t VectorHash(const float* v) { return encoding::Fnv1a64(v, kClusters * kDim * sizeof(float)); }
+uint64_t VectorHash(const float* v) {
+  return encoding::Fnv1a64(v, kClusters * kDim * sizeof(float));
+}
 
 [[noreturn]] void RunChildWriter(const char* db, int fd, int round) {
   try {
@@ -326,7 +328,8 @@ uint64_t VectorHash(const float* v) { return encoding::Fnv1a64(v, kClusters * kD
         }
         op = 'u';
       } else {  // add
-        ImageRecord rec = MakeRecord("/round" + std::to_string(round) + "/img" + std::to_string(i), i);
+        ImageRecord rec =
+            MakeRecord("/round" + std::to_string(round) + "/img" + std::to_string(i), i);
         rec.size_bytes = 0;
         const auto v = VersionedVector(rec.path, 0);
         rec.content_hash = VectorHash(v.data());
@@ -409,10 +412,9 @@ TEST(StoreTest, AtomicUnderSigkill) {
     auto store = Store::Open(db, Store::Mode::kReadWrite);
     std::set<uint64_t> ids;
     store->ForEachVector([&](const ImageRecord& r, const float* v) {
-      EXPECT_EQ(r.content_hash, VectorHash(v)) << "record and vector of " << r.path
-                                               << " come from different writes";
-      EXPECT_EQ(VectorHash(VersionedVector(r.path, r.size_bytes).data()), r.content_hash)
-          << r.path;
+      EXPECT_EQ(r.content_hash, VectorHash(v))
+          << "record and vector of " << r.path << " come from different writes";
+      EXPECT_EQ(VectorHash(VersionedVector(r.path, r.size_bytes).data()), r.content_hash) << r.path;
       const auto by_path = store->FindByPath(r.path);
       ASSERT_TRUE(by_path.has_value()) << "no path entry for " << r.path;
       EXPECT_EQ(by_path->id, r.id);
@@ -450,8 +452,7 @@ TEST(StoreTest, AtomicUnderSigkill) {
 // ---- schema gate ------------------------------------------------------------
 
 // `readable` is how the message names the versions this build reads.
-void ExpectSchemaRefused(uint32_t version, const std::string& readable,
-                         const std::string& advice) {
+void ExpectSchemaRefused(uint32_t version, const std::string& readable, const std::string& advice) {
   TempDir tmp;
   const std::string db = tmp / "db";
   {
@@ -551,8 +552,7 @@ size_t ExpectAllValuesHashedAs(const std::string& db, uint32_t schema) {
     if (value.size() < 12) continue;
     const size_t from = vector ? 4 : 0;
     const size_t body = value.size() - 8;
-    const uint64_t stored =
-        encoding::Reader(value.data() + body, 8, "test").Fixed64();
+    const uint64_t stored = encoding::Reader(value.data() + body, 8, "test").Fixed64();
     EXPECT_EQ(stored, ExpectedHash(schema, value.data() + from, body - from))
         << (vector ? "vector " : "features ") << "value not hashed as schema " << schema;
     ++checked;
@@ -700,8 +700,7 @@ TEST(StoreTest, ValueWithTheOtherSchemasHashIsCorrupt) {
         const size_t from = prefix[0] == 'v' ? 4 : 0;
         const size_t body = value.size() - 8;
         value.resize(body);
-        encoding::PutFixed64(&value,
-                             ExpectedHash(3 - schema, value.data() + from, body - from));
+        encoding::PutFixed64(&value, ExpectedHash(3 - schema, value.data() + from, body - from));
         ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), key, value).ok());
       }
     }
@@ -1009,8 +1008,9 @@ TEST(StoreTest, PersistedSearchIndex) {
   {
     auto raw = OpenRaw(db);
     ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), chunk1, value).ok());
-    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), std::string("x:") + std::string("\0\0\0\7", 4),
-                         "stray").ok());
+    ASSERT_TRUE(
+        raw->Put(rocksdb::WriteOptions(), std::string("x:") + std::string("\0\0\0\7", 4), "stray")
+            .ok());
   }
   {
     auto store = Store::Open(db, Store::Mode::kReadOnly);

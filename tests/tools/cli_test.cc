@@ -2,7 +2,6 @@
 // usage errors, --help with defaults, backends, output formats, exit codes,
 // and the escaping of fields.
 #include "tools/cli.h"
-#include "tools/output.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -28,6 +27,7 @@
 #include "storage/encoding.h"
 #include "storage/store.h"
 #include "tests/test_images.h"
+#include "tools/output.h"
 
 namespace lookalike {
 namespace {
@@ -93,7 +93,8 @@ TEST(CliTest, UsageErrorsExitTwoAndNameTheProblem) {
       {{"search", "--db", db, "q.jpg", "--format", "xml"}, "--format"},
       {{"info", "--db", db, "--format", "tsv"}, "--format"},
       {{"index", tmp / "photos", "--db", db, "--format", "yaml"}, "--format"},
-      {{"index", tmp / "photos", "--db", db, "--backend", "gpu"}, "backend must be auto, cpu or cuda"},
+      {{"index", tmp / "photos", "--db", db, "--backend", "gpu"},
+       "backend must be auto, cpu or cuda"},
       {{"search", "--db", db, "q.jpg", "--backend", "tpu"}, "backend must be auto, cpu or cuda"},
       {{"search", "--db", db, "q.jpg", "-k", "0"}, "-k must be in"},
       {{"search", "--db", db, "q.jpg", "-k", "many"}, "-k"},
@@ -128,7 +129,8 @@ TEST(CliTest, HelpOnEverySubcommandShowsDefaults) {
   EXPECT_EQ(index.code, kExitOk);
   EXPECT_TRUE(index.err.empty());
   EXPECT_TRUE(Contains(index.out, "usage: lookalike index"));
-  EXPECT_TRUE(Contains(index.out, "--clusters arg (=" + std::to_string(d.codebook.num_clusters) + ")"))
+  EXPECT_TRUE(
+      Contains(index.out, "--clusters arg (=" + std::to_string(d.codebook.num_clusters) + ")"))
       << index.out;
   EXPECT_TRUE(Contains(index.out, "--max-side arg (=" + std::to_string(d.encoding.max_side) + ")"))
       << index.out;
@@ -162,8 +164,8 @@ class CliIndexTest : public ::testing::Test {
   }
   CliRun Index(std::vector<std::string> extra = {}, const std::string& clusters = "16",
                const std::string& backend = "cpu") {
-    std::vector<std::string> args = {"index", tmp_ / "photos", "--db", db(), "--clusters",
-                                     clusters, "--threads", "2", "--backend", backend};
+    std::vector<std::string> args = {"index",  tmp_ / "photos", "--db", db(),        "--clusters",
+                                     clusters, "--threads",     "2",    "--backend", backend};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunLookalike(args);
   }
@@ -182,8 +184,9 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
 
   // TSV: exactly one line per hit, no header.
   const int k = 4;
-  const CliRun tsv = RunLookalike({"search", "--db", db(), paths_[0], paths_[5], tmp_ / "photos/img_007.png",
-                          "-k", std::to_string(k), "--format", "tsv", "--backend", "cpu"});
+  const CliRun tsv =
+      RunLookalike({"search", "--db", db(), paths_[0], paths_[5], tmp_ / "photos/img_007.png", "-k",
+                    std::to_string(k), "--format", "tsv", "--backend", "cpu"});
   ASSERT_EQ(tsv.code, kExitOk) << tsv.err;
   const auto lines = Lines(tsv.out);
   ASSERT_EQ(lines.size(), 3u * k) << tsv.out;
@@ -206,8 +209,8 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
   }
 
   // JSON: one object per query, one line each.
-  const CliRun json = RunLookalike({"search", "--db", db(), paths_[1], paths_[2], "-k", "3", "--format",
-                           "json", "--backend", "cpu"});
+  const CliRun json = RunLookalike({"search", "--db", db(), paths_[1], paths_[2], "-k", "3",
+                                    "--format", "json", "--backend", "cpu"});
   ASSERT_EQ(json.code, kExitOk) << json.err;
   const auto json_lines = Lines(json.out);
   ASSERT_EQ(json_lines.size(), 2u) << json.out;
@@ -218,8 +221,7 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
     EXPECT_EQ(l.back(), '}');
     EXPECT_TRUE(Contains(l, "\"results\":[")) << l;
     EXPECT_EQ(Count(l, "\"rank\":"), 3u) << l;
-    EXPECT_TRUE(Contains(l, "{\"rank\":1,\"path\":\"" + AbsolutePath(paths_[1 + q]) + "\""))
-        << l;
+    EXPECT_TRUE(Contains(l, "{\"rank\":1,\"path\":\"" + AbsolutePath(paths_[1 + q]) + "\"")) << l;
     EXPECT_EQ(Count(l, "\"similarity\":"), 3u) << "every hit carries its VLAD similarity: " << l;
     EXPECT_TRUE(Contains(l, "\"inliers\":")) << "the top results were verified: " << l;
     EXPECT_EQ(Count(l, "\"colour\":"), 3u) << "every hit carries its colour similarity: " << l;
@@ -228,16 +230,18 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
   }
 
   // --colour-weight 0: no colour compared, none reported; out of range: a usage error.
-  const CliRun no_colour = RunLookalike({"search", "--db", db(), paths_[1], "-k", "3", "--format",
-                                         "json", "--colour-weight", "0"});
+  const CliRun no_colour = RunLookalike(
+      {"search", "--db", db(), paths_[1], "-k", "3", "--format", "json", "--colour-weight", "0"});
   ASSERT_EQ(no_colour.code, kExitOk) << no_colour.err;
   EXPECT_FALSE(Contains(no_colour.out, "\"colour\":")) << no_colour.out;
-  const CliRun bad_colour = RunLookalike({"search", "--db", db(), paths_[1], "--colour-weight", "-1"});
+  const CliRun bad_colour =
+      RunLookalike({"search", "--db", db(), paths_[1], "--colour-weight", "-1"});
   EXPECT_EQ(bad_colour.code, kExitFatal);
   EXPECT_TRUE(Contains(bad_colour.err, "--colour-weight")) << bad_colour.err;
 
   // A folder as query expands to its images; k larger than the index is capped.
-  const CliRun folder = RunLookalike({"search", "--db", db(), tmp_ / "photos", "-k", "50", "--format", "tsv"});
+  const CliRun folder =
+      RunLookalike({"search", "--db", db(), tmp_ / "photos", "-k", "50", "--format", "tsv"});
   ASSERT_EQ(folder.code, kExitOk) << folder.err;
   EXPECT_EQ(Lines(folder.out).size(), static_cast<size_t>(kImages * kImages));
 
@@ -283,11 +287,13 @@ TEST_F(CliIndexTest, SkippedFileGivesExitOneAndBadQueryIsReported) {
 
   // Searching with one bad and one good query: results for the good one,
   // the bad one reported, exit code 1.
-  const CliRun s = RunLookalike({"search", "--db", db(), bad, paths_[0], "--format", "tsv", "-k", "2"});
+  const CliRun s =
+      RunLookalike({"search", "--db", db(), bad, paths_[0], "--format", "tsv", "-k", "2"});
   EXPECT_EQ(s.code, kExitPartial);
   EXPECT_EQ(Lines(s.out).size(), 2u) << s.out;
   EXPECT_TRUE(Contains(s.err, bad)) << s.err;
-  const CliRun missing = RunLookalike({"search", "--db", db(), tmp_ / "nope.png", "--format", "tsv"});
+  const CliRun missing =
+      RunLookalike({"search", "--db", db(), tmp_ / "nope.png", "--format", "tsv"});
   EXPECT_EQ(missing.code, kExitPartial);
   EXPECT_TRUE(missing.out.empty());
 }
@@ -345,11 +351,21 @@ bool IsValidUtf8(const std::string& s) {
     const unsigned char c = s[i];
     int len;
     uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c >> 5) == 0x6) { len = 2; cp = c & 0x1F; }
-    else if ((c >> 4) == 0xE) { len = 3; cp = c & 0x0F; }
-    else if ((c >> 3) == 0x1E) { len = 4; cp = c & 0x07; }
-    else return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c >> 5) == 0x6) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c >> 4) == 0xE) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c >> 3) == 0x1E) {
+      len = 4;
+      cp = c & 0x07;
+    } else
+      return false;
     if (i + len > s.size()) return false;
     for (int j = 1; j < len; ++j) {
       const unsigned char cc = s[i + j];
@@ -495,8 +511,7 @@ TEST_P(CliSchemaTest, IndexSearchVerifyAndNothingReindexed) {
   // Nothing changed: nothing read.
   r = Index({"--format", "json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_TRUE(Contains(r.out, "\"indexed\":0,\"unchanged\":" + std::to_string(kImages)))
-      << r.out;
+  EXPECT_TRUE(Contains(r.out, "\"indexed\":0,\"unchanged\":" + std::to_string(kImages))) << r.out;
   // Every mtime changed, no byte did: each file is read and hashed, and its
   // content hash matches the stored one, so nothing is re-indexed.
   for (const std::string& p : paths_) SetMtime(p, 1'800'000'000);
@@ -510,22 +525,21 @@ TEST_P(CliSchemaTest, IndexSearchVerifyAndNothingReindexed) {
   testing::WriteImage(tmp_ / "photos/more_b.jpg", testing::MakeSyntheticImage(701, 320, 240));
   r = Index({"--format", "json"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_TRUE(Contains(r.out, "\"indexed\":2,\"unchanged\":" + std::to_string(kImages)))
-      << r.out;
+  EXPECT_TRUE(Contains(r.out, "\"indexed\":2,\"unchanged\":" + std::to_string(kImages))) << r.out;
   ExpectContentHashes(schema);
 
   const CliRun info = RunLookalike({"info", "--db", db(), "--format", "json"});
   ASSERT_EQ(info.code, kExitOk) << info.err;
   EXPECT_TRUE(Contains(info.out, "\"schema_version\":" + std::to_string(schema))) << info.out;
-  EXPECT_TRUE(Contains(info.out, std::string("\"image_hash\":\"") +
-                                     (schema >= 2 ? "xxh3-64" : "fnv1a-64") + "\""))
+  EXPECT_TRUE(Contains(
+      info.out, std::string("\"image_hash\":\"") + (schema >= 2 ? "xxh3-64" : "fnv1a-64") + "\""))
       << info.out;
   const CliRun table = RunLookalike({"info", "--db", db()});
   EXPECT_TRUE(Contains(table.out, "schema        " + std::to_string(schema) + " (")) << table.out;
 
   for (const std::string& q : {paths_[2], tmp_ / "photos/more_b.jpg"}) {
-    const CliRun hit = RunLookalike({"search", "--db", db(), q, "-k", "1", "--format", "tsv",
-                                     "--backend", "cpu"});
+    const CliRun hit =
+        RunLookalike({"search", "--db", db(), q, "-k", "1", "--format", "tsv", "--backend", "cpu"});
     ASSERT_EQ(hit.code, kExitOk) << hit.err;
     const auto f = Split(Lines(hit.out).at(0), '\t');
     ASSERT_EQ(f.size(), 4u) << hit.out;
