@@ -272,7 +272,7 @@ TEST(CodebookTest, TrainWithFewerPointsThanClustersThrows) {
   try {
     Codebook::Train(x.data(), 15, 8, o);
     FAIL() << "trained 16 clusters from 15 points";
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::runtime_error& e) {  // data, not options: a runtime error
     EXPECT_NE(std::string(e.what()).find("16"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("15"), std::string::npos) << e.what();
   }
