@@ -19,10 +19,10 @@ struct ProjectionOptions {
   // Capped at (training vectors - 1) when learned, since more components
   // would only span noise. 112 is what fits the large-collection search
   // index in 128 bytes per image (8-bit codes + 8-byte id: 120 B; at 256-d
-  // it costs 266 B, and 4-bit codes drop recall@10 to 0.72; README, "Search
+  // it costs 266 B, and 4-bit codes drop recall@10 to 0.72; search/README.md, "Search
   // at scale"); Jégou & Chum (ECCV 2012) show PCA-whitened VLAD keeps most
   // of its accuracy at 128-d. On the development set, keeping fewer
-  // components than the sample supports lost mAP (README, "PCA-whitening").
+  // components than the sample supports lost mAP (indexer/README.md, "PCA-whitening").
   int out_dim = 112;
   // The projection is learned only if the training sample holds at least
   // this many images with features; a smaller new collection searches its

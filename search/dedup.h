@@ -14,7 +14,7 @@
 // different viewpoints are not near-duplicates: the coverage score below
 // separates most of them, but photos taken from nearly the same place
 // (consecutive video frames, a stereo pair) verify like copies and are
-// grouped. Defaults measured by tools/eval_dedup.sh (README, "dedup").
+// grouped. Defaults measured by tools/eval_dedup.sh (search/README.md, "dedup").
 #pragma once
 
 #include <cstdint>

@@ -23,7 +23,7 @@
 //          kDefaultSimilaritySpread when the list has fewer than 3
 //          candidates or the spread is below 1e-6. Colour is weighed against
 //          how much VLAD similarities vary, which PCA-whitening changes
-//          six-fold (README "Colour");
+//          six-fold (search/README.md "Colour");
 //   b      = (s + w c) / (1 + w), the global similarity; b = s without colour
 //          (weight 0, depth 0, no query colour, or a schema-1 database).
 //          Dividing by 1 + w keeps b in [-1, 1] without clamping, which would

@@ -23,16 +23,15 @@ struct SearchOptions {
   // Spatial re-ranking: the top `rerank` VLAD results are matched against
   // the query's local features (VerifyPair); those with >= min_inliers
   // RANSAC inliers have their score raised by that evidence (the score
-  // formula: search/ranking.h). 0 = off. Defaults measured on the dev set (README, "Re-ranking and
-  // query expansion"): depth 50 finds copies VLAD ranks low; 8 inliers is
-  // above what unrelated pairs reach (at most 7 over the dev set's 6,000
-  // one-to-one matched pairs).
+  // formula: search/ranking.h). 0 = off. Defaults measured on the dev set (search/README.md,
+  // "Re-ranking and query expansion"): depth 50 finds copies VLAD ranks low; 8 inliers is above
+  // what unrelated pairs reach (at most 7 over the dev set's 6,000 one-to-one matched pairs).
   int rerank = 50;
   int min_inliers = 8;
   // Average query expansion: the query vector plus the vectors of up to this
   // many verified results is searched again (and re-ranked). 0 = off;
   // needs rerank > 0. With colour fusion it still adds about 0.001 mAP on
-  // every dev-set seed (README "Colour").
+  // every dev-set seed (search/README.md "Colour").
   int expansion = 5;
   VerifyOptions verify;
   // Colour fusion: the top `colour_depth` VLAD results are ranked by their
@@ -40,7 +39,7 @@ struct SearchOptions {
   // of colour_weight x the robust spread of the VLAD similarities (formula
   // and why: search/ranking.h), before verification picks its `rerank`
   // candidates from that order. Colour is what texture misses (rooms,
-  // video, landmarks in other light): measured on the dev set, README
+  // video, landmarks in other light): measured on the dev set, search/README.md
   // "Colour". 0 = off; off by itself for databases without colour (schema 1).
   float colour_weight = 14.0f;
   int colour_depth = 1000;

@@ -9,9 +9,9 @@
 //          budget), plus the 8-byte id: d + 8 bytes per image (+ ~2 for the
 //          lists and centroids).
 // `auto` picks flat below VectorIndexOptions::auto_threshold vectors (and for
-// full VLAD without a PCA projection) and ivfsq from there on (README "Search at scale" has the
-// measurements behind it; IVF-PQ was measured too and dropped: lower recall at the same budget and
-// a training time FAISS 1.7.3 makes impractical here).
+// full VLAD without a PCA projection) and ivfsq from there on (search/README.md "Search at scale"
+// has the measurements behind it; IVF-PQ was measured too and dropped: lower recall at the same
+// budget and a training time FAISS 1.7.3 makes impractical here).
 #pragma once
 
 #include <cstdint>
@@ -66,7 +66,7 @@ struct VectorIndexOptions {
 int64_t AutoNlist(int64_t n);
 
 // Lists an ivfsq index of n vectors in nlist lists visits by default: about
-// 8,000 vectors per query (≈1.8 ms of CPU at 112-d here; README "Search at
+// 8,000 vectors per query (≈1.8 ms of CPU at 112-d here; search/README.md "Search at
 // scale"), at least 16 lists and at most nlist. 16 of 2048 lists at 1M.
 int64_t AutoNprobe(int64_t n, int64_t nlist);
 

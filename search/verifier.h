@@ -7,7 +7,7 @@
 // pattern sends many query features to one candidate feature, and RANSAC
 // finds degenerate "homographies" with dozens of inliers between unrelated
 // images (measured on the dev set: 99.9th percentile of unrelated pairs 36
-// inliers many-to-one, 5 one-to-one; README, "Re-ranking").
+// inliers many-to-one, 5 one-to-one; search/README.md, "Re-ranking").
 #pragma once
 
 #include <cstdint>
