@@ -2,13 +2,12 @@
 
 #include <chrono>
 
+#include "util/timing.h"
+
 namespace lookalike {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+using Clock = SteadyClock;
 
 // A batch is also closed at this many descriptors, so the encoder's host and
 // device buffers stay bounded whatever the images hold.
@@ -39,7 +38,7 @@ void BatchCommitter::AddStageTimes(const ProcessedFile& p) {
 void BatchCommitter::Add(ProcessedFile&& p) {
   AddStageTimes(p);
   if (p.error) {
-    Report(*p.error);
+    ReportSkipped(*p.error, summary_, observer_);
     if (p.existing && p.error->code == FileErrorCode::kVanished) {
       store_->RemoveImage(*p.existing);
       ++summary_->removed;
@@ -79,13 +78,13 @@ void BatchCommitter::Flush() {
   encoder_->Encode(descriptors_.data(), offsets_.data(), static_cast<int64_t>(batch_.size()),
                    vlad_.data());
   const auto t1 = Clock::now();
-  summary_->stages.encode += Seconds(t0, t1);
+  summary_->stages.encode += SecondsBetween(t0, t1);
   const double assign = encoder_->assign_seconds() - assign_before;
   summary_->stages.assign += assign;
-  summary_->stages.aggregate += Seconds(t0, t1) - assign;
+  summary_->stages.aggregate += SecondsBetween(t0, t1) - assign;
   for (size_t i = 0; i < batch_.size(); ++i)
     Commit(batch_[i], vlad_.data() + i * encoder_->vlad_dim());
-  summary_->stages.store += Seconds(t1, Clock::now());
+  summary_->stages.store += SecondsBetween(t1, Clock::now());
   batch_.clear();
   batch_descriptors_ = 0;
 }
@@ -99,17 +98,13 @@ void BatchCommitter::Commit(const ProcessedFile& p, const float* vlad) {
   if (observer_) observer_->OnCommitted(record);
   if (p.descriptors.num == 0) {
     ++summary_->no_features;
-    Report(FileError{FileErrorCode::kNoFeatures, p.path,
-                     "no keypoints found (flat or tiny image); stored as a zero vector "
-                     "that matches nothing"},
-           /*count_as_skipped=*/false);
+    // A warning, not a skipped file: the image is stored.
+    if (observer_)
+      observer_->OnFileError(FileError{FileErrorCode::kNoFeatures, p.path,
+                                       "no keypoints found (flat or tiny image); stored as a "
+                                       "zero vector that matches nothing"});
   }
   Progress();
-}
-
-void BatchCommitter::Report(const FileError& e, bool count_as_skipped) {
-  if (count_as_skipped) ++summary_->skipped[FileErrorCodeName(e.code)];
-  if (observer_) observer_->OnFileError(e);
 }
 
 void BatchCommitter::Progress() {

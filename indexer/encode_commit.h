@@ -34,7 +34,6 @@ class BatchCommitter {
  private:
   void AddStageTimes(const ProcessedFile& p);
   void Commit(const ProcessedFile& p, const float* vlad);
-  void Report(const FileError& e, bool count_as_skipped = true);
   void Progress();
 
   Store* store_;

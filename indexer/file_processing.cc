@@ -7,13 +7,12 @@
 #include <mutex>
 #include <thread>
 
+#include "util/timing.h"
+
 namespace lookalike {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+using Clock = SteadyClock;
 
 // Decoding and extraction of a file whose bytes are read and hashed.
 void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProcessing& how,
@@ -21,7 +20,7 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
   LoadResult loaded = DecodeImageBytes(task.path, *bytes, how.max_side, how.limits);
   *bytes = std::string();
   const auto t1 = Clock::now();
-  p->read_decode_seconds = Seconds(t0, t1);
+  p->read_decode_seconds = SecondsBetween(t0, t1);
   if (loaded.image) {
     p->resize_seconds = loaded.image->resize_seconds;
     p->colour_seconds = loaded.image->colour_seconds;
@@ -40,12 +39,12 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
         EncodeLocalFeatures(p->descriptors, static_cast<uint32_t>(loaded.image->gray.width),
                             static_cast<uint32_t>(loaded.image->gray.height));
   const auto t2 = Clock::now();
-  p->extract_seconds = Seconds(t1, t2);
-  if (Seconds(t0, t2) > how.limits.max_seconds) {
-    p->error = FileError{FileErrorCode::kTimeout, task.path,
-                         "reading, decoding and extraction took " +
-                             std::to_string(Seconds(t0, t2)) + " s, more than the budget of " +
-                             std::to_string(how.limits.max_seconds) + " s"};
+  p->extract_seconds = SecondsBetween(t1, t2);
+  if (SecondsBetween(t0, t2) > how.limits.max_seconds) {
+    p->error = FileError{
+        FileErrorCode::kTimeout, task.path,
+        "reading, decoding and extraction took " + std::to_string(SecondsBetween(t0, t2)) +
+            " s, more than the budget of " + std::to_string(how.limits.max_seconds) + " s"};
     p->descriptors = Descriptors();
     p->features.clear();
   }
@@ -75,7 +74,7 @@ ProcessedFile ProcessFile(const FileTask& task, size_t index, const FileProcessi
     p.touched_only = true;  // stage times count only files that are decoded
     return p;
   }
-  p.read_seconds = Seconds(t0, t_read);
+  p.read_seconds = SecondsBetween(t0, t_read);
   DecodeAndExtract(task, &read.bytes, how, extractor, t0, &p);
   return p;
 }

@@ -12,14 +12,12 @@
 #include "indexer/vlad.h"
 #include "storage/encoding.h"
 #include "util/threads.h"
+#include "util/timing.h"
 
 namespace lookalike {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+using Clock = SteadyClock;
 
 // What reading the sample gave.
 struct TrainingSample {
@@ -123,7 +121,7 @@ Codebook TrainCodebook(const TrainingSample& sample, size_t num_sampled, const s
   SetLibraryThreads(threads);
   Codebook codebook = Codebook::Train(sample.descriptors.data(), sample.num_descriptors,
                                       DescriptorDim(options.encoding.extractor), options.codebook);
-  summary->stages.train = Seconds(t, Clock::now());
+  summary->stages.train = SecondsBetween(t, Clock::now());
   return codebook;
 }
 
@@ -235,7 +233,7 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
     projection =
         LearnSampleProjection(codebook, sample, training, options, threads, observer, cancel);
     if (cancel && cancel->load()) return out;
-    summary->stages.pca = Seconds(t, Clock::now());
+    summary->stages.pca = SecondsBetween(t, Clock::now());
   }
   out.store =
       Store::Create(db_path, MakeModelRecord(options.encoding, codebook, options.codebook.seed),

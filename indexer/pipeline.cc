@@ -12,6 +12,7 @@
 #include "indexer/update_plan.h"
 #include "storage/store.h"
 #include "util/threads.h"
+#include "util/timing.h"
 
 namespace lookalike {
 
@@ -42,10 +43,7 @@ int64_t IndexSummary::total_skipped() const {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+using Clock = SteadyClock;
 
 // Opens the database, or creates it under the creation lock by training the
 // model (the training images' results are kept in *reusable for encoding).
@@ -126,7 +124,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
       OpenOrCreate(walk, root, db_path, options, threads, &summary, observer, cancel, &reusable);
   if (!store) {  // cancelled while training
     summary.cancelled = true;
-    summary.seconds = Seconds(start, Clock::now());
+    summary.seconds = SecondsBetween(start, Clock::now());
     return summary;
   }
   SetLibraryThreads(1);
@@ -139,7 +137,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
   }
   EncodeAndCommit(&plan, store.get(), options, threads, backend, &summary, observer, cancel);
   summary.cancelled = cancel && cancel->load();
-  summary.seconds = Seconds(start, Clock::now());
+  summary.seconds = SecondsBetween(start, Clock::now());
   return summary;
 }
 

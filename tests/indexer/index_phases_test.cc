@@ -19,6 +19,7 @@
 #include "indexer/pipeline.h"
 #include "indexer/update_plan.h"
 #include "storage/store.h"
+#include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
 
 namespace lookalike {
@@ -26,16 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::TempDir;
-
-IndexOptions SmallOptions(const std::string& dir, const std::string& db) {
-  IndexOptions o;
-  o.image_dir = dir;
-  o.db_path = db;
-  o.codebook.num_clusters = 16;
-  o.threads = 2;
-  o.backend = Backend::kCpu;
-  return o;
-}
 
 std::vector<std::string> Paths(int n) {
   std::vector<std::string> files;
@@ -71,7 +62,7 @@ TEST(UpdatePlanTest, SortsFilesIntoUnchangedToEncodeAndGone) {
   TempDir tmp;
   const std::string dir = tmp / "photos", db = tmp / "db";
   const auto files = testing::WriteSyntheticSet(dir, 5, 1, 320, 240);
-  ASSERT_EQ(BuildIndex(SmallOptions(dir, db), nullptr).indexed, 5);
+  ASSERT_EQ(BuildIndex(testing::SmallIndexOptions(dir, db), nullptr).indexed, 5);
   // One touched (new mtime), one deleted, one new file.
   SetMtime(files[1], 1'000'000'000);
   fs::remove(files[2]);
@@ -148,7 +139,7 @@ TEST(BatchCommitterTest, CommitsExactlyTheGoodFilesAndReportsTheRest) {
   TempDir tmp;
   const std::string dir = tmp / "photos", db = tmp / "db";
   auto files = testing::WriteSyntheticSet(dir, 4, 1, 320, 240);
-  ASSERT_EQ(BuildIndex(SmallOptions(dir, db), nullptr).indexed, 4);
+  ASSERT_EQ(BuildIndex(testing::SmallIndexOptions(dir, db), nullptr).indexed, 4);
   auto store = Store::Open(db, Store::Mode::kReadWrite);
   const EncodingSettings settings = SettingsFromModel(store->model());
   auto encoder = CreateVladEncoder(Backend::kCpu, CodebookFromModel(store->model()), settings.vlad);

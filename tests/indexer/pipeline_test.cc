@@ -18,6 +18,7 @@
 
 #include "indexer/file_walker.h"
 #include "storage/store.h"
+#include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
 
 namespace lookalike {
@@ -33,16 +34,6 @@ class RecordingObserver : public IndexObserver {
   void OnFileError(const FileError& e) override { errors.push_back(e); }
   std::vector<FileError> errors;
 };
-
-IndexOptions SmallOptions(const std::string& dir, const std::string& db, int threads = 2) {
-  IndexOptions o;
-  o.image_dir = dir;
-  o.db_path = db;
-  o.codebook.num_clusters = 16;
-  o.threads = threads;
-  o.backend = Backend::kCpu;
-  return o;
-}
 
 std::vector<std::string> MakeFolder(const std::string& dir, int count = kImages) {
   return testing::WriteSyntheticSet(dir, count, 1, 320, 240);
@@ -70,7 +61,7 @@ TEST(PipelineTest, BuildsThenSecondRunDecodesNothing) {
   { std::ofstream(tmp / "photos/readme.txt") << "not an image"; }
   const std::string db = tmp / "db";
   RecordingObserver observer;
-  const IndexSummary first = BuildIndex(SmallOptions(tmp / "photos", db), &observer);
+  const IndexSummary first = BuildIndex(testing::SmallIndexOptions(tmp / "photos", db), &observer);
   EXPECT_TRUE(first.created);
   EXPECT_EQ(first.listed, kImages);
   EXPECT_EQ(first.indexed, kImages);
@@ -115,7 +106,8 @@ TEST(PipelineTest, BuildsThenSecondRunDecodesNothing) {
   const auto before = VectorsByPath(db);
 
   RecordingObserver again_observer;
-  const IndexSummary again = BuildIndex(SmallOptions(tmp / "photos", db), &again_observer);
+  const IndexSummary again =
+      BuildIndex(testing::SmallIndexOptions(tmp / "photos", db), &again_observer);
   EXPECT_FALSE(again.created);
   EXPECT_EQ(again.listed, kImages);
   EXPECT_EQ(again.unchanged, kImages);
@@ -134,7 +126,7 @@ TEST(PipelineTest, IncrementalAddChangeTouchDelete) {
   const std::string dir = tmp / "photos";
   const auto paths = MakeFolder(dir);
   const std::string db = tmp / "db";
-  BuildIndex(SmallOptions(dir, db), nullptr);
+  BuildIndex(testing::SmallIndexOptions(dir, db), nullptr);
   const auto base = VectorsByPath(db);
   uint64_t codebook_hash = 0;
   std::map<std::string, ImageRecord> base_records;
@@ -148,7 +140,7 @@ TEST(PipelineTest, IncrementalAddChangeTouchDelete) {
   const std::string added = AbsolutePath(dir + "/sub/new.jpg");
   fs::create_directories(dir + "/sub");
   testing::WriteImage(added, testing::MakeSyntheticImage(500, 320, 240));
-  IndexSummary s = BuildIndex(SmallOptions(dir, db), nullptr);
+  IndexSummary s = BuildIndex(testing::SmallIndexOptions(dir, db), nullptr);
   EXPECT_EQ(s.indexed, 1);
   EXPECT_EQ(s.unchanged, kImages);
   EXPECT_EQ(s.removed, 0);
@@ -162,7 +154,7 @@ TEST(PipelineTest, IncrementalAddChangeTouchDelete) {
   const std::string changed = AbsolutePath(paths[3]);
   testing::WriteImage(changed, testing::MakeSyntheticImage(600, 320, 240));
   SetMtime(changed, 1'800'000'000);
-  s = BuildIndex(SmallOptions(dir, db), nullptr);
+  s = BuildIndex(testing::SmallIndexOptions(dir, db), nullptr);
   EXPECT_EQ(s.indexed, 1);
   EXPECT_EQ(s.touched, 0);
   EXPECT_EQ(s.unchanged, kImages);
@@ -182,7 +174,7 @@ TEST(PipelineTest, IncrementalAddChangeTouchDelete) {
   // Touch one: same bytes, new mtime.
   const std::string touched = AbsolutePath(paths[5]);
   SetMtime(touched, 1'900'000'000);
-  s = BuildIndex(SmallOptions(dir, db), nullptr);
+  s = BuildIndex(testing::SmallIndexOptions(dir, db), nullptr);
   EXPECT_EQ(s.touched, 1);
   EXPECT_EQ(s.indexed, 0);
   EXPECT_EQ(s.stages.read_decode, 0.0) << "a touched file was decoded";
@@ -196,14 +188,14 @@ TEST(PipelineTest, IncrementalAddChangeTouchDelete) {
     EXPECT_EQ(rec->id, base_records.at(touched).id);
   }
   // ... and the touch was recorded: the next run sees it unchanged.
-  s = BuildIndex(SmallOptions(dir, db), nullptr);
+  s = BuildIndex(testing::SmallIndexOptions(dir, db), nullptr);
   EXPECT_EQ(s.touched, 0);
   EXPECT_EQ(s.unchanged, kImages + 1);
 
   // Delete one.
   const std::string deleted = AbsolutePath(paths[7]);
   fs::remove(deleted);
-  s = BuildIndex(SmallOptions(dir, db), nullptr);
+  s = BuildIndex(testing::SmallIndexOptions(dir, db), nullptr);
   EXPECT_EQ(s.removed, 1);
   EXPECT_EQ(s.indexed, 0);
   EXPECT_EQ(s.unchanged, kImages);
@@ -233,7 +225,7 @@ TEST(PipelineTest, CorruptFileReportedAndRunContinues) {
   const std::string noise = AbsolutePath(dir + "/noise.png");
   { std::ofstream(noise, std::ios::binary) << std::string(300, 'z'); }
   RecordingObserver observer;
-  const IndexSummary s = BuildIndex(SmallOptions(dir, tmp / "db"), &observer);
+  const IndexSummary s = BuildIndex(testing::SmallIndexOptions(dir, tmp / "db"), &observer);
   EXPECT_EQ(s.indexed, kImages);
   EXPECT_EQ(s.total_skipped(), 2);
   EXPECT_EQ(s.skipped.count("UNSUPPORTED_FORMAT"), 1u);
@@ -261,7 +253,7 @@ TEST(PipelineTest, FlatImageStoredAsZeroVector) {
   const std::string flat = AbsolutePath(dir + "/flat.png");
   testing::WriteImage(flat, cv::Mat(240, 320, CV_8UC3, cv::Scalar(90, 120, 150)));
   RecordingObserver observer;
-  const IndexSummary s = BuildIndex(SmallOptions(dir, tmp / "db"), &observer);
+  const IndexSummary s = BuildIndex(testing::SmallIndexOptions(dir, tmp / "db"), &observer);
   EXPECT_EQ(s.indexed, kImages + 1);
   EXPECT_EQ(s.no_features, 1);
   EXPECT_EQ(s.total_skipped(), 0) << "a flat image is indexed, not skipped";
@@ -287,11 +279,11 @@ TEST(PipelineTest, ExcludesDatabaseInsideTheFolder) {
   const std::string dir = tmp / "photos";
   MakeFolder(dir);
   const std::string db = dir + "/.lookalike-db";
-  const IndexSummary first = BuildIndex(SmallOptions(dir, db), nullptr);
+  const IndexSummary first = BuildIndex(testing::SmallIndexOptions(dir, db), nullptr);
   EXPECT_EQ(first.indexed, kImages);
   // The second run lists the folder with the database's files in it.
   RecordingObserver observer;
-  const IndexSummary second = BuildIndex(SmallOptions(dir, db), &observer);
+  const IndexSummary second = BuildIndex(testing::SmallIndexOptions(dir, db), &observer);
   EXPECT_EQ(second.listed, kImages);
   EXPECT_EQ(second.unchanged, kImages);
   EXPECT_EQ(second.ignored, 0) << "database files were looked at";
@@ -306,9 +298,9 @@ TEST(PipelineTest, TrainingAndEncodingAreDeterministic) {
   TempDir tmp;
   const std::string dir = tmp / "photos";
   MakeFolder(dir);
-  BuildIndex(SmallOptions(dir, tmp / "a", 2), nullptr);
-  BuildIndex(SmallOptions(dir, tmp / "b", 2), nullptr);
-  BuildIndex(SmallOptions(dir, tmp / "c", 1), nullptr);
+  BuildIndex(testing::SmallIndexOptions(dir, tmp / "a", 2), nullptr);
+  BuildIndex(testing::SmallIndexOptions(dir, tmp / "b", 2), nullptr);
+  BuildIndex(testing::SmallIndexOptions(dir, tmp / "c", 1), nullptr);
   uint64_t hash_a, hash_b, hash_c;
   {
     hash_a = Store::Open(tmp / "a", Store::Mode::kReadOnly)->model().codebook_hash;
@@ -323,7 +315,7 @@ TEST(PipelineTest, TrainingAndEncodingAreDeterministic) {
   EXPECT_TRUE(va == VectorsByPath(tmp / "c")) << "threads=1 and threads=2 differ";
 
   // A different seed gives a different codebook (the seed is used).
-  IndexOptions other = SmallOptions(dir, tmp / "d", 2);
+  IndexOptions other = testing::SmallIndexOptions(dir, tmp / "d", 2);
   other.codebook.seed = 99;
   BuildIndex(other, nullptr);
   EXPECT_NE(Store::Open(tmp / "d", Store::Mode::kReadOnly)->model().codebook_hash, hash_a);
@@ -331,22 +323,22 @@ TEST(PipelineTest, TrainingAndEncodingAreDeterministic) {
 
 TEST(PipelineTest, ValidationAndFatalErrors) {
   TempDir tmp;
-  IndexOptions o = SmallOptions(tmp / "photos", tmp / "db");
+  IndexOptions o = testing::SmallIndexOptions(tmp / "photos", tmp / "db");
   o.threads = -1;
   EXPECT_THROW(BuildIndex(o, nullptr), std::invalid_argument);
-  o = SmallOptions(tmp / "photos", tmp / "db");
+  o = testing::SmallIndexOptions(tmp / "photos", tmp / "db");
   o.batch_images = 0;
   EXPECT_THROW(BuildIndex(o, nullptr), std::invalid_argument);
-  o = SmallOptions("", tmp / "db");
+  o = testing::SmallIndexOptions("", tmp / "db");
   EXPECT_THROW(BuildIndex(o, nullptr), std::invalid_argument);
   // Missing folder: fatal, and no database is created.
-  o = SmallOptions(tmp / "missing", tmp / "db");
+  o = testing::SmallIndexOptions(tmp / "missing", tmp / "db");
   EXPECT_THROW(BuildIndex(o, nullptr), std::runtime_error);
   EXPECT_FALSE(fs::exists(tmp / "db"));
   // Too few descriptors for the codebook: fatal, nothing created.
   fs::create_directories(tmp / "tiny");
   testing::WriteImage(tmp / "tiny/a.png", testing::MakeSyntheticImage(1, 64, 48));
-  o = SmallOptions(tmp / "tiny", tmp / "db");
+  o = testing::SmallIndexOptions(tmp / "tiny", tmp / "db");
   o.codebook.num_clusters = 5000;
   try {
     BuildIndex(o, nullptr);
