@@ -2,7 +2,7 @@
 # Peak resident memory of `lookalike index` into a new database, for growing
 # numbers of generated photo-sized JPEGs (bench/make_photos: seeded, longest
 # side 640..1600 px), to show that memory does not grow with the collection.
-# Target (issue 5): under 2 GB on 10,000 images, and flat.
+# Target: under 2 GB on 10,000 images, and flat.
 #
 # usage: bench/index_memory.sh [COUNTS [BUILD_DIR]]
 #   COUNTS     default "1000 3000 10000" (image counts, one new database each)

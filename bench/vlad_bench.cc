@@ -1,4 +1,4 @@
-// VLAD encoder benchmark (issue 3): times the CPU encoder's stages on
+// VLAD encoder benchmark: times the CPU encoder's stages on
 // synthetic descriptors and compares its aggregation (everything after the
 // assignment: sort/segment, reduce, normalise) on one thread with
 //   * VLFeat's vl_vlad_encode given the same assignments (as the one-hot

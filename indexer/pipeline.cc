@@ -58,9 +58,10 @@ std::unique_ptr<Store> OpenOrCreate(const WalkResult& walk, const std::string& r
     CreationLock lock(db_path);
     // Another process may have created it while we waited for the lock.
     if (!Store::IsDatabase(db_path)) {
-      summary->created = true;
       TrainedDatabase trained =
           TrainAndCreate(walk.files, root, db_path, options, threads, summary, observer, cancel);
+      // A run cancelled while training created nothing.
+      summary->created = trained.store != nullptr;
       *reusable = std::move(trained.reusable);
       return std::move(trained.store);  // the store's own lock protects it from here on
     }

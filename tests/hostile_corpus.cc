@@ -336,7 +336,7 @@ std::vector<HostileEntry> MakeHostileCorpus(const std::string& root,
   w.File("trunc_iend.png", png.substr(0, png.size() - 6), {"TRUNCATED"},
          "PNG cut inside its IEND chunk");
 
-  // ---- Corrupt data with intact framing: DECODE_FAILED (issue 4: corrupt
+  // ---- Corrupt data with intact framing: DECODE_FAILED (corrupt
   // JPEGs are detected and skipped by default, like truncated ones).
   {
     std::string bad = jpeg;

@@ -1,4 +1,4 @@
-// A generator of hostile inputs for the indexer (issue 4): truncated and
+// A generator of hostile inputs for the indexer: truncated and
 // corrupt files, decompression bombs, wrong extensions, odd file names,
 // special files and symlink loops, mixed with good generated images. Every
 // entry says which outcome `lookalike index` must give it and why, so the

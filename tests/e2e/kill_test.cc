@@ -1,4 +1,4 @@
-// Crash-safety harness (issue 4), in the style of RocksDB's black-box crash
+// Crash-safety harness, in the style of RocksDB's black-box crash
 // test (tools/db_crashtest.py): the real `lookalike index` is SIGKILLed at
 // seeded random moments -- during startup, around the atomic creation of the
 // database and all over encoding -- and after every kill the database must

@@ -29,6 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using testing::MakeSyntheticImage;
 using testing::TempDir;
+// Deadline of a call that must not block: only a hang guard (it returns in
+// milliseconds), so minutes, never a bound a busy machine could reach.
+constexpr auto kHangGuard = std::chrono::minutes(5);
 
 std::string Encode(const cv::Mat& image, const std::string& ext,
                    const std::vector<int>& params = {}) {
@@ -303,7 +306,7 @@ TEST(ImageFileTest, FifoIsNotRegularAndDoesNotBlock) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   auto pending =
       std::async(std::launch::async, [&] { return LoadImageFile(fifo, 0, ImageFileLimits()); });
-  if (pending.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+  if (pending.wait_for(kHangGuard) != std::future_status::ready) {
     // Unblock the reader so the test can end, then fail.
     const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
     if (fd >= 0) ::close(fd);
@@ -422,7 +425,7 @@ TEST(FileWalkerTest, SpecialFilesReportedOrIgnoredWithoutBlocking) {
   ASSERT_EQ(::mkfifo((root + "/pipe_noext").c_str(), 0600), 0);
   fs::create_symlink(root + "/missing.jpg", root + "/dangling.jpg");
   auto pending = std::async(std::launch::async, [&] { return ListImageFiles(root, {}); });
-  if (pending.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+  if (pending.wait_for(kHangGuard) != std::future_status::ready) {
     for (const char* name : {"/pipe.png", "/pipe_noext"}) {
       const int fd = ::open((root + name).c_str(), O_WRONLY | O_NONBLOCK);
       if (fd >= 0) ::close(fd);

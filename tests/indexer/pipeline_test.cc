@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -319,6 +320,22 @@ TEST(PipelineTest, TrainingAndEncodingAreDeterministic) {
   other.codebook.seed = 99;
   BuildIndex(other, nullptr);
   EXPECT_NE(Store::Open(tmp / "d", Store::Mode::kReadOnly)->model().codebook_hash, hash_a);
+}
+
+// A run cancelled before the model is trained creates nothing and must not
+// say it did.
+TEST(PipelineTest, CancelledWhileTrainingCreatesNothing) {
+  TempDir tmp;
+  fs::create_directories(tmp / "photos");
+  for (int i = 0; i < 3; ++i)
+    testing::WriteImage(tmp / ("photos/" + std::to_string(i) + ".jpg"),
+                        testing::MakeSyntheticImage(700 + i, 320, 240));
+  const std::atomic<bool> cancel{true};
+  const IndexSummary s =
+      BuildIndex(testing::SmallIndexOptions(tmp / "photos", tmp / "db"), nullptr, &cancel);
+  EXPECT_TRUE(s.cancelled);
+  EXPECT_FALSE(s.created);
+  EXPECT_FALSE(Store::IsDatabase(tmp / "db"));
 }
 
 TEST(PipelineTest, ValidationAndFatalErrors) {
