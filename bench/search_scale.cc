@@ -1,4 +1,4 @@
-// Search-at-scale benchmark (issue 5): fills N (default 1,000,000) synthetic
+// Search-at-scale benchmark: fills N (default 1,000,000) synthetic
 // search vectors and measures every VectorIndex kind lookalike offers on them:
 // build (training + adding) time, bytes per image in the index's RAM (codes,
 // ids, lists and quantisers, from VectorIndex::MemoryBytes, and the resident
@@ -7,7 +7,7 @@
 // recall@10 against exact search on the same vectors, and the ratios against
 // the exact (flat) index measured in the same run. For the approximate kinds
 // it also sweeps nprobe, so the default can be read off the table.
-// Targets at 1M (issue 5): p50 < 2 ms, recall@10 >= 0.95, <= 128 bytes/image.
+// Targets at 1M: p50 < 2 ms, recall@10 >= 0.95, <= 128 bytes/image.
 //
 // Data: a seeded Gaussian mixture shaped like PCA-reduced VLAD vectors:
 // `clusters` centres, per-dimension scale decaying as (j+1)^-decay (the
