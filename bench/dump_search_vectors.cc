@@ -15,28 +15,22 @@
 #include <string>
 #include <vector>
 
-#include "indexer/projection.h"
+#include "indexer/search_vectors.h"
 #include "storage/store.h"
 
 namespace {
 
 using namespace lookalike;
 
-// The one place that knows how search vectors are read from a store (the
-// storage format is changing; search/search_index.cc's ReadAllVectors is the
-// reference): here schemas 1-2, whose stored vectors are full VLAD mapped by
-// the PCA. A schema that stores the search vectors themselves needs the
-// indexer's reader of them instead (SearchVectors::ForEach, where it exists).
 // Calls fn(path, search vector, its dimension) for every image with
-// features, in id order.
+// features, in id order, whatever the schema stores (SearchVectors).
 void ForEachSearchVector(const Store& store,
                          const std::function<void(const std::string&, const float*, int64_t)>& fn) {
-  const SearchProjection projection = SearchProjection::FromStore(store);
-  std::vector<float> out(projection.out_dim());
-  store.ForEachVector([&](const ImageRecord& rec, const float* v) {
-    if (rec.status == ImageStatus::kNoFeatures) return;
-    projection.Apply(v, 1, out.data());
-    fn(rec.path, out.data(), projection.out_dim());
+  const SearchVectors vectors(store);
+  vectors.ForEach([&](const std::vector<ImageRecord>& records, const float* v) {
+    for (size_t i = 0; i < records.size(); ++i)
+      if (records[i].status != ImageStatus::kNoFeatures)
+        fn(records[i].path, v + i * vectors.dim(), vectors.dim());
   });
 }
 

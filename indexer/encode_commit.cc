@@ -15,10 +15,14 @@ constexpr int64_t kMaxBatchDescriptors = int64_t{1} << 19;
 
 }  // namespace
 
-BatchCommitter::BatchCommitter(Store* store, VladEncoder* encoder, int batch_images,
+BatchCommitter::BatchCommitter(Store* store, VladEncoder* encoder,
+                               const DescriptorQuantizer* quantizer,
+                               const SearchProjection* projection, int batch_images,
                                IndexSummary* summary, IndexObserver* observer, int64_t total)
     : store_(store),
       encoder_(encoder),
+      quantizer_(quantizer),
+      projection_(projection),
       batch_images_(batch_images),
       summary_(summary),
       observer_(observer),
@@ -54,6 +58,7 @@ void BatchCommitter::Add(ProcessedFile&& p) {
     Progress();
     return;
   }
+  if (quantizer_) CompactFeatures(*quantizer_, &p);
   batch_descriptors_ += p.descriptors.num;
   batch_.push_back(std::move(p));
   if (static_cast<int>(batch_.size()) >= batch_images_ ||
@@ -82,8 +87,16 @@ void BatchCommitter::Flush() {
   const double assign = encoder_->assign_seconds() - assign_before;
   summary_->stages.assign += assign;
   summary_->stages.aggregate += SecondsBetween(t0, t1) - assign;
-  for (size_t i = 0; i < batch_.size(); ++i)
-    Commit(batch_[i], vlad_.data() + i * encoder_->vlad_dim());
+  const int64_t n = static_cast<int64_t>(batch_.size());
+  const float* stored = vlad_.data();
+  int64_t stored_dim = encoder_->vlad_dim();
+  if (store_->vector_dim() != static_cast<uint64_t>(stored_dim) && store_->vector_dim() > 0) {
+    stored_dim = projection_->out_dim();
+    stored_.resize(static_cast<size_t>(n * stored_dim));
+    projection_->Apply(vlad_.data(), n, stored_.data());
+    stored = stored_.data();
+  }
+  for (int64_t i = 0; i < n; ++i) Commit(batch_[i], stored + i * stored_dim);
   summary_->stages.store += SecondsBetween(t1, Clock::now());
   batch_.clear();
   batch_descriptors_ = 0;

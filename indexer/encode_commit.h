@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "indexer/descriptor_quantizer.h"
 #include "indexer/file_processing.h"
 #include "indexer/pipeline.h"
+#include "indexer/projection.h"
 #include "indexer/vlad.h"
 #include "storage/store.h"
 
@@ -21,7 +23,12 @@ namespace lookalike {
 class BatchCommitter {
  public:
   // `total` is the number of files the phase will Add (for progress).
-  BatchCommitter(Store* store, VladEncoder* encoder, int batch_images, IndexSummary* summary,
+  // `quantizer` (compact databases; may be null) compacts every file's
+  // features before encoding (CompactFeatures); `projection` maps VLAD
+  // vectors to the vectors the store keeps when it keeps search vectors
+  // (Store::vector_dim() != VLAD dimension).
+  BatchCommitter(Store* store, VladEncoder* encoder, const DescriptorQuantizer* quantizer,
+                 const SearchProjection* projection, int batch_images, IndexSummary* summary,
                  IndexObserver* observer, int64_t total);
 
   // Takes one processed file: an error is reported (a vanished file's record
@@ -38,6 +45,8 @@ class BatchCommitter {
 
   Store* store_;
   VladEncoder* encoder_;
+  const DescriptorQuantizer* quantizer_;
+  const SearchProjection* projection_;
   int batch_images_;
   IndexSummary* summary_;
   IndexObserver* observer_;
@@ -48,6 +57,7 @@ class BatchCommitter {
   std::vector<float> descriptors_;
   std::vector<int64_t> offsets_;
   std::vector<float> vlad_;
+  std::vector<float> stored_;  // vlad_ projected, when the store keeps search vectors
 };
 
 }  // namespace lookalike

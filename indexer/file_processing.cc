@@ -34,6 +34,8 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
   p->record.colour = std::move(loaded.image->colour);
   p->descriptors = extractor->Extract(loaded.image->gray);
   p->record.num_descriptors = static_cast<uint32_t>(p->descriptors.num);
+  p->frame_width = static_cast<uint32_t>(loaded.image->gray.width);
+  p->frame_height = static_cast<uint32_t>(loaded.image->gray.height);
   if (p->descriptors.num > 0)
     p->features =
         EncodeLocalFeatures(p->descriptors, static_cast<uint32_t>(loaded.image->gray.width),
@@ -51,6 +53,14 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
 }
 
 }  // namespace
+
+void CompactFeatures(const DescriptorQuantizer& quantizer, ProcessedFile* p) {
+  if (p->descriptors.num == 0) return;
+  std::vector<float> reconstructed;
+  p->features = EncodeCompactFeatures(p->descriptors, p->frame_width, p->frame_height, quantizer,
+                                      &reconstructed);
+  p->descriptors.values = std::move(reconstructed);
+}
 
 ProcessedFile ProcessFile(const FileTask& task, size_t index, const FileProcessing& how,
                           DescriptorExtractor* extractor) {

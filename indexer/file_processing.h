@@ -32,7 +32,8 @@ struct ProcessedFile {
   bool touched_only = false;  // same content as the stored record: nothing to encode
   ImageRecord record;         // size, mtime, content hash, dimensions, colour
   Descriptors descriptors;
-  std::string features;  // EncodeLocalFeatures blob, empty without keypoints
+  std::string features;                        // EncodeLocalFeatures blob, empty without keypoints
+  uint32_t frame_width = 0, frame_height = 0;  // the downscaled frame keypoints live in
   double read_decode_seconds = 0;
   double read_seconds = 0;    // part of read_decode_seconds
   double resize_seconds = 0;  // part of read_decode_seconds
@@ -62,6 +63,12 @@ ProcessedFile ProcessFile(const FileTask& task, size_t index, const FileProcessi
 void ProcessFiles(const std::vector<FileTask>& tasks, int threads, const FileProcessing& how,
                   const std::atomic<bool>* cancel,
                   const std::function<void(ProcessedFile&&)>& consume);
+
+// Re-encodes p->features in the compact format (quantised descriptors) and
+// replaces p->descriptors' values by what that blob decodes to, so that the
+// VLAD vector encoded from them can be derived again from the stored
+// features alone. A file without keypoints is left as it is.
+void CompactFeatures(const DescriptorQuantizer& quantizer, ProcessedFile* p);
 
 // Counts `e` as a skipped file in the summary and tells the observer (may be
 // null).

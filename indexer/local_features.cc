@@ -8,7 +8,99 @@
 namespace lookalike {
 namespace {
 constexpr uint32_t kFormat = 1;
+constexpr uint32_t kCompactFormat = 2;
+constexpr size_t kCompactHeader = 24;
+constexpr size_t kCompactGeometry = 6;  // bytes of one keypoint's position, size, angle
+constexpr float kSizeSteps = 24.0f;     // size codes per octave
+
+// Scales each row of n x dim values to unit length (zero rows stay zero).
+void NormaliseRows(float* values, size_t n, int dim) {
+  for (size_t i = 0; i < n; ++i) {
+    float* row = values + i * dim;
+    double norm2 = 0;
+    for (int j = 0; j < dim; ++j) norm2 += double{row[j]} * row[j];
+    const float inv = norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
+    for (int j = 0; j < dim; ++j) row[j] *= inv;
+  }
+}
+
+uint16_t FixedPoint(float v, uint32_t extent) {
+  const float t = extent > 0 ? v / static_cast<float>(extent) : 0.0f;
+  return static_cast<uint16_t>(std::clamp(std::lround(t * 65535.0f), 0L, 65535L));
+}
+
+void PutFixed16(std::string* s, uint16_t v) {
+  s->push_back(static_cast<char>(v & 0xff));
+  s->push_back(static_cast<char>(v >> 8));
+}
+
+LocalFeatures DecodeCompact(const std::string& blob, const DescriptorQuantizer* quantizer) {
+  encoding::Reader r(blob, "local features");
+  r.Fixed32();  // format
+  LocalFeatures f;
+  const uint32_t num = r.Fixed32();
+  f.dim = static_cast<int>(r.Fixed32());
+  f.width = r.Fixed32();
+  f.height = r.Fixed32();
+  const uint32_t code_bytes = r.Fixed32();
+  if (!quantizer)
+    throw encoding::CorruptValue("local features: compact format read without its quantizer");
+  if (f.dim != quantizer->dim() || code_bytes != static_cast<uint32_t>(quantizer->code_bytes()))
+    throw encoding::CorruptValue("local features: codes of " + std::to_string(code_bytes) +
+                                 " bytes x " + std::to_string(f.dim) +
+                                 "-d do not fit the database's quantizer");
+  if (uint64_t{num} * (kCompactGeometry + code_bytes) != blob.size() - kCompactHeader)
+    throw encoding::CorruptValue("local features: size does not match the keypoint count");
+  const auto* geometry = reinterpret_cast<const uint8_t*>(r.Raw(size_t{num} * kCompactGeometry));
+  const auto* codes = reinterpret_cast<const uint8_t*>(r.Raw(size_t{num} * code_bytes));
+  r.ExpectEnd();
+  f.keypoints.resize(num);
+  for (uint32_t i = 0; i < num; ++i) {
+    const uint8_t* g = geometry + size_t{i} * kCompactGeometry;
+    Keypoint& k = f.keypoints[i];
+    k.x = static_cast<float>(g[0] | (g[1] << 8)) * static_cast<float>(f.width) / 65535.0f;
+    k.y = static_cast<float>(g[2] | (g[3] << 8)) * static_cast<float>(f.height) / 65535.0f;
+    k.size = std::exp2(static_cast<float>(g[4]) / kSizeSteps);
+    k.angle = static_cast<float>(g[5]) * (360.0f / 256.0f);
+  }
+  f.descriptors.resize(size_t{num} * f.dim);
+  quantizer->Decode(codes, num, f.descriptors.data());
+  NormaliseRows(f.descriptors.data(), num, f.dim);
+  return f;
+}
 }  // namespace
+
+std::string EncodeCompactFeatures(const Descriptors& d, uint32_t width, uint32_t height,
+                                  const DescriptorQuantizer& quantizer,
+                                  std::vector<float>* reconstructed) {
+  const size_t num = static_cast<size_t>(d.num);
+  const size_t code_bytes = static_cast<size_t>(quantizer.code_bytes());
+  std::string s;
+  s.reserve(kCompactHeader + num * (kCompactGeometry + code_bytes));
+  encoding::PutFixed32(&s, kCompactFormat);
+  encoding::PutFixed32(&s, static_cast<uint32_t>(num));
+  encoding::PutFixed32(&s, static_cast<uint32_t>(d.dim));
+  encoding::PutFixed32(&s, width);
+  encoding::PutFixed32(&s, height);
+  encoding::PutFixed32(&s, static_cast<uint32_t>(code_bytes));
+  for (size_t i = 0; i < num; ++i) {
+    const Keypoint& k = d.keypoints[i];
+    PutFixed16(&s, FixedPoint(k.x, width));
+    PutFixed16(&s, FixedPoint(k.y, height));
+    const float octaves = std::log2(std::max(k.size, 1.0f));
+    s.push_back(static_cast<char>(std::clamp(std::lround(octaves * kSizeSteps), 0L, 255L)));
+    s.push_back(static_cast<char>(std::lround(k.angle * (256.0f / 360.0f)) & 0xff));
+  }
+  const size_t at = s.size();
+  s.resize(at + num * code_bytes);
+  quantizer.Encode(d.values.data(), d.num, reinterpret_cast<uint8_t*>(&s[at]));
+  if (reconstructed) {
+    reconstructed->resize(num * d.dim);
+    quantizer.Decode(reinterpret_cast<const uint8_t*>(&s[at]), d.num, reconstructed->data());
+    NormaliseRows(reconstructed->data(), num, d.dim);
+  }
+  return s;
+}
 
 std::string EncodeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t height) {
   std::string s;
@@ -36,9 +128,22 @@ std::string EncodeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t h
   return s;
 }
 
-LocalFeatures DecodeLocalFeatures(const std::string& blob) {
+std::vector<float> QuantisedDescriptors(const Descriptors& d,
+                                        const DescriptorQuantizer& quantizer) {
+  const size_t num = static_cast<size_t>(d.num);
+  std::vector<uint8_t> codes(num * quantizer.code_bytes());
+  quantizer.Encode(d.values.data(), d.num, codes.data());
+  std::vector<float> out(num * d.dim);
+  quantizer.Decode(codes.data(), d.num, out.data());
+  NormaliseRows(out.data(), num, d.dim);
+  return out;
+}
+
+LocalFeatures DecodeLocalFeatures(const std::string& blob, const DescriptorQuantizer* quantizer) {
   encoding::Reader r(blob, "local features");
-  if (const uint32_t format = r.Fixed32(); format != kFormat)
+  const uint32_t format = r.Fixed32();
+  if (format == kCompactFormat) return DecodeCompact(blob, quantizer);
+  if (format != kFormat)
     throw encoding::CorruptValue("local features: unknown format " + std::to_string(format));
   LocalFeatures f;
   const uint32_t num = r.Fixed32();
@@ -60,22 +165,22 @@ LocalFeatures DecodeLocalFeatures(const std::string& blob) {
   }
   const auto* q = reinterpret_cast<const uint8_t*>(r.Raw(size_t{num} * f.dim));
   r.ExpectEnd();
-  f.descriptors.resize(size_t{num} * f.dim);
-  for (uint32_t i = 0; i < num; ++i) {
-    float* row = f.descriptors.data() + size_t{i} * f.dim;
-    double norm2 = 0;
-    for (int j = 0; j < f.dim; ++j) {
-      row[j] = q[size_t{i} * f.dim + j];
-      norm2 += double{row[j]} * row[j];
-    }
-    const float inv = norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
-    for (int j = 0; j < f.dim; ++j) row[j] *= inv;
-  }
+  f.descriptors.assign(q, q + size_t{num} * f.dim);
+  NormaliseRows(f.descriptors.data(), num, f.dim);
   return f;
 }
 
-LocalFeatures MakeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t height) {
-  return DecodeLocalFeatures(EncodeLocalFeatures(d, width, height));
+LocalFeatures MakeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t height,
+                                const DescriptorQuantizer* quantizer) {
+  if (!quantizer) return DecodeLocalFeatures(EncodeLocalFeatures(d, width, height));
+  LocalFeatures f;
+  f.width = width;
+  f.height = height;
+  f.dim = d.dim;
+  f.keypoints = d.keypoints;
+  f.descriptors = d.values;
+  NormaliseRows(f.descriptors.data(), static_cast<size_t>(d.num), d.dim);
+  return f;
 }
 
 }  // namespace lookalike

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "indexer/descriptor_quantizer.h"
 #include "indexer/extractor.h"
 
 namespace lookalike {
@@ -24,16 +25,41 @@ struct LocalFeatures {
   int64_t num() const { return static_cast<int64_t>(keypoints.size()); }
 };
 
-// Blob layout (little-endian): u32 format (1), u32 num, u32 dim, u32 width,
-// u32 height, f32 scale, num x (f32 x, y, size, angle), num x dim u8
-// (round(value * scale), scale = 255 / the image's largest component).
-// About 16 + dim bytes per keypoint (144 for SIFT).
+// Two blob layouts (little-endian), told apart by their first u32:
+//   format 1 (schemas 1-2): u32 num, u32 dim, u32 width, u32 height, f32
+//     scale, num x (f32 x, y, size, angle), num x dim u8 (round(value x
+//     scale), scale = 255 / the image's largest component). 16 + dim bytes
+//     per keypoint (144 for SIFT).
+//   format 2 (schema 3): u32 num, u32 dim, u32 width, u32 height, u32 code
+//     bytes B, num x (u16 x, u16 y: fixed point over width and height, u8
+//     size: 24 x log2(size), u8 angle: 256ths of a turn), num x B product-
+//     quantiser codes (DescriptorQuantizer). 6 + B bytes per keypoint (22 at
+//     the default B = 16): positions to 1/65535 of the frame (< 0.02 px at
+//     1024 px), sizes to 3 %, angles to 1.4 degrees.
 std::string EncodeLocalFeatures(const Descriptors& descriptors, uint32_t width, uint32_t height);
 
-// Throws encoding::CorruptValue if the blob is malformed.
-LocalFeatures DecodeLocalFeatures(const std::string& blob);
+// Format 2. `reconstructed`, if given, receives the num x dim descriptors the
+// blob decodes to (unit rows): what the database side of matching and VLAD
+// encoding must see, so that a value derived from the stored features later
+// equals the one computed now.
+std::string EncodeCompactFeatures(const Descriptors& descriptors, uint32_t width, uint32_t height,
+                                  const DescriptorQuantizer& quantizer,
+                                  std::vector<float>* reconstructed = nullptr);
 
-// The features a query sees: descriptors through the stored quantisation.
-LocalFeatures MakeLocalFeatures(const Descriptors& descriptors, uint32_t width, uint32_t height);
+// The descriptors as a compact database keeps them (num x dim unit rows):
+// what EncodeCompactFeatures's `reconstructed` receives, without the blob.
+std::vector<float> QuantisedDescriptors(const Descriptors& descriptors,
+                                        const DescriptorQuantizer& quantizer);
+
+// Throws encoding::CorruptValue if the blob is malformed, or is format 2 and
+// `quantizer` is null or does not fit it.
+LocalFeatures DecodeLocalFeatures(const std::string& blob,
+                                  const DescriptorQuantizer* quantizer = nullptr);
+
+// The features a query sees: its exact descriptors (unit rows) at the
+// positions the database would store. Format-1 databases quantised both
+// sides alike; `quantizer` null selects that.
+LocalFeatures MakeLocalFeatures(const Descriptors& descriptors, uint32_t width, uint32_t height,
+                                const DescriptorQuantizer* quantizer = nullptr);
 
 }  // namespace lookalike

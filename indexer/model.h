@@ -43,7 +43,10 @@ Codebook CodebookFromModel(const ModelRecord& model);
 class ImageEncoder {
  public:
   // Throws std::runtime_error (unusable model, explicit cuda without device).
-  ImageEncoder(const ModelRecord& model, Backend backend);
+  // `quantizer`: the database's descriptor quantizer (compact databases),
+  // which must outlive the encoder; null for the older layout.
+  ImageEncoder(const ModelRecord& model, Backend backend,
+               const DescriptorQuantizer* quantizer = nullptr);
 
   const EncodingSettings& settings() const { return settings_; }
   int64_t vlad_dim() const { return encoder_->vlad_dim(); }
@@ -60,6 +63,7 @@ class ImageEncoder {
   Result EncodeFile(const std::string& path, const ImageFileLimits& limits);
 
  private:
+  const DescriptorQuantizer* quantizer_;
   EncodingSettings settings_;
   std::unique_ptr<DescriptorExtractor> extractor_;
   std::unique_ptr<VladEncoder> encoder_;

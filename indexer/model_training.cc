@@ -7,6 +7,7 @@
 #include <set>
 
 #include "indexer/codebook.h"
+#include "indexer/descriptor_quantizer.h"
 #include "indexer/model.h"
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
@@ -48,6 +49,12 @@ void SampleDescriptors(const Descriptors& d, int64_t quota, uint64_t seed,
                 d.values.begin() + (idx[i] + 1) * d.dim);
 }
 
+// The schema a new database is created in: the compact one unless the
+// options ask for the older layout (no descriptor quantisation).
+uint32_t NewSchema(const IndexOptions& options) {
+  return options.quantizer.bytes > 0 ? kSchemaVersion : 2;
+}
+
 FileProcessing TrainingProcessing(const IndexOptions& options) {
   FileProcessing how;
   how.max_side = options.encoding.max_side;
@@ -55,7 +62,7 @@ FileProcessing TrainingProcessing(const IndexOptions& options) {
   how.limits = options.limits;
   // Hashes of the reused training images are taken before the database
   // exists, with the hash of the schema it is created in.
-  how.hash_kind = HashKindForSchema(kSchemaVersion);
+  how.hash_kind = HashKindForSchema(NewSchema(options));
   return how;
 }
 
@@ -144,12 +151,10 @@ std::vector<FileTask> ImagesToExtractAgain(const std::vector<FileTask>& sample,
 // PCA(-whitening) learned from the VLAD vectors of the training images
 // (always encoded on the CPU: a one-off of at most a few hundred images).
 // nullopt when the sample is too small or the run was cancelled.
-std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
-                                                      const std::vector<FileTask>& sample,
-                                                      const TrainingSample& training,
-                                                      const IndexOptions& options, int threads,
-                                                      IndexObserver* observer,
-                                                      const std::atomic<bool>* cancel) {
+std::optional<ProjectionRecord> LearnSampleProjection(
+    const Codebook& codebook, const std::vector<FileTask>& sample, const TrainingSample& training,
+    const DescriptorQuantizer* quantizer, const IndexOptions& options, int threads,
+    IndexObserver* observer, const std::atomic<bool>* cancel) {
   auto encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
   const int64_t vlad_dim = encoder->vlad_dim();
   const int64_t want = std::min<int64_t>(
@@ -174,11 +179,19 @@ std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
   std::vector<float> vectors;
   vectors.reserve((held.size() + again.size()) * static_cast<size_t>(vlad_dim));
   int64_t num = 0;
+  // The vectors the database will hold: from the quantised descriptors
+  // when it stores them quantised.
+  std::vector<float> reconstructed;
   auto add = [&](const Descriptors& d) {
     if (d.num == 0) return;
+    const float* values = d.values.data();
+    if (quantizer) {
+      reconstructed = QuantisedDescriptors(d, *quantizer);
+      values = reconstructed.data();
+    }
     vectors.resize(static_cast<size_t>((num + 1) * vlad_dim));
     const int64_t offsets[2] = {0, d.num};
-    encoder->Encode(d.values.data(), offsets, 1, vectors.data() + num * vlad_dim);
+    encoder->Encode(values, offsets, 1, vectors.data() + num * vlad_dim);
     ++num;
   };
   for (const ProcessedFile* p : held) add(p->descriptors);
@@ -220,6 +233,25 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
   if (cancel && cancel->load()) return out;
   const Codebook codebook =
       TrainCodebook(training, sample.size(), root, options, threads, summary, observer);
+  std::optional<DescriptorQuantizer> quantizer;
+  uint32_t schema = NewSchema(options);
+  if (schema >= 3 && training.num_descriptors < kQuantizerMinDescriptors) {
+    schema = 2;  // hashes taken so far are XXH3 in both
+    if (observer)
+      observer->OnPhase("older layout (schema 2): " + std::to_string(training.num_descriptors) +
+                        " descriptors are too few to learn the descriptor quantizer from");
+  }
+  if (schema >= 3) {
+    QuantizerOptions q = options.quantizer;
+    q.seed = options.codebook.seed;
+    if (observer)
+      observer->OnPhase("descriptor quantizer: " + std::to_string(q.bytes) +
+                        " bytes per descriptor");
+    const auto t = Clock::now();
+    quantizer = DescriptorQuantizer::Train(training.descriptors.data(), training.num_descriptors,
+                                           DescriptorDim(options.encoding.extractor), q);
+    summary->stages.train += SecondsBetween(t, Clock::now());
+  }
   std::vector<float>().swap(training.descriptors);  // k-means is done with them
   std::optional<ProjectionRecord> projection;
   const bool learn = ShouldLearnProjection(options.projection, training.images_with_features);
@@ -231,13 +263,15 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
   if (learn) {
     const auto t = Clock::now();
     projection =
-        LearnSampleProjection(codebook, sample, training, options, threads, observer, cancel);
+        LearnSampleProjection(codebook, sample, training, quantizer ? &*quantizer : nullptr,
+                              options, threads, observer, cancel);
     if (cancel && cancel->load()) return out;
     summary->stages.pca = SecondsBetween(t, Clock::now());
   }
   out.store =
       Store::Create(db_path, MakeModelRecord(options.encoding, codebook, options.codebook.seed),
-                    projection ? &*projection : nullptr, kSchemaVersion);
+                    projection ? &*projection : nullptr, schema,
+                    quantizer ? quantizer->Serialize() : std::string());
   out.reusable = std::move(training.reusable);
   return out;
 }

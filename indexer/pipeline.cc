@@ -22,6 +22,7 @@ void IndexOptions::Validate() const {
   encoding.Validate();
   codebook.Validate();
   projection.Validate();
+  quantizer.Validate(DescriptorDim(encoding.extractor));
   if (train_images < 1)
     throw std::invalid_argument("train images must be >= 1, got " + std::to_string(train_images));
   if (threads < 0 || threads > 1024)
@@ -81,7 +82,13 @@ void EncodeAndCommit(UpdatePlan* plan, Store* store, const IndexOptions& options
     observer->OnPhase("encoding " + std::to_string(total) + " images");
     observer->OnStart(total);
   }
-  BatchCommitter committer(store, encoder.get(), options.batch_images, summary, observer, total);
+  // A compact database stores quantised descriptors and the projected vector.
+  std::optional<DescriptorQuantizer> quantizer;
+  if (const auto blob = store->GetDescriptorQuantizer())
+    quantizer = DescriptorQuantizer::Deserialize(*blob);
+  const SearchProjection projection = SearchProjection::FromStore(*store);
+  BatchCommitter committer(store, encoder.get(), quantizer ? &*quantizer : nullptr, &projection,
+                           options.batch_images, summary, observer, total);
   for (ProcessedFile& p : plan->ready) committer.Add(std::move(p));
   plan->ready.clear();
   FileProcessing how;

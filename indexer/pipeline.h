@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "indexer/codebook.h"
+#include "indexer/descriptor_quantizer.h"
 #include "indexer/image_file.h"
 #include "indexer/model.h"
 #include "indexer/projection.h"
@@ -31,7 +32,10 @@ struct IndexOptions {
   EncodingSettings encoding;     // used for a new database only
   CodebookOptions codebook;      // used for a new database only
   ProjectionOptions projection;  // PCA of VLAD vectors; new database only
-  int train_images = 1000;       // images sampled to learn the codebook; >= 1
+  // Compact local features (new database only): bytes per descriptor; 0
+  // creates a database of the older, 8x larger layout (schema 2).
+  QuantizerOptions quantizer;
+  int train_images = 1000;  // images sampled to learn the codebook; >= 1
   // Bytes of the training images' descriptors kept for reuse (encoding, PCA)
   // instead of being extracted again.
   size_t training_cache_bytes = size_t{256} << 20;

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "indexer/local_features.h"
+#include "indexer/search_vectors.h"
 #include "search/vector_index.h"
 #include "util/threads.h"
 
@@ -96,55 +97,50 @@ struct Collection {
   std::unique_ptr<VectorIndex> index;
 };
 
-Collection LoadCollection(const Store& store, int64_t dim, int64_t* num_without_features) {
+Collection LoadCollection(const Store& store, const SearchVectors& vectors,
+                          int64_t* num_without_features) {
+  const int64_t dim = vectors.dim();
   Collection c;
   VectorIndexOptions exact;
   exact.kind = VectorIndexKind::kFlat;
   c.index = VectorIndex::Create(dim, exact);
   c.index->Reserve(static_cast<int64_t>(store.num_images()));
-  constexpr int64_t kChunk = 256;
   std::vector<float> chunk;
   std::vector<int64_t> rows;
-  auto flush = [&] {
-    c.index->Add(rows.data(), chunk.data(), static_cast<int64_t>(rows.size()));
-    chunk.clear();
-    rows.clear();
-  };
-  store.ForEachVector([&](const ImageRecord& rec, const float* v) {
-    c.records.push_back(rec);
-    if (rec.status == ImageStatus::kNoFeatures) {
-      ++*num_without_features;
-      return;
-    }
-    rows.push_back(static_cast<int64_t>(c.row_record.size()));
-    c.row_record.push_back(c.records.size() - 1);
-    chunk.insert(chunk.end(), v, v + dim);
-    if (static_cast<int64_t>(rows.size()) == kChunk) flush();
-  });
-  flush();
+  vectors.ForEach(
+      [&](const std::vector<ImageRecord>& records, const float* v) {
+        for (size_t i = 0; i < records.size(); ++i) {
+          c.records.push_back(records[i]);
+          if (records[i].status == ImageStatus::kNoFeatures) {
+            ++*num_without_features;
+            continue;
+          }
+          rows.push_back(static_cast<int64_t>(c.row_record.size()));
+          c.row_record.push_back(c.records.size() - 1);
+          chunk.insert(chunk.end(), v + i * dim, v + (i + 1) * dim);
+        }
+        c.index->Add(rows.data(), chunk.data(), static_cast<int64_t>(rows.size()));
+        chunk.clear();
+        rows.clear();
+      },
+      256);
   return c;
 }
 
 // The stored vectors (dim floats each) of the n records at `positions`, into
 // `out`, row by row.
-void ReadQueries(const Store& store, const std::vector<ImageRecord>& records,
-                 const size_t* positions, int64_t n, int64_t dim, std::vector<float>* out) {
-  out->resize(static_cast<size_t>(n * dim));
-  for (int64_t q = 0; q < n; ++q) {
-    const ImageRecord& rec = records[positions[q]];
-    const auto v = store.GetVector(rec.id);
-    if (!v || static_cast<int64_t>(v->size()) != dim)
-      throw StoreError(StoreError::Kind::kCorrupt, "database " + store.path() + ": vector of " +
-                                                       rec.path +
-                                                       " vanished; run `lookalike verify`");
-    std::copy(v->begin(), v->end(), out->begin() + q * dim);
-  }
+void ReadQueries(const SearchVectors& vectors, const std::vector<ImageRecord>& records,
+                 const size_t* positions, int64_t n, std::vector<float>* out) {
+  std::vector<uint64_t> ids(static_cast<size_t>(n));
+  for (int64_t q = 0; q < n; ++q) ids[q] = records[positions[q]].id;
+  out->resize(static_cast<size_t>(n * vectors.dim()));
+  vectors.Read(ids, out->data());
 }
 
 // Candidate pairs -> VLAD similarity: each image's max_candidates most
 // similar other images with similarity >= min_similarity (ties by row, so
 // the cap is deterministic).
-std::map<PairKey, float> FindCandidates(const Store& store, const Collection& c,
+std::map<PairKey, float> FindCandidates(const SearchVectors& vectors, const Collection& c,
                                         const DedupOptions& options, int threads) {
   // Batches of queries in parallel, each searched single-threaded (FAISS's
   // own OpenMP loop is nested, hence serial; BLAS stays at one thread), so
@@ -162,7 +158,7 @@ std::map<PairKey, float> FindCandidates(const Store& store, const Collection& c,
     try {
       const int64_t q0 = batch * kBatch, nq = std::min(kBatch, n - q0);
       std::vector<float> queries;
-      ReadQueries(store, c.records, c.row_record.data() + q0, nq, dim, &queries);
+      ReadQueries(vectors, c.records, c.row_record.data() + q0, nq, &queries);
       // One more than the cap: the image itself is usually among them.
       const auto lists = c.index->RangeSearch(queries.data(), nq, options.min_similarity,
                                               options.max_candidates + 1);
@@ -232,6 +228,7 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
     if (i == 0 || keys[i].first != keys[i - 1].first) task_begin.push_back(i);
   task_begin.push_back(keys.size());
   const size_t num_tasks = task_begin.size() - 1;
+  const FeatureReader stored_features(store);
   std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (size_t t = 0; t < num_tasks; ++t) {
@@ -254,10 +251,10 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
           pair.similarity = cand->second;
           if (!first_loaded) {
             first_loaded = true;
-            first = ReadLocalFeatures(store, records[a].id);
+            first = stored_features.Read(records[a].id);
           }
           if (first)
-            if (const auto second = ReadLocalFeatures(store, records[b].id))
+            if (const auto second = stored_features.Read(records[b].id))
               Verify(*first, *second, options.verify, &pair);
         }
         if (pair.identical) pair.score = 1;
@@ -340,9 +337,9 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
   std::vector<ImageRecord> records;
   std::map<PairKey, float> candidates;
   {
-    const int64_t dim = static_cast<int64_t>(store.model().vlad_dim());
-    Collection collection = LoadCollection(store, dim, &result.num_without_features);
-    candidates = FindCandidates(store, collection, options, threads);
+    const SearchVectors vectors(store);
+    Collection collection = LoadCollection(store, vectors, &result.num_without_features);
+    candidates = FindCandidates(vectors, collection, options, threads);
     records = std::move(collection.records);
   }
   result.num_images = static_cast<int64_t>(records.size());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <unordered_set>
 
 #include "indexer/colour.h"
 #include "search/searcher.h"
@@ -44,9 +45,12 @@ float CombinedScore(float base, int inliers) {
   return 1.0f - (1.0f - base) * (1.0f - evidence);
 }
 
-QueryRanking::QueryRanking(const Store& store, const SearchOptions& options,
+QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_features,
+                           const SearchVectors& vectors, const SearchOptions& options,
                            const LocalFeatures& features, const std::vector<uint8_t>& colour)
     : store_(store),
+      stored_features_(stored_features),
+      vectors_(vectors),
       options_(options),
       features_(features),
       colour_(colour),
@@ -77,18 +81,22 @@ void QueryRanking::FuseColour(std::vector<Candidate>* list) {
   SortByScore(list);
 }
 
-void QueryRanking::Rerank(std::vector<Candidate>* list) {
+void QueryRanking::Rerank(std::vector<Candidate>* list, const std::vector<uint64_t>& also) {
   const size_t depth = std::min<size_t>(list->size(), static_cast<size_t>(options_.rerank));
   std::vector<uint64_t> todo;
-  for (size_t i = 0; i < depth; ++i)
-    if (!inliers_of_.count((*list)[i].id)) todo.push_back((*list)[i].id);
+  std::unordered_set<uint64_t> queued;
+  auto queue = [&](uint64_t id) {
+    if (!inliers_of_.count(id) && queued.insert(id).second) todo.push_back(id);
+  };
+  for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
+  for (uint64_t id : also) queue(id);
   std::vector<int> found(todo.size(), -1);
   std::exception_ptr failure;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (size_t t = 0; t < todo.size(); ++t) {
     try {
-      if (const auto candidate = ReadLocalFeatures(store_, todo[t]))
+      if (const auto candidate = stored_features_.Read(todo[t]))
         found[t] = VerifyPair(features_, *candidate, verify_).inliers;
     } catch (...) {
 #pragma omp critical(lookalike_search_failure)
@@ -105,19 +113,20 @@ void QueryRanking::Rerank(std::vector<Candidate>* list) {
   SortByScore(list);
 }
 
-bool QueryRanking::Expand(const float* vlad, int64_t dim, const std::vector<Candidate>& list,
+bool QueryRanking::Expand(const float* query, const std::vector<Candidate>& list,
                           std::vector<float>* expanded) const {
-  std::vector<float> sum(vlad, vlad + dim);
-  int used = 0;
+  const int64_t dim = vectors_.dim();
+  std::vector<uint64_t> ids;
   for (const Candidate& c : list) {
-    if (used == options_.expansion) break;
-    if (!Verified(c.id)) continue;
-    const auto v = store_.GetVector(c.id);
-    if (!v || static_cast<int64_t>(v->size()) != dim) continue;
-    for (int64_t j = 0; j < dim; ++j) sum[j] += (*v)[j];
-    ++used;
+    if (static_cast<int>(ids.size()) == options_.expansion) break;
+    if (Verified(c.id)) ids.push_back(c.id);
   }
-  if (used == 0) return false;
+  if (ids.empty()) return false;
+  std::vector<float> neighbours(ids.size() * static_cast<size_t>(dim));
+  vectors_.Read(ids, neighbours.data());
+  std::vector<float> sum(query, query + dim);
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t j = 0; j < dim; ++j) sum[j] += neighbours[i * dim + j];
   double norm2 = 0;
   for (float x : sum) norm2 += double{x} * x;
   const float inv = static_cast<float>(1.0 / std::sqrt(std::max(norm2, 1e-30)));

@@ -27,12 +27,14 @@
 //   b      = (s + w c) / (1 + w), the global similarity; b = s without colour
 //          (weight 0, depth 0, no query colour, or a schema-1 database).
 //          Dividing by 1 + w keeps b in [-1, 1] without clamping, which would
-//          tie near-duplicates at 1; b is 1 only for the image itself;
+//          tie near-duplicates at 1; b is 1 only for the image itself (just
+//          below 1 in a compact database, whose vectors come from quantised
+//          descriptors: indexer/README.md, "Compact features");
 //   g      = inliers / (inliers + 20), the spatial evidence of a verified
 //          candidate (RANSAC inliers >= min_inliers; Hit::inliers);
 //   score  = 1 - (1 - b)(1 - g) for a verified candidate, clamped to [-1, 1],
 //          else b: a noisy-or of the two, so it equals b without evidence,
-//          rises with the inliers, and is 1 for the image itself.
+//          rises with the inliers, and is (close to) 1 for the image itself.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "indexer/local_features.h"
+#include "indexer/search_vectors.h"
 #include "search/verifier.h"
 #include "storage/store.h"
 
@@ -67,14 +70,15 @@ struct Candidate {
 // The ranking state of one query: the query's features and colour, and what
 // it has learned about candidates so far (colour similarities and inliers,
 // kept across the search before and after expansion, so no candidate is
-// read or verified twice). Borrows `store`, `options`, `features` and
-// `colour`, which must outlive it. Not thread-safe (one per query); Rerank
-// verifies on OpenMP threads inside.
+// read or verified twice). Borrows `store`, `stored_features`, `vectors`,
+// `options`, `features` and `colour`, which must outlive it. Not thread-safe (one per query);
+// Rerank verifies on OpenMP threads inside.
 class QueryRanking {
  public:
   // `options` must have passed SearchOptions::Validate (Searcher::Open).
-  QueryRanking(const Store& store, const SearchOptions& options, const LocalFeatures& features,
-               const std::vector<uint8_t>& colour);
+  QueryRanking(const Store& store, const FeatureReader& stored_features,
+               const SearchVectors& vectors, const SearchOptions& options,
+               const LocalFeatures& features, const std::vector<uint8_t>& colour);
 
   // True when FuseColour changes the order (weight and depth > 0, the query
   // has a colour histogram and the database stores colour).
@@ -88,19 +92,22 @@ class QueryRanking {
   // score. Does nothing unless fuses_colour().
   void FuseColour(std::vector<Candidate>* list);
 
-  // Step 2: verifies the top `rerank` candidates not verified yet (their
-  // stored features against the query's, VerifyPair), then sets every
+  // Step 2: verifies the top `rerank` candidates and those of `also` (the
+  // VLAD order's head) not verified yet (their stored features against the
+  // query's, VerifyPair), then sets every
   // candidate's score (noisy-or when verified with >= min_inliers) and
   // stable-sorts by it. Throws StoreError or encoding::CorruptValue (corrupt
   // stored features).
-  void Rerank(std::vector<Candidate>* list);
+  void Rerank(std::vector<Candidate>* list, const std::vector<uint64_t>& also = {});
 
-  // Step 3: the query `vlad` (dim floats, the full VLAD) plus the stored
-  // vectors of the first `expansion` verified candidates of `list`,
-  // L2-normalised, into `expanded`. Only verified results are averaged:
-  // unverified neighbours would drag the query towards false matches.
-  // Returns false (and leaves `expanded` alone) when no candidate qualifies.
-  bool Expand(const float* vlad, int64_t dim, const std::vector<Candidate>& list,
+  // Step 3: the query's search vector (vectors.dim() floats) plus the
+  // search vectors of the first `expansion` verified candidates of `list`,
+  // L2-normalised, into `expanded` (a search vector: averaged where the
+  // index compares, after PCA-whitening when there is one). Only verified
+  // results are averaged: unverified neighbours would drag the query towards
+  // false matches. Returns false (and leaves `expanded` alone) when no
+  // candidate qualifies.
+  bool Expand(const float* query, const std::vector<Candidate>& list,
               std::vector<float>* expanded) const;
 
   // RANSAC inliers of a verified candidate; -1 = not verified (or no stored
@@ -111,6 +118,8 @@ class QueryRanking {
   bool Verified(uint64_t id) const;  // inliers(id) >= min_inliers
 
   const Store& store_;
+  const FeatureReader& stored_features_;
+  const SearchVectors& vectors_;
   const SearchOptions& options_;
   const LocalFeatures& features_;
   const std::vector<uint8_t>& colour_;

@@ -55,55 +55,37 @@ Decoded Decode(const std::string& blob) {
   return d;
 }
 
-// Search vectors of the listed images, read from the store and mapped.
-void ReadVectors(const Store& store, const SearchProjection& projection,
-                 const std::vector<uint64_t>& ids, std::vector<float>* out) {
-  const int64_t in_dim = projection.in_dim();
-  out->resize(ids.size() * static_cast<size_t>(projection.out_dim()));
-  std::vector<float> chunk;
+// Search vectors of the listed images.
+void ReadVectors(const SearchVectors& vectors, const std::vector<uint64_t>& ids,
+                 std::vector<float>* out) {
+  out->resize(ids.size() * static_cast<size_t>(vectors.dim()));
   for (size_t i = 0; i < ids.size(); i += kChunk) {
     const size_t n = std::min<size_t>(kChunk, ids.size() - i);
-    chunk.resize(n * in_dim);
-    for (size_t j = 0; j < n; ++j) {
-      const auto v = store.GetVector(ids[i + j]);
-      if (!v)
-        throw StoreError(StoreError::Kind::kCorrupt, "database " + store.path() + ": image id " +
-                                                         std::to_string(ids[i + j]) +
-                                                         " has a record but no vector; run "
-                                                         "`lookalike verify`");
-      std::copy(v->begin(), v->end(), chunk.begin() + j * in_dim);
-    }
-    projection.Apply(chunk.data(), static_cast<int64_t>(n), out->data() + i * projection.out_dim());
+    const std::vector<uint64_t> part(ids.begin() + i, ids.begin() + i + n);
+    vectors.Read(part, out->data() + i * vectors.dim());
   }
 }
 
-// Every stored image with features, mapped, in id order.
-void ReadAllVectors(const Store& store, const SearchProjection& projection,
-                    std::vector<IndexedImage>* manifest, std::vector<float>* vectors,
-                    int64_t* num_zero) {
-  const int64_t in_dim = projection.in_dim();
+// Every stored image with features, in id order.
+void ReadAllVectors(const SearchVectors& vectors, std::vector<IndexedImage>* manifest,
+                    std::vector<float>* out, int64_t* num_zero) {
+  const int64_t dim = vectors.dim();
   manifest->clear();
-  vectors->clear();
+  out->clear();
   *num_zero = 0;
-  std::vector<float> chunk;
-  auto flush = [&] {
-    if (chunk.empty()) return;
-    const int64_t n = static_cast<int64_t>(chunk.size()) / in_dim;
-    const size_t at = vectors->size();
-    vectors->resize(at + n * projection.out_dim());
-    projection.Apply(chunk.data(), n, vectors->data() + at);
-    chunk.clear();
-  };
-  store.ForEachVector([&](const ImageRecord& rec, const float* v) {
-    if (rec.status == ImageStatus::kNoFeatures) {
-      ++*num_zero;  // the zero vector matches nothing
-      return;
-    }
-    manifest->push_back(IndexedImage{rec.id, rec.content_hash});
-    chunk.insert(chunk.end(), v, v + in_dim);
-    if (static_cast<int64_t>(chunk.size()) >= kChunk * in_dim) flush();
-  });
-  flush();
+  vectors.ForEach(
+      [&](const std::vector<ImageRecord>& records, const float* v) {
+        for (size_t i = 0; i < records.size(); ++i) {
+          const ImageRecord& rec = records[i];
+          if (rec.status == ImageStatus::kNoFeatures) {
+            ++*num_zero;  // the zero vector matches nothing
+            continue;
+          }
+          manifest->push_back(IndexedImage{rec.id, rec.content_hash});
+          out->insert(out->end(), v + i * dim, v + (i + 1) * dim);
+        }
+      },
+      kChunk);
 }
 
 std::vector<int64_t> Ids(const std::vector<IndexedImage>& manifest) {
@@ -152,17 +134,17 @@ void LoadPersisted(const Store& store, int64_t dim, SearchIndexSync* sync) {
 }
 
 // An index of every stored vector, with its manifest and num_zero.
-void BuildFromStore(const Store& store, const SearchProjection& projection,
+void BuildFromStore(const Store& store, const SearchVectors& vectors,
                     const VectorIndexOptions& options, SearchIndexSync* sync) {
-  std::vector<float> vectors;
-  ReadAllVectors(store, projection, &sync->manifest, &vectors, &sync->num_zero);
-  sync->index = BuildFrom(projection.out_dim(), options, Ids(sync->manifest), vectors);
+  std::vector<float> all;
+  ReadAllVectors(vectors, &sync->manifest, &all, &sync->num_zero);
+  sync->index = BuildFrom(vectors.dim(), options, Ids(sync->manifest), all);
 }
 
 // Replaces what was loaded by an index of every stored vector.
-void Rebuild(const Store& store, const SearchProjection& projection,
-             const VectorIndexOptions& options, SearchIndexSync* sync) {
-  BuildFromStore(store, projection, options, sync);
+void Rebuild(const Store& store, const SearchVectors& vectors, const VectorIndexOptions& options,
+             SearchIndexSync* sync) {
+  BuildFromStore(store, vectors, options, sync);
   sync->rebuilt = true;
   sync->added = sync->removed = 0;
 }
@@ -216,44 +198,42 @@ bool NeedsRetraining(const VectorIndexOptions& options, const VectorIndex& index
 
 // Step 3, done: a new index of kind `want` from the held index's own vectors
 // plus `to_add` (retrained = true).
-void Retrain(const Store& store, const SearchProjection& projection,
-             const VectorIndexOptions& options, VectorIndexKind want,
-             const std::vector<uint64_t>& to_add, SearchIndexSync* sync) {
+void Retrain(const Store& store, const SearchVectors& vectors, const VectorIndexOptions& options,
+             VectorIndexKind want, const std::vector<uint64_t>& to_add, SearchIndexSync* sync) {
   std::vector<int64_t> ids;
-  std::vector<float> vectors;
+  std::vector<float> held;
   const VectorIndexKind have = sync->index->kind();
   if (have == VectorIndexKind::kFlat || want == have) {
     // The flat index holds the exact vectors; an ivfsq index re-learning its
     // lists as it grew keeps its kind, and its 8-bit residual codes are close
     // enough to re-learn them from.
-    sync->index->Export(&ids, &vectors);
+    sync->index->Export(&ids, &held);
     std::vector<float> fresh;
-    ReadVectors(store, projection, to_add, &fresh);
+    ReadVectors(vectors, to_add, &fresh);
     ids.insert(ids.end(), to_add.begin(), to_add.end());
-    vectors.insert(vectors.end(), fresh.begin(), fresh.end());
+    held.insert(held.end(), fresh.begin(), fresh.end());
   } else {
     // Leaving an approximate kind: read the exact vectors again.
     std::vector<IndexedImage> all;
     int64_t zero = 0;
-    ReadAllVectors(store, projection, &all, &vectors, &zero);
+    ReadAllVectors(vectors, &all, &held, &zero);
     ids = Ids(all);
   }
   sync->added = static_cast<int64_t>(to_add.size());
   VectorIndexOptions o = options;
   o.kind = want;
-  sync->index = BuildFrom(projection.out_dim(), o, ids, vectors);
+  sync->index = BuildFrom(vectors.dim(), o, ids, held);
   sync->retrained = true;
 }
 
 // Step 4: adds what is new or changed; the default nprobe follows the size.
-void AddFresh(const Store& store, const SearchProjection& projection,
-              const VectorIndexOptions& options, const std::vector<uint64_t>& to_add,
-              SearchIndexSync* sync) {
+void AddFresh(const Store& store, const SearchVectors& vectors, const VectorIndexOptions& options,
+              const std::vector<uint64_t>& to_add, SearchIndexSync* sync) {
   std::vector<float> fresh;
   for (size_t i = 0; i < to_add.size(); i += 4096) {
     const std::vector<uint64_t> part(to_add.begin() + i,
                                      to_add.begin() + std::min(to_add.size(), i + 4096));
-    ReadVectors(store, projection, part, &fresh);
+    ReadVectors(vectors, part, &fresh);
     std::vector<int64_t> ids(part.begin(), part.end());
     sync->index->Add(ids.data(), fresh.data(), static_cast<int64_t>(ids.size()));
   }
@@ -267,13 +247,9 @@ void AddFresh(const Store& store, const SearchProjection& projection,
   }
 }
 
-SearchIndexSync Sync(const Store& store, const SearchProjection& projection,
+SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
                      const VectorIndexOptions& options, bool build_transient) {
-  if (projection.in_dim() != static_cast<int64_t>(store.model().vlad_dim()))
-    throw std::invalid_argument("search projection reads " + std::to_string(projection.in_dim()) +
-                                "-d vectors, the database stores " +
-                                std::to_string(store.model().vlad_dim()) + "-d");
-  const int64_t dim = projection.out_dim();
+  const int64_t dim = vectors.dim();
   SearchIndexSync sync;
   if (dim > kMaxPersistedFlatDim && WantedKind(options, static_cast<int64_t>(store.num_images()),
                                                dim) == VectorIndexKind::kFlat) {
@@ -282,13 +258,13 @@ SearchIndexSync Sync(const Store& store, const SearchProjection& projection,
     if (build_transient) {
       VectorIndexOptions o = options;
       o.kind = VectorIndexKind::kFlat;
-      BuildFromStore(store, projection, o, &sync);
+      BuildFromStore(store, vectors, o, &sync);
     }
     return sync;
   }
   LoadPersisted(store, dim, &sync);
   if (!sync.loaded) {
-    Rebuild(store, projection, options, &sync);
+    Rebuild(store, vectors, options, &sync);
     return sync;
   }
   Difference diff = Compare(store, sync.manifest);
@@ -300,16 +276,16 @@ SearchIndexSync Sync(const Store& store, const SearchProjection& projection,
                   std::to_string(diff.to_remove.size()) + " vectors its manifest lists for removal";
     sync.loaded = false;
     sync.num_zero = 0;
-    Rebuild(store, projection, options, &sync);
+    Rebuild(store, vectors, options, &sync);
     return sync;
   }
   sync.manifest = std::move(diff.wanted);
   const int64_t n = static_cast<int64_t>(sync.manifest.size());
   const VectorIndexKind want = WantedKind(options, n, dim);
   if (NeedsRetraining(options, *sync.index, want, n))
-    Retrain(store, projection, options, want, diff.to_add, &sync);
+    Retrain(store, vectors, options, want, diff.to_add, &sync);
   else
-    AddFresh(store, projection, options, diff.to_add, &sync);
+    AddFresh(store, vectors, options, diff.to_add, &sync);
   return sync;
 }
 
@@ -323,9 +299,9 @@ std::string SearchIndexSync::Summary() const {
                       : " (+" + std::to_string(added) + " -" + std::to_string(removed) + ")");
 }
 
-SearchIndexSync SyncSearchIndex(const Store& store, const SearchProjection& projection,
+SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
                                 const VectorIndexOptions& options) {
-  return Sync(store, projection, options, /*build_transient=*/true);
+  return Sync(store, vectors, options, /*build_transient=*/true);
 }
 
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
@@ -345,9 +321,9 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   store->PutSearchIndex(blob);
 }
 
-SearchIndexSync UpdateSearchIndex(Store* store, const SearchProjection& projection,
+SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
                                   const VectorIndexOptions& options) {
-  SearchIndexSync sync = Sync(*store, projection, options, /*build_transient=*/false);
+  SearchIndexSync sync = Sync(*store, vectors, options, /*build_transient=*/false);
   if (sync.changed()) SaveSearchIndex(store, sync);
   return sync;
 }

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "indexer/projection.h"
+#include "indexer/search_vectors.h"
 #include "search/vector_index.h"
 #include "storage/store.h"
 
@@ -32,9 +32,10 @@ struct IndexedImage {
 };
 
 // Exact indexes of vectors with more dimensions than this are not persisted:
-// without a PCA projection the search vectors are the stored VLAD vectors
-// themselves (256 KiB each at K = 512), so a copy would double the database
-// and the indexer's memory. Search builds that index from the stored vectors.
+// without a PCA projection the search vectors are the full VLAD vectors
+// (256 KiB each at K = 512), so a copy would make the database 8x larger.
+// Search builds that index from the stored (or derived) vectors; such a
+// database is small (under --pca-min-images training images).
 inline constexpr int64_t kMaxPersistedFlatDim = 4096;
 
 // What SyncSearchIndex found and did.
@@ -69,14 +70,13 @@ struct SearchIndexSync {
 // `auto` index turns approximate (VectorIndex::ResolveKind): a flat index
 // whose collection passes auto_threshold is converted to ivfsq from its own
 // exact vectors, and an ivfsq index re-learns its lists from its own vectors
-// when the collection has grown 16-fold since it was trained. Stored VLAD
-// vectors become search vectors through `projection` (PCA or identity;
-// std::invalid_argument unless its in_dim is the store's VLAD dimension).
+// when the collection has grown 16-fold since it was trained. `vectors`
+// gives each image's search vector, whatever the schema stores.
 // `options` must have passed VectorIndexOptions::Validate (the callers'
 // option structs validate them at their boundary: SearchOptions in
 // Searcher::Open, IndexOptions in the indexer). Writes nothing. Throws
 // StoreError (a corrupt stored vector) or std::runtime_error.
-SearchIndexSync SyncSearchIndex(const Store& store, const SearchProjection& projection,
+SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
                                 const VectorIndexOptions& options);
 
 // Writes `sync`'s index and manifest with Store::PutSearchIndex (one atomic
@@ -86,7 +86,7 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync);
 // SyncSearchIndex, then SaveSearchIndex if anything changed: what
 // `lookalike index` runs at the end of every run. Builds nothing for an index
 // that is not persisted (`transient`; `index` is null then).
-SearchIndexSync UpdateSearchIndex(Store* store, const SearchProjection& projection,
+SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
                                   const VectorIndexOptions& options);
 
 }  // namespace lookalike

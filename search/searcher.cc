@@ -8,6 +8,7 @@
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
 #include "indexer/projection.h"
+#include "indexer/search_vectors.h"
 #include "search/ranking.h"
 #include "search/search_index.h"
 #include "util/threads.h"
@@ -20,6 +21,9 @@ void SearchOptions::Validate() const {
     throw std::invalid_argument("-k must be in 1..100000, got " + std::to_string(k));
   if (rerank < 0 || rerank > 10000)
     throw std::invalid_argument("--rerank must be in 0..10000, got " + std::to_string(rerank));
+  if (rerank_vlad < 0 || rerank_vlad > 10000)
+    throw std::invalid_argument("--rerank-vlad must be in 0..10000, got " +
+                                std::to_string(rerank_vlad));
   if (min_inliers < 5)
     throw std::invalid_argument(
         "--min-inliers must be >= 5 (four matches always fit a "
@@ -43,10 +47,12 @@ struct Searcher::Impl {
   SearchOptions options;
   std::unique_ptr<Store> store;
   std::unique_ptr<ImageEncoder> encoder;
-  SearchProjection projection;         // stored VLAD -> index vectors (PCA or identity)
-  std::unique_ptr<VectorIndex> index;  // keyed by image id
-  std::vector<uint64_t> ids;           // the images the index holds, ascending
-  std::vector<std::string> paths;      // paths[i]: the path of ids[i]
+  std::unique_ptr<lookalike::SearchVectors>
+      vectors;                              // each image's search vector; query VLAD -> index
+  std::unique_ptr<FeatureReader> features;  // stored local features, for re-ranking
+  std::unique_ptr<VectorIndex> index;       // keyed by image id
+  std::vector<uint64_t> ids;                // the images the index holds, ascending
+  std::vector<std::string> paths;           // paths[i]: the path of ids[i]
   int64_t num_zero = 0;
 
   // Position of image `id` in `ids`; -1 if the records do not list it.
@@ -55,23 +61,26 @@ struct Searcher::Impl {
     return it != ids.end() && *it == static_cast<uint64_t>(id) ? it - ids.begin() : -1;
   }
 
-  // The k most similar images of each of n full-VLAD queries: inner
-  // products in scores[q·k ..], rows of `ids` in rows[q·k ..] (-1 pads).
+  // n full-VLAD query vectors as search vectors (n x vectors->dim()).
+  std::vector<float> ToSearch(const float* vlad, int64_t n) const {
+    const SearchProjection& p = vectors->projection();
+    if (p.identity()) return std::vector<float>(vlad, vlad + n * p.in_dim());  // already unit
+    std::vector<float> out(static_cast<size_t>(n * p.out_dim()));
+    p.Apply(vlad, n, out.data());
+    return out;
+  }
+
+  // The k most similar images of each of n search vectors: inner products
+  // in scores[q·k ..], rows of `ids` in rows[q·k ..] (-1 pads).
   void Search(const float* queries, int64_t n, int64_t k, float* scores, int64_t* rows) const {
-    std::vector<float> projected;
-    if (!projection.identity()) {
-      projected.resize(static_cast<size_t>(n * projection.out_dim()));
-      projection.Apply(queries, n, projected.data());
-      queries = projected.data();
-    }
     index->Search(queries, n, k, scores, rows);
     for (int64_t i = 0; i < n * k; ++i)
       if (rows[i] >= 0) rows[i] = RowOf(rows[i]);
   }
 
-  // The VLAD short list of one query: its `depth` most similar images, best
-  // first, scored by similarity alone.
-  std::vector<Candidate> ShortList(const float* vlad, int64_t depth) const;
+  // The VLAD short list of one query (a search vector): its `depth` most
+  // similar images, best first, scored by similarity alone.
+  std::vector<Candidate> ShortList(const float* query, int64_t depth) const;
 };
 
 namespace {
@@ -80,10 +89,10 @@ namespace {
 float Cosine(float inner_product) { return std::clamp(inner_product, -1.0f, 1.0f); }
 }  // namespace
 
-std::vector<Candidate> Searcher::Impl::ShortList(const float* vlad, int64_t depth) const {
+std::vector<Candidate> Searcher::Impl::ShortList(const float* query, int64_t depth) const {
   std::vector<float> scores(depth);
   std::vector<int64_t> rows(depth);
-  Search(vlad, 1, depth, scores.data(), rows.data());
+  Search(query, 1, depth, scores.data(), rows.data());
   std::vector<Candidate> list;
   list.reserve(depth);
   for (int64_t r = 0; r < depth; ++r) {
@@ -106,12 +115,15 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->store = Store::Open(db_path, Store::Mode::kReadOnly);
-  impl->encoder = std::make_unique<ImageEncoder>(impl->store->model(), options.backend);
-  impl->projection = SearchProjection::FromStore(*impl->store);
+  impl->features = std::make_unique<FeatureReader>(*impl->store);
+  // Queries keep exact descriptors against a compact database's quantised ones.
+  impl->encoder = std::make_unique<ImageEncoder>(impl->store->model(), options.backend,
+                                                 impl->features->quantizer());
+  impl->vectors = std::make_unique<lookalike::SearchVectors>(*impl->store);
   // The persisted search index, reconciled in memory with the records if it
   // is stale (read-only: `lookalike index` writes it), or built from the
   // stored vectors if there is none.
-  SearchIndexSync sync = SyncSearchIndex(*impl->store, impl->projection, options.index);
+  SearchIndexSync sync = SyncSearchIndex(*impl->store, *impl->vectors, options.index);
   if (options.index.nprobe > 0)
     sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
   impl->num_zero = sync.num_zero;
@@ -138,7 +150,8 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors, int6
   const int64_t k = std::min<int64_t>(impl_->options.k, n_index);
   std::vector<float> scores(num * k);
   std::vector<int64_t> rows(num * k);
-  impl_->Search(vectors, num, k, scores.data(), rows.data());
+  const std::vector<float> queries = impl_->ToSearch(vectors, num);
+  impl_->Search(queries.data(), num, k, scores.data(), rows.data());
   for (int64_t q = 0; q < num; ++q) {
     for (int64_t r = 0; r < k; ++r) {
       const int64_t row = rows[q * k + r];
@@ -155,18 +168,28 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   const SearchOptions& opt = impl_->options;
   const int64_t n_index = impl_->index->ntotal();
   if (n_index == 0) return {};
-  QueryRanking ranking(*impl_->store, opt, features, colour);
+  QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour);
+  const std::vector<float> query = impl_->ToSearch(vlad, 1);
   const int64_t depth = std::min<int64_t>(
       n_index, std::max({opt.k, opt.rerank, ranking.fuses_colour() ? opt.colour_depth : 0}));
-  std::vector<Candidate> list = impl_->ShortList(vlad, depth);
+  // The VLAD order's head, verified whatever fusion does to it.
+  auto vlad_head = [&](const std::vector<Candidate>& l) {
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < l.size() && static_cast<int>(i) < opt.rerank_vlad; ++i)
+      ids.push_back(l[i].id);
+    return ids;
+  };
+  std::vector<Candidate> list = impl_->ShortList(query.data(), depth);
+  std::vector<uint64_t> head = vlad_head(list);
   ranking.FuseColour(&list);
   if (ranking.reranks()) {
-    ranking.Rerank(&list);
+    ranking.Rerank(&list, head);
     std::vector<float> expanded;
-    if (opt.expansion > 0 && ranking.Expand(vlad, impl_->projection.in_dim(), list, &expanded)) {
+    if (opt.expansion > 0 && ranking.Expand(query.data(), list, &expanded)) {
       list = impl_->ShortList(expanded.data(), depth);
+      head = vlad_head(list);
       ranking.FuseColour(&list);
-      ranking.Rerank(&list);
+      ranking.Rerank(&list, head);
     }
   }
   std::vector<Hit> hits;

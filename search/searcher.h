@@ -27,6 +27,13 @@ struct SearchOptions {
   // "Re-ranking and query expansion"): depth 50 finds copies VLAD ranks low; 8 inliers is above
   // what unrelated pairs reach (at most 7 over the dev set's 6,000 one-to-one matched pairs).
   int rerank = 50;
+  // Also verified: the top `rerank_vlad` results by VLAD similarity alone,
+  // wherever colour fusion put them, so that colour can never push a
+  // candidate with strong local evidence out of the verified set (a grey
+  // copy of a colour photo is its original's nearest VLAD neighbour but
+  // falls to rank 250-550 of 10,000 after fusion: bench/README.md,
+  // "Distractors"). 0 = off; needs rerank > 0.
+  int rerank_vlad = 25;
   int min_inliers = 8;
   // Average query expansion: the query vector plus the vectors of up to this
   // many verified results is searched again (and re-ranked). 0 = off;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/encoding.h"
 #include "util/blas.h"
 
 namespace lookalike {
@@ -95,10 +96,21 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
   return v;
 }
 
-std::optional<LocalFeatures> ReadLocalFeatures(const Store& store, uint64_t id) {
-  const auto blob = store.GetFeatures(id);
+FeatureReader::FeatureReader(const Store& store) : store_(store) {
+  if (const auto blob = store.GetDescriptorQuantizer()) {
+    try {
+      quantizer_ = DescriptorQuantizer::Deserialize(*blob);
+    } catch (const encoding::CorruptValue& e) {
+      throw StoreError(StoreError::Kind::kCorrupt,
+                       "database " + store.path() + ": " + e.what() + "; run `lookalike verify`");
+    }
+  }
+}
+
+std::optional<LocalFeatures> FeatureReader::Read(uint64_t id) const {
+  const auto blob = store_.GetFeatures(id);
   if (!blob) return std::nullopt;
-  return DecodeLocalFeatures(*blob);
+  return DecodeLocalFeatures(*blob, quantizer());
 }
 
 }  // namespace lookalike

@@ -46,10 +46,24 @@ struct Verification {
 Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candidate,
                         const VerifyOptions& options);
 
-// The stored local features of image `id`, decoded: what search re-ranking
-// and dedup verify against. nullopt when the image has none (no features, or
-// a database indexed before they were kept). Thread-safe (concurrent store
-// reads). Throws StoreError or encoding::CorruptValue (a corrupt blob).
-std::optional<LocalFeatures> ReadLocalFeatures(const Store& store, uint64_t id);
+// The stored local features of a database's images, decoded: what search
+// re-ranking and dedup verify against. Thread-safe (concurrent store reads).
+class FeatureReader {
+ public:
+  // Loads the database's descriptor quantizer, if it has one. Throws
+  // StoreError(kCorrupt) if it is unreadable.
+  explicit FeatureReader(const Store& store);
+  // Image `id`'s features; nullopt when it has none (no keypoints, or a
+  // database indexed before they were kept). Throws StoreError or
+  // encoding::CorruptValue (a corrupt blob).
+  std::optional<LocalFeatures> Read(uint64_t id) const;
+  // The quantizer of a compact database (queries keep exact descriptors
+  // then); null for the older layout.
+  const DescriptorQuantizer* quantizer() const { return quantizer_ ? &*quantizer_ : nullptr; }
+
+ private:
+  const Store& store_;
+  std::optional<DescriptorQuantizer> quantizer_;
+};
 
 }  // namespace lookalike

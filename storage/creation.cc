@@ -77,7 +77,8 @@ void Store::CheckCanCreate(const std::string& path) {
 }
 
 std::unique_ptr<Store> Store::Create(const std::string& path, const ModelRecord& model,
-                                     const ProjectionRecord* projection, uint32_t schema_version) {
+                                     const ProjectionRecord* projection, uint32_t schema_version,
+                                     const std::string& descriptor_quantizer) {
   if (schema_version < kOldestSchemaVersion || schema_version > kSchemaVersion)
     throw StoreError(StoreError::Kind::kSchema,
                      "cannot create a schema " + std::to_string(schema_version) +
@@ -112,6 +113,13 @@ std::unique_ptr<Store> Store::Create(const std::string& path, const ModelRecord&
     rocksdb::WriteBatch batch;
     batch.Put(kModelKey, EncodeModel(model));
     if (projection) batch.Put(kProjectionKey, EncodeProjection(*projection));
+    if (schema_version >= 3) {
+      std::string vdim;
+      encoding::PutFixed32(&vdim, projection ? projection->out_dim : 0);
+      batch.Put(kVectorDimKey, vdim);
+      if (!descriptor_quantizer.empty())
+        batch.Put(kDescriptorQuantizerKey, WithChecksum(descriptor_quantizer));
+    }
     batch.Put(kNextIdKey, EncodeU64(1));
     batch.Put(kCountKey, EncodeU64(0));
     std::string schema;

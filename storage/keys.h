@@ -1,17 +1,22 @@
 // The key layout of a lookalike database and the history of its format. The
 // store (store.cc, creation.cc, verify.cc) is the only reader of these keys.
 //
-// Key layout (schema 2):
+// Key layout (schema 3):
 //   m:schema            u32 schema version
 //   m:model             the encoding model (values.h, EncodeModel)
 //   m:next_id, m:count  u64 id allocator and image count
 //   m:pca               the PCA projection, u64 FNV-1a of the value; optional
 //                       (written only at creation; absent = search full VLAD)
+//   m:vdim              u32 floats of each v: value (schema 3; 0 = none stored)
+//   m:dq                the descriptor quantizer (an opaque blob the indexer
+//                       encodes), u64 FNV-1a of the blob (schema 3)
 //   m:xindex            u32 format, u64 size, u32 chunks, u64 FNV-1a of the
 //                       search index blob; optional (search/search_index.h)
 //   x:<chunk BE32>      the search index blob in 4 MiB chunks
 //   i:<id BE64>         ImageRecord (values.h, EncodeRecord)
-//   v:<id BE64>         u32 dim, dim x f32, u64 hash of the floats
+//   v:<id BE64>         u32 dim, dim x f32 (schema 3: f16), u64 hash of the
+//                       float bytes; schema 3: the search vector, absent
+//                       when m:vdim is 0
 //   p:<path bytes>      u64 id
 //   f:<id BE64>         local features for spatial verification (an opaque
 //                       blob the indexer encodes), u64 hash of the blob;
@@ -26,7 +31,14 @@
 //             colour histogram (288 bytes, length-prefixed). Schema-1
 //             databases are still read and written as schema 1 (FNV-1a, no
 //             colour), so older builds keep reading them.
-//   In both, the model, PCA and search index values are checked with FNV-1a.
+//   schema 3  compact: v: holds the search vector (PCA out_dim, float16)
+//             instead of the 65,536-d float32 VLAD, and none at all without a
+//             projection (the VLAD is derived from the stored features);
+//             f: holds format-2 local features (6 bytes of geometry and a
+//             16-byte product-quantiser code per keypoint, quantizer in m:dq)
+//             instead of 144 bytes. ~25-40 KiB per image instead of ~320.
+//             Schemas 1 and 2 are still read and written as they are.
+//   In all, the model, PCA and search index values are checked with FNV-1a.
 //   The model value gained min_keypoints and a trailing FNV-1a of the whole
 //   value after schema 1 shipped; models without them still decode.
 // Every image's record, vector, path entry and counters are written in one
@@ -48,6 +60,8 @@ inline constexpr char kNextIdKey[] = "m:next_id";
 inline constexpr char kCountKey[] = "m:count";
 inline constexpr char kProjectionKey[] = "m:pca";
 inline constexpr char kSearchIndexKey[] = "m:xindex";
+inline constexpr char kVectorDimKey[] = "m:vdim";
+inline constexpr char kDescriptorQuantizerKey[] = "m:dq";
 inline constexpr uint32_t kSearchIndexFormat = 1;
 inline constexpr size_t kSearchIndexChunk = size_t{4} << 20;
 

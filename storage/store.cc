@@ -140,6 +140,12 @@ void Store::LoadMeta() {
     if (!next || !count) throw encoding::CorruptValue("counters missing");
     next_id_ = Reader(*next, "next id").Fixed64();
     num_images_ = Reader(*count, "image count").Fixed64();
+    vector_dim_ = model_.vlad_dim();
+    if (version >= 3) {
+      const auto vdim = impl_->Get(kVectorDimKey);
+      if (!vdim) throw encoding::CorruptValue("vector dimension (m:vdim) missing");
+      vector_dim_ = Reader(*vdim, "vector dimension").Fixed32();
+    }
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
                                                      "; run 'lookalike index' into a new --db");
@@ -176,18 +182,21 @@ void Store::ForEachVector(const std::function<void(const ImageRecord&, const flo
   const ScopedSnapshot snapshot(impl_->db.get(), impl_->read_only);
   const rocksdb::ReadOptions ro = snapshot.Options();
   std::unique_ptr<rocksdb::Iterator> records(impl_->db->NewIterator(ro));
-  const uint64_t dim = model_.vlad_dim();
+  const uint64_t dim = vector_dim_;
   std::vector<float> vec(dim);
   std::string value;
   for (records->Seek("i:"); records->Valid() && records->key().starts_with("i:"); records->Next()) {
     const ImageRecord rec = DecodeRecord(records->value().data(), records->value().size());
+    if (dim == 0) {
+      fn(rec, nullptr);
+      continue;
+    }
     const rocksdb::Status s = impl_->db->Get(ro, VectorKey(rec.id), &value);
     if (!s.ok())
       throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": vector of " + rec.path +
                                                        " unreadable (" + s.ToString() + ")");
     try {
-      encoding::GetFloats(CheckVector(value.data(), value.size(), dim, hash_kind_), dim,
-                          vec.data());
+      ReadVector(value.data(), value.size(), dim, half_vectors(), hash_kind_, vec.data());
     } catch (const encoding::CorruptValue& e) {
       throw StoreError(StoreError::Kind::kCorrupt,
                        "database " + path_ + ": vector of " + rec.path + ": " + e.what());
@@ -198,13 +207,13 @@ void Store::ForEachVector(const std::function<void(const ImageRecord&, const flo
 }
 
 std::optional<std::vector<float>> Store::GetVector(uint64_t id) const {
+  if (vector_dim_ == 0) return std::nullopt;
   const auto value = impl_->Get(VectorKey(id));
   if (!value) return std::nullopt;
-  const uint64_t dim = model_.vlad_dim();
+  const uint64_t dim = vector_dim_;
   std::vector<float> vec(dim);
   try {
-    encoding::GetFloats(CheckVector(value->data(), value->size(), dim, hash_kind_), dim,
-                        vec.data());
+    ReadVector(value->data(), value->size(), dim, half_vectors(), hash_kind_, vec.data());
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": vector of id " +
                                                      std::to_string(id) + ": " + e.what() +
@@ -218,6 +227,17 @@ std::optional<ProjectionRecord> Store::GetProjection() const {
   if (!value) return std::nullopt;
   try {
     return DecodeProjection(*value, model_.vlad_dim());
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
+                                                     "; run 'lookalike index' into a new --db");
+  }
+}
+
+std::optional<std::string> Store::GetDescriptorQuantizer() const {
+  const auto value = impl_->Get(kDescriptorQuantizerKey);
+  if (!value) return std::nullopt;
+  try {
+    return CheckedBlob(*value, "descriptor quantizer (m:dq)");
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
                                                      "; run 'lookalike index' into a new --db");
@@ -300,7 +320,7 @@ std::optional<std::string> Store::GetFeatures(uint64_t id) const {
 void Store::PutImage(ImageRecord* record, const float* vector, const std::string& features) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
-  const uint64_t dim = model_.vlad_dim();
+  const uint64_t dim = vector_dim_;
   for (uint64_t i = 0; i < dim; ++i)
     if (!std::isfinite(vector[i]))
       throw StoreError(StoreError::Kind::kIo,
@@ -314,7 +334,7 @@ void Store::PutImage(ImageRecord* record, const float* vector, const std::string
     batch.Put(kCountKey, EncodeU64(count));
   }
   batch.Put(ImageKey(record->id), EncodeRecord(*record, stores_colour()));
-  PutVector(&batch, VectorKey(record->id), vector, dim, hash_kind_);
+  if (dim > 0) PutVector(&batch, VectorKey(record->id), vector, dim, half_vectors(), hash_kind_);
   if (features.empty())
     batch.Delete(FeaturesKey(record->id));  // a replaced image keeps no stale features
   else

@@ -18,7 +18,7 @@ namespace lookalike {
 
 // Schema version this build writes for new databases; it reads and writes
 // kOldestSchemaVersion..kSchemaVersion.
-inline constexpr uint32_t kSchemaVersion = 2;
+inline constexpr uint32_t kSchemaVersion = 3;
 inline constexpr uint32_t kOldestSchemaVersion = 1;
 
 // The 64-bit hash of a database's per-image values (vector, local features)
@@ -135,9 +135,12 @@ class Store {
   // `projection`, if given, is written in the same atomic creation.
   // `schema_version` is for tests only (databases as older builds wrote
   // them); kOldestSchemaVersion..kSchemaVersion, else StoreError(kSchema).
+  // `descriptor_quantizer` (schema 3) is the indexer's opaque quantizer of
+  // local descriptors (indexer/descriptor_quantizer.h), stored checksummed.
   static std::unique_ptr<Store> Create(const std::string& path, const ModelRecord& model,
                                        const ProjectionRecord* projection = nullptr,
-                                       uint32_t schema_version = kSchemaVersion);
+                                       uint32_t schema_version = kSchemaVersion,
+                                       const std::string& descriptor_quantizer = std::string());
 
   // Throws the StoreError Create would throw for `path` (a file, a non-empty
   // folder that is not a database, a missing parent), without creating anything.
@@ -163,6 +166,13 @@ class Store {
   HashKind hash_kind() const { return hash_kind_; }
   // Whether image records carry their colour histogram (schema >= 2).
   bool stores_colour() const { return schema_version_ >= 2; }
+  // Floats of each image's stored vector: schemas 1-2 store the full VLAD
+  // (model().vlad_dim() f32); schema 3 stores the search vector (the PCA
+  // projection's out_dim, f16) and nothing (0) when the database has no
+  // projection, its vectors being derived from the stored local features.
+  uint64_t vector_dim() const { return vector_dim_; }
+  // Whether stored vectors are float16 (schema >= 3).
+  bool half_vectors() const { return schema_version_ >= 3; }
   // ImageRecord::content_hash of file bytes, as this database computes it.
   uint64_t ContentHash(const void* data, size_t size) const {
     return Hash64(hash_kind_, data, size);
@@ -178,19 +188,21 @@ class Store {
   void ForEachImage(const std::function<void(const ImageRecord&)>& fn) const;
 
   // Calls fn(record, vector) for every image in id order; the vector has
-  // model().vlad_dim() floats and is only valid during the call. Throws
-  // StoreError(kCorrupt) if a vector is missing, mis-sized or fails its checksum.
+  // vector_dim() floats and is only valid during the call (null when
+  // vector_dim() is 0). Throws StoreError(kCorrupt) if a vector is missing,
+  // mis-sized or fails its checksum.
   void ForEachVector(const std::function<void(const ImageRecord&, const float*)>& fn) const;
 
   // Atomically stores (or replaces, when record->id != 0) an image's record,
   // vector, path entry and local features (none if `features` is empty).
-  // Assigns record->id for new images. vector must have model().vlad_dim()
-  // finite floats. Throws StoreError(kIo).
+  // Assigns record->id for new images. vector must have vector_dim() finite
+  // floats (it is not read when vector_dim() is 0). Throws StoreError(kIo).
   void PutImage(ImageRecord* record, const float* vector,
                 const std::string& features = std::string());
 
-  // The vector of image `id` (model().vlad_dim() floats), or nullopt if
-  // there is no such image. Throws StoreError(kCorrupt) on a bad checksum.
+  // The vector of image `id` (vector_dim() floats), or nullopt if there is no
+  // such image or the database stores none. Throws StoreError(kCorrupt) on a
+  // bad checksum.
   std::optional<std::vector<float>> GetVector(uint64_t id) const;
 
   // The local-features blob stored with image `id`, or nullopt if it has
@@ -202,6 +214,10 @@ class Store {
   // keep the result. Throws StoreError(kCorrupt) if it fails its checksum or
   // does not fit the model.
   std::optional<ProjectionRecord> GetProjection() const;
+
+  // The descriptor quantizer stored at creation (schema 3), or nullopt.
+  // Throws StoreError(kCorrupt) if it fails its checksum.
+  std::optional<std::string> GetDescriptorQuantizer() const;
 
   // The persisted search index (an opaque blob that search/search_index.h
   // encodes), or nullopt if none was written. Throws StoreError(kCorrupt) if
@@ -247,6 +263,7 @@ class Store {
   ModelRecord model_;
   uint64_t num_images_ = 0;
   uint64_t next_id_ = 1;
+  uint64_t vector_dim_ = 0;
   uint32_t schema_version_ = kSchemaVersion;
   HashKind hash_kind_ = HashKindForSchema(kSchemaVersion);
 };

@@ -66,11 +66,19 @@ size_t CheckFeatures(const std::string& value, HashKind kind) {
 // `v`: the 256 KiB value is copied once, by the batch, and never encoded
 // into a string first.
 void PutVector(rocksdb::WriteBatch* batch, const std::string& key, const float* v, uint64_t dim,
-               HashKind kind) {
+               bool half, HashKind kind) {
   std::string head, swapped, tail;
   encoding::PutFixed32(&head, static_cast<uint32_t>(dim));
   rocksdb::Slice floats(reinterpret_cast<const char*>(v), dim * 4);
-  if (!encoding::kLittleEndianHost) {
+  if (half) {
+    swapped.reserve(dim * 2);
+    for (uint64_t i = 0; i < dim; ++i) {
+      const uint16_t h = encoding::FloatToHalf(v[i]);
+      swapped.push_back(static_cast<char>(h & 0xff));
+      swapped.push_back(static_cast<char>(h >> 8));
+    }
+    floats = rocksdb::Slice(swapped);
+  } else if (!encoding::kLittleEndianHost) {
     swapped.reserve(dim * 4);
     encoding::PutFloats(&swapped, v, dim);
     floats = rocksdb::Slice(swapped);
@@ -81,17 +89,37 @@ void PutVector(rocksdb::WriteBatch* batch, const std::string& key, const float* 
   batch->Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 3));
 }
 
-// Checks a v: value (dimension, size, hash) and returns its float bytes
-// (dim x 4, little-endian); throws CorruptValue.
-const char* CheckVector(const char* data, size_t size, uint64_t dim, HashKind kind) {
+void ReadVector(const char* data, size_t size, uint64_t dim, bool half, HashKind kind, float* out) {
   Reader r(data, size, "vector");
   if (r.Fixed32() != dim) throw encoding::CorruptValue("wrong dimension");
-  const char* raw = r.Raw(dim * 4);
+  const size_t bytes = dim * (half ? 2 : 4);
+  const char* raw = r.Raw(bytes);
   const uint64_t stored = r.Fixed64();
   r.ExpectEnd();
-  const uint64_t computed = Hash64(kind, raw, dim * 4);
+  const uint64_t computed = Hash64(kind, raw, bytes);
   if (stored != computed) throw ChecksumMismatch("", stored, computed);
-  return raw;
+  if (!half) {
+    encoding::GetFloats(raw, dim, out);
+    return;
+  }
+  const auto* b = reinterpret_cast<const uint8_t*>(raw);
+  for (uint64_t i = 0; i < dim; ++i)
+    out[i] = encoding::HalfToFloat(static_cast<uint16_t>(b[2 * i] | (b[2 * i + 1] << 8)));
+}
+
+std::string WithChecksum(const std::string& blob) {
+  std::string s = blob;
+  encoding::PutFixed64(&s, encoding::Fnv1a64(blob.data(), blob.size()));
+  return s;
+}
+
+std::string CheckedBlob(const std::string& value, const char* what) {
+  if (value.size() < 8) throw encoding::CorruptValue(std::string(what) + ": too short");
+  const size_t n = value.size() - 8;
+  const uint64_t stored = Reader(value.data() + n, 8, what).Fixed64();
+  const uint64_t computed = encoding::Fnv1a64(value.data(), n);
+  if (stored != computed) throw ChecksumMismatch(what, stored, computed);
+  return value.substr(0, n);
 }
 
 std::string EncodeU64(uint64_t v) {

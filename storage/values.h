@@ -36,12 +36,18 @@ void PutFeatures(rocksdb::WriteBatch* batch, const std::string& key, const std::
 // Checks that an f: value ends with the hash of its blob; returns the blob's size.
 size_t CheckFeatures(const std::string& value, HashKind kind);
 
-// v:<id> = u32 dim, dim x f32 little-endian, u64 hash of the float bytes. On
-// a little-endian host the floats go into the batch straight from `v`.
+// v:<id> = u32 dim, dim x f32 (schemas 1-2) or f16 (`half`, schema 3)
+// little-endian, u64 hash of the float bytes. On a little-endian host f32
+// floats go into the batch straight from `v`.
 void PutVector(rocksdb::WriteBatch* batch, const std::string& key, const float* v, uint64_t dim,
-               HashKind kind);
-// Checks a v: value (dimension, size, hash); returns its dim x 4 float bytes.
-const char* CheckVector(const char* data, size_t size, uint64_t dim, HashKind kind);
+               bool half, HashKind kind);
+// Checks a v: value (dimension, size, hash) and decodes its dim floats into
+// `out`; throws CorruptValue.
+void ReadVector(const char* data, size_t size, uint64_t dim, bool half, HashKind kind, float* out);
+
+// A meta blob followed by the u64 FNV-1a of it (m:dq): the blob, checked.
+std::string WithChecksum(const std::string& blob);
+std::string CheckedBlob(const std::string& value, const char* what);
 
 std::string EncodeU64(uint64_t v);
 

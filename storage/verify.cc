@@ -36,6 +36,8 @@ struct VerifyContext {
   rocksdb::DB* db;
   rocksdb::ReadOptions ro;
   uint64_t vlad_dim;
+  uint64_t vector_dim;  // of v: values; 0 = the database stores none
+  bool half_vectors;
   HashKind hash_kind;
   uint64_t next_id;
   Problems* problems;
@@ -54,6 +56,10 @@ void CheckProjection(const VerifyContext& c) {
     for (const auto* v : {&p.mean, &p.eigenvalues, &p.components})
       for (float x : *v)
         if (!std::isfinite(x)) throw encoding::CorruptValue("projection: non-finite value");
+    if (c.half_vectors && p.out_dim != c.vector_dim)
+      throw encoding::CorruptValue("projection: " + std::to_string(p.out_dim) +
+                                   " components, but stored vectors have " +
+                                   std::to_string(c.vector_dim) + " (m:vdim)");
   } catch (const encoding::CorruptValue& e) {
     c.problems->Add(e.what());
   }
@@ -62,8 +68,10 @@ void CheckProjection(const VerifyContext& c) {
 // A v: value: checksum, size, finite, unit norm (zero without features).
 void CheckVectorValue(const std::string& value, const ImageRecord& rec, const VerifyContext& c,
                       std::vector<float>* floats) {
-  encoding::GetFloats(CheckVector(value.data(), value.size(), c.vlad_dim, c.hash_kind), c.vlad_dim,
-                      floats->data());
+  ReadVector(value.data(), value.size(), c.vector_dim, c.half_vectors, c.hash_kind, floats->data());
+  // float16 keeps 11 significant bits: a unit vector's squared norm comes
+  // back within ~1e-3 of 1.
+  const double tolerance = c.half_vectors ? 4e-3 : 1e-3;
   double norm2 = 0;
   bool finite = true;
   for (const float v : *floats) {
@@ -71,7 +79,7 @@ void CheckVectorValue(const std::string& value, const ImageRecord& rec, const Ve
     norm2 += double{v} * v;
   }
   if (!finite) throw encoding::CorruptValue("non-finite value");
-  if (rec.status == ImageStatus::kNoFeatures ? norm2 != 0 : std::fabs(norm2 - 1.0) > 1e-3)
+  if (rec.status == ImageStatus::kNoFeatures ? norm2 != 0 : std::fabs(norm2 - 1.0) > tolerance)
     throw encoding::CorruptValue("squared norm " + std::to_string(norm2) +
                                  (rec.status == ImageStatus::kNoFeatures
                                       ? ", expected 0 for an image without features"
@@ -91,14 +99,17 @@ void CheckImage(const rocksdb::Slice& key, const ImageRecord& rec, const VerifyC
   if (!s.ok() || value.size() != 8 || Reader(value, "path entry").Fixed64() != rec.id)
     c.problems->Add(where + ": path entry missing or pointing elsewhere");
   s = c.db->Get(c.ro, VectorKey(rec.id), &value);
-  if (!s.ok()) {
+  if (c.vector_dim == 0) {
+    if (s.ok()) c.problems->Add(where + ": a vector is stored, but the database keeps none");
+  } else if (!s.ok()) {
     c.problems->Add(where + ": vector missing (" + s.ToString() + ")");
     return;
-  }
-  try {
-    CheckVectorValue(value, rec, c, floats);
-  } catch (const encoding::CorruptValue& e) {
-    c.problems->Add(where + ": vector: " + e.what());
+  } else {
+    try {
+      CheckVectorValue(value, rec, c, floats);
+    } catch (const encoding::CorruptValue& e) {
+      c.problems->Add(where + ": vector: " + e.what());
+    }
   }
   s = c.db->Get(c.ro, FeaturesKey(rec.id), &value);
   if (s.ok()) {
@@ -114,7 +125,7 @@ void CheckImage(const rocksdb::Slice& key, const ImageRecord& rec, const VerifyC
 
 // Every record; returns how many there are.
 uint64_t CheckImages(const VerifyContext& c) {
-  std::vector<float> floats(c.vlad_dim);
+  std::vector<float> floats(c.vector_dim);
   uint64_t num_records = 0;
   std::unique_ptr<rocksdb::Iterator> it(c.db->NewIterator(c.ro));
   for (it->Seek("i:"); it->Valid() && it->key().starts_with("i:"); it->Next()) {
@@ -194,10 +205,17 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
   Problems problems(max_problems);
   const rocksdb::Status checksums = impl_->db->VerifyChecksum();
   if (!checksums.ok()) problems.Add("block checksums: " + checksums.ToString());
-  VerifyContext c{impl_->db.get(), rocksdb::ReadOptions(), model_.vlad_dim(), hash_kind_, next_id_,
-                  &problems};
+  VerifyContext c{impl_->db.get(),   rocksdb::ReadOptions(),
+                  model_.vlad_dim(), vector_dim_,
+                  half_vectors(),    hash_kind_,
+                  next_id_,          &problems};
   c.ro.verify_checksums = true;
   CheckProjection(c);
+  try {
+    GetDescriptorQuantizer();
+  } catch (const StoreError& e) {
+    problems.Add(e.what());
+  }
   const uint64_t num_records = CheckImages(c);
   if (num_records != num_images_)
     problems.Add("stored image count " + std::to_string(num_images_) + " but " +

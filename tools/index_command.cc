@@ -7,6 +7,7 @@
 
 #include "indexer/pipeline.h"
 #include "indexer/projection.h"
+#include "indexer/search_vectors.h"
 #include "search/search_index.h"
 #include "storage/store.h"
 #include "tools/cli.h"
@@ -62,6 +63,9 @@ void DeclareModelFlags(FlagGroup* g, IndexOptions* o) {
            d.encoding.vlad.residual_normalize, "L2-normalise each residual before summing, on|off");
   g->Value("train-images", &o->train_images, d.train_images,
            "images sampled (seeded) to learn the codebook");
+  g->Value("descriptor-bytes", &o->quantizer.bytes, d.quantizer.bytes,
+           "bytes kept per local descriptor (product quantisation; must divide 128); 0 = "
+           "the older 8x larger layout (schema 2)");
   g->Value("pca-dim", &o->projection.out_dim, d.projection.out_dim,
            "PCA of VLAD vectors learned from the training images: components kept for "
            "search (0 = off; capped at training images - 1)");
@@ -129,8 +133,8 @@ void UpdatePersistedSearchIndex(const IndexCommandOptions& c, IndexObserver* obs
   observer->OnPhase("updating the search index");
   auto store = Store::Open(c.index.db_path, Store::Mode::kReadWrite);
   SetLibraryThreads(ResolveThreads(c.index.threads));
-  const SearchProjection projection = SearchProjection::FromStore(*store);
-  const SearchIndexSync sync = UpdateSearchIndex(store.get(), projection, c.search_index);
+  const SearchVectors vectors(*store);
+  const SearchIndexSync sync = UpdateSearchIndex(store.get(), vectors, c.search_index);
   SetLibraryThreads(1);
   observer->OnPhase("search index: " + sync.Summary());
 }

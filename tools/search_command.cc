@@ -40,6 +40,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
           [o](const std::string& v) { o->backend = ParseBackend(v); });
   g->Value("rerank", &o->rerank, d.rerank,
            "spatially verify the top N results against the query (0 = off)");
+  g->Value("rerank-vlad", &o->rerank_vlad, d.rerank_vlad,
+           "also verify the top N results by VLAD similarity alone, wherever colour put them "
+           "(0 = off)");
   g->Value("min-inliers", &o->min_inliers, d.min_inliers,
            "RANSAC inliers a result needs to count as verified");
   g->Value("expansion", &o->expansion, d.expansion,

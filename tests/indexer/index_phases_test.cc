@@ -156,7 +156,12 @@ TEST(BatchCommitterTest, CommitsExactlyTheGoodFilesAndReportsTheRest) {
     std::vector<std::string> committed;
   } observer;
   IndexSummary summary;
-  BatchCommitter committer(store.get(), encoder.get(), 2, &summary, &observer, 5);
+  // A compact database: features are quantised with its own quantizer.
+  ASSERT_EQ(store->schema_version(), kSchemaVersion);
+  const auto quantizer = DescriptorQuantizer::Deserialize(*store->GetDescriptorQuantizer());
+  const SearchProjection projection = SearchProjection::FromStore(*store);
+  BatchCommitter committer(store.get(), encoder.get(), &quantizer, &projection, 2, &summary,
+                           &observer, 5);
   auto extractor = CreateExtractor(how.extractor);
   for (size_t i = 0; i < more.size(); ++i)
     committer.Add(ProcessFile(FileTask{more[i], std::nullopt}, i, how, extractor.get()));

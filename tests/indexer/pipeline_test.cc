@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "indexer/file_walker.h"
+#include "indexer/search_vectors.h"
 #include "storage/store.h"
 #include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
@@ -40,12 +41,23 @@ std::vector<std::string> MakeFolder(const std::string& dir, int count = kImages)
   return testing::WriteSyntheticSet(dir, count, 1, 320, 240);
 }
 
+// fn(record, search vector, dim) for every stored image, whatever the
+// schema keeps (SearchVectors).
+void ForEachSearchVector(const Store& store,
+                         const std::function<void(const ImageRecord&, const float*, int64_t)>& fn) {
+  const SearchVectors vectors(store);
+  vectors.ForEach([&](const std::vector<ImageRecord>& records, const float* v) {
+    for (size_t i = 0; i < records.size(); ++i)
+      fn(records[i], v + i * vectors.dim(), vectors.dim());
+  });
+}
+
 std::map<std::string, std::vector<float>> VectorsByPath(const std::string& db) {
   std::map<std::string, std::vector<float>> out;
   auto store = Store::Open(db, Store::Mode::kReadOnly);
-  const uint64_t dim = store->model().vlad_dim();
-  store->ForEachVector(
-      [&](const ImageRecord& r, const float* v) { out[r.path] = std::vector<float>(v, v + dim); });
+  ForEachSearchVector(*store, [&](const ImageRecord& r, const float* v, int64_t dim) {
+    out[r.path] = std::vector<float>(v, v + dim);
+  });
   return out;
 }
 
@@ -98,9 +110,9 @@ TEST(PipelineTest, BuildsThenSecondRunDecodesNothing) {
       EXPECT_GT(rec->num_descriptors, 20u);
       EXPECT_EQ(rec->status, ImageStatus::kOk);
     }
-    store->ForEachVector([&](const ImageRecord& r, const float* v) {
+    ForEachSearchVector(*store, [&](const ImageRecord& r, const float* v, int64_t dim) {
       double n2 = 0;
-      for (uint64_t j = 0; j < store->model().vlad_dim(); ++j) n2 += double{v[j]} * v[j];
+      for (int64_t j = 0; j < dim; ++j) n2 += double{v[j]} * v[j];
       EXPECT_NEAR(n2, 1.0, 1e-4) << r.path;
     });
   }
@@ -267,10 +279,10 @@ TEST(PipelineTest, FlatImageStoredAsZeroVector) {
   EXPECT_EQ(rec->status, ImageStatus::kNoFeatures);
   EXPECT_EQ(rec->num_descriptors, 0u);
   bool seen = false;
-  store->ForEachVector([&](const ImageRecord& r, const float* v) {
+  ForEachSearchVector(*store, [&](const ImageRecord& r, const float* v, int64_t dim) {
     if (r.path != flat) return;
     seen = true;
-    for (uint64_t j = 0; j < store->model().vlad_dim(); ++j) ASSERT_EQ(v[j], 0.0f) << j;
+    for (int64_t j = 0; j < dim; ++j) ASSERT_EQ(v[j], 0.0f) << j;
   });
   EXPECT_TRUE(seen);
 }

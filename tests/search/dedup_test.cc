@@ -21,6 +21,7 @@
 
 #include "indexer/file_walker.h"
 #include "indexer/pipeline.h"
+#include "indexer/search_vectors.h"
 #include "storage/store.h"
 #include "tests/test_images.h"
 
@@ -211,14 +212,16 @@ TEST_F(DedupTest, SharedLogoIsNotADuplicate) {
 
 TEST_F(DedupTest, ImagesWithoutStoredKeypointsAreCountedNotGrouped) {
   // The same records and vectors in a database that kept no local features
-  // (as one indexed before they were stored).
+  // (as one of the older layout indexed before they were stored).
   auto store = OpenStore();
   TempDir tmp;
-  auto bare = Store::Create(tmp / "bare", store->model());
-  store->ForEachVector([&](const ImageRecord& rec, const float* v) {
-    ImageRecord copy = rec;
-    copy.id = 0;
-    bare->PutImage(&copy, v);
+  auto bare = Store::Create(tmp / "bare", store->model(), nullptr, 2);
+  SearchVectors(*store).ForEach([&](const std::vector<ImageRecord>& records, const float* v) {
+    for (size_t i = 0; i < records.size(); ++i) {
+      ImageRecord copy = records[i];
+      copy.id = 0;
+      bare->PutImage(&copy, v + i * store->model().vlad_dim());
+    }
   });
   const DedupResult r = FindDuplicates(*bare, DedupOptions());
   EXPECT_GT(r.num_unverified, 0);

@@ -23,6 +23,15 @@
 namespace lookalike {
 namespace {
 
+// fn(record, search vector) for every stored image (SearchVectors).
+void ForEachSearchVector(const Store& store,
+                         const std::function<void(const ImageRecord&, const float*)>& fn) {
+  const SearchVectors vectors(store);
+  vectors.ForEach([&](const std::vector<ImageRecord>& records, const float* v) {
+    for (size_t i = 0; i < records.size(); ++i) fn(records[i], v + i * vectors.dim());
+  });
+}
+
 namespace fs = std::filesystem;
 using testing::TempDir;
 
@@ -52,8 +61,7 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     index.kind = GetParam();
     index.nprobe = 64;  // every list at this size: results as exact as the codes
     auto store = Store::Open(db(), Store::Mode::kReadWrite);
-    const SearchIndexSync sync =
-        UpdateSearchIndex(store.get(), SearchProjection::FromStore(*store), index);
+    const SearchIndexSync sync = UpdateSearchIndex(store.get(), SearchVectors(*store), index);
     observer->OnPhase("search index: " + sync.Summary());
     return summary;
   }
@@ -69,13 +77,16 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     auto store = Store::Open(db(), Store::Mode::kReadOnly);
     VectorIndexOptions o;
     o.kind = GetParam();
-    return SyncSearchIndex(*store, SearchProjection::FromStore(*store), o);
+    return SyncSearchIndex(*store, SearchVectors(*store), o);
   }
   // Every stored image with features is found first by its own stored vector.
   void ExpectEachImageFindsItself(const Searcher& searcher) {
     auto store = Store::Open(db(), Store::Mode::kReadOnly);
     int64_t checked = 0;
-    store->ForEachVector([&](const ImageRecord& rec, const float* v) {
+    // Without a projection (these databases are small) search vectors are
+    // the VLAD vectors Searcher::SearchVectors takes.
+    ASSERT_FALSE(store->GetProjection().has_value());
+    ForEachSearchVector(*store, [&](const ImageRecord& rec, const float* v) {
       if (rec.status != ImageStatus::kOk) return;
       const auto hits = searcher.SearchVectors(v, 1);
       ASSERT_FALSE(hits[0].empty()) << rec.path;
@@ -91,7 +102,7 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
   std::set<std::string> AllHitPaths(const Searcher& searcher) {
     auto store = Store::Open(db(), Store::Mode::kReadOnly);
     std::set<std::string> paths;
-    store->ForEachVector([&](const ImageRecord& rec, const float* v) {
+    ForEachSearchVector(*store, [&](const ImageRecord& rec, const float* v) {
       if (rec.status != ImageStatus::kOk) return;
       const auto hits = searcher.SearchVectors(v, 1);
       for (const Hit& h : hits[0]) paths.insert(h.path);
@@ -160,7 +171,7 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
     copy.content_hash ^= 1;
     added_path = copy.path;
     const auto v = store->GetVector(source->id);
-    store->PutImage(&copy, v->data());
+    store->PutImage(&copy, v ? v->data() : nullptr, *store->GetFeatures(source->id));
   }
   {
     const SearchIndexSync p = Persisted();

@@ -67,7 +67,7 @@ SearchProjection Truncation(uint32_t out_dim) {
 
 class SearchIndexTest : public ::testing::Test {
  protected:
-  void SetUp() override { store_ = Store::Create(tmp_ / "db", MakeModel()); }
+  void SetUp() override { store_ = Store::Create(tmp_ / "db", MakeModel(), nullptr, 2); }
 
   // Stores (or replaces) image `name` with the vector of `seed`.
   uint64_t Put(const std::string& name, uint64_t seed, bool features = true) {
@@ -117,7 +117,7 @@ TEST_F(SearchIndexTest, BuiltWhenMissingThenLoadedWhenCurrent) {
   for (int i = 0; i < 20; ++i) Put("img" + std::to_string(i), i);
   Put("flat", 1000, /*features=*/false);
   VectorIndexOptions o;
-  SearchIndexSync first = UpdateSearchIndex(store_.get(), Identity(), o);
+  SearchIndexSync first = UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
   EXPECT_FALSE(first.loaded);
   EXPECT_TRUE(first.rebuilt);
   EXPECT_EQ(first.reason, "no persisted search index");
@@ -126,7 +126,7 @@ TEST_F(SearchIndexTest, BuiltWhenMissingThenLoadedWhenCurrent) {
   ExpectMatchesStore(*first.index);
   EXPECT_TRUE(store_->Verify().empty());
 
-  SearchIndexSync second = SyncSearchIndex(*store_, Identity(), o);
+  SearchIndexSync second = SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o);
   EXPECT_TRUE(second.loaded);
   EXPECT_FALSE(second.changed());
   EXPECT_EQ(second.num_zero, 1);
@@ -142,7 +142,7 @@ TEST_F(SearchIndexTest, StaleIndexIsReconciled) {
     o.nlist = 2;
     o.nprobe = 2;  // every list: results are exact up to the codes
     for (int i = 0; i < 30; ++i) Put("img" + std::to_string(i), i + 100 * int(kind));
-    UpdateSearchIndex(store_.get(), Identity(), o);
+    UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
     // What a crash after these commits (before the index write) leaves.
     const uint64_t changed = Put("img3", 555);
     Put("img4", 556, /*features=*/false);  // now featureless
@@ -150,7 +150,7 @@ TEST_F(SearchIndexTest, StaleIndexIsReconciled) {
     Remove("img6");
     Put("new1", 557);
     Put("new2", 558);
-    SearchIndexSync sync = SyncSearchIndex(*store_, Identity(), o);
+    SearchIndexSync sync = SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o);
     EXPECT_TRUE(sync.loaded);
     EXPECT_FALSE(sync.rebuilt);
     EXPECT_EQ(sync.index->kind(), kind);
@@ -166,12 +166,12 @@ TEST_F(SearchIndexTest, StaleIndexIsReconciled) {
       EXPECT_LT(s[0], 0.99f);
     }
     SaveSearchIndex(store_.get(), sync);
-    SearchIndexSync again = SyncSearchIndex(*store_, Identity(), o);
+    SearchIndexSync again = SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o);
     EXPECT_FALSE(again.changed());
     ExpectMatchesStore(*again.index);
     // Start over for the next kind.
     store_.reset();
-    store_ = Store::Create(tmp_ / ("db" + std::to_string(int(kind))), MakeModel());
+    store_ = Store::Create(tmp_ / ("db" + std::to_string(int(kind))), MakeModel(), nullptr, 2);
     vectors_.clear();
   }
 }
@@ -180,9 +180,10 @@ TEST_F(SearchIndexTest, AutoTurnsApproximateAtTheThresholdAndBack) {
   VectorIndexOptions o;
   o.auto_threshold = 40;
   for (int i = 0; i < 30; ++i) Put("img" + std::to_string(i), i);
-  EXPECT_EQ(UpdateSearchIndex(store_.get(), Identity(), o).index->kind(), VectorIndexKind::kFlat);
+  EXPECT_EQ(UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o).index->kind(),
+            VectorIndexKind::kFlat);
   for (int i = 30; i < 45; ++i) Put("img" + std::to_string(i), i);
-  SearchIndexSync grown = UpdateSearchIndex(store_.get(), Identity(), o);
+  SearchIndexSync grown = UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
   EXPECT_TRUE(grown.loaded);
   EXPECT_TRUE(grown.retrained);
   EXPECT_EQ(grown.added, 15);
@@ -191,23 +192,23 @@ TEST_F(SearchIndexTest, AutoTurnsApproximateAtTheThresholdAndBack) {
   ExpectMatchesStore(*grown.index);
   // Hysteresis: just below the threshold it stays approximate...
   for (int i = 0; i < 10; ++i) Remove("img" + std::to_string(i));
-  SearchIndexSync below = UpdateSearchIndex(store_.get(), Identity(), o);
+  SearchIndexSync below = UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
   EXPECT_EQ(below.index->kind(), VectorIndexKind::kIvfSq);
   EXPECT_FALSE(below.retrained);
   // ...and turns exact again under half of it.
   for (int i = 10; i < 30; ++i) Remove("img" + std::to_string(i));
-  SearchIndexSync small = UpdateSearchIndex(store_.get(), Identity(), o);
+  SearchIndexSync small = UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
   EXPECT_EQ(small.index->kind(), VectorIndexKind::kFlat);
   ExpectMatchesStore(*small.index);
-  EXPECT_TRUE(SyncSearchIndex(*store_, Identity(), o).loaded);
+  EXPECT_TRUE(SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o).loaded);
 }
 
 TEST_F(SearchIndexTest, CorruptOrForeignIndexIsRebuilt) {
   for (int i = 0; i < 12; ++i) Put("img" + std::to_string(i), i);
   VectorIndexOptions o;
-  UpdateSearchIndex(store_.get(), Identity(), o);
+  UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
   // Another search dimension (e.g. a different projection): rebuilt.
-  SearchIndexSync other = SyncSearchIndex(*store_, Truncation(7), o);
+  SearchIndexSync other = SyncSearchIndex(*store_, SearchVectors(*store_, Truncation(7)), o);
   EXPECT_TRUE(other.rebuilt);
   EXPECT_NE(other.reason.find("another model or dimension"), std::string::npos);
   EXPECT_EQ(other.index->dim(), 7);
@@ -226,12 +227,12 @@ TEST_F(SearchIndexTest, CorruptOrForeignIndexIsRebuilt) {
   }
   store_ = Store::Open(path, Store::Mode::kReadWrite);
   EXPECT_FALSE(store_->Verify().empty());
-  SearchIndexSync fixed = UpdateSearchIndex(store_.get(), Identity(), o);
+  SearchIndexSync fixed = UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
   EXPECT_TRUE(fixed.rebuilt);
   EXPECT_NE(fixed.reason.find("checksum"), std::string::npos) << fixed.reason;
   ExpectMatchesStore(*fixed.index);
   EXPECT_TRUE(store_->Verify().empty());
-  EXPECT_TRUE(SyncSearchIndex(*store_, Identity(), o).loaded);
+  EXPECT_TRUE(SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o).loaded);
 }
 
 }  // namespace
@@ -252,7 +253,7 @@ TEST(SearchIndexFullVladTest, ExactIndexOfFullVladIsNotPersisted) {
   m.codebook_hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
   const int64_t dim = static_cast<int64_t>(m.vlad_dim());
   ASSERT_GT(dim, kMaxPersistedFlatDim);
-  auto store = Store::Create(tmp / "db", m);
+  auto store = Store::Create(tmp / "db", m, nullptr, 2);
   std::mt19937_64 rng(1);
   std::normal_distribution<float> g;
   std::vector<std::vector<float>> vectors;
@@ -270,7 +271,7 @@ TEST(SearchIndexFullVladTest, ExactIndexOfFullVladIsNotPersisted) {
     store->PutImage(&r, v.data());
     vectors.push_back(v);
   }
-  const SearchProjection identity = SearchProjection::FromRecord(nullptr, dim);
+  const SearchVectors identity(*store, SearchProjection::FromRecord(nullptr, dim));
   VectorIndexOptions o;
   const SearchIndexSync update = UpdateSearchIndex(store.get(), identity, o);
   EXPECT_TRUE(update.transient);

@@ -131,7 +131,7 @@ TEST(StoreTest, CreateOpenRoundTrip) {
   std::vector<ImageRecord> records;
   std::vector<std::vector<float>> vectors;
   {
-    auto store = Store::Create(db, model);
+    auto store = Store::Create(db, model, nullptr, 2);
     EXPECT_EQ(store->num_images(), 0u);
     for (uint64_t i = 0; i < 9; ++i) {
       ImageRecord r = MakeRecord("/photos/\xff raw bytes/img " + std::to_string(i) + ".jpg", i);
@@ -236,7 +236,7 @@ TEST(StoreTest, CreateOpenRoundTrip) {
 TEST(StoreTest, PutImageRefusesNonFiniteAndLeavesNothing) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  auto store = Store::Create(db, MakeModel());
+  auto store = Store::Create(db, MakeModel(), nullptr, 2);
   ImageRecord good = MakeRecord("/good.png", 1);
   const auto gv = MakeVector(1);
   store->PutImage(&good, gv.data());
@@ -355,7 +355,7 @@ const bool kChildDispatch = [] {
 TEST(StoreTest, AtomicUnderSigkill) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  Store::Create(db, MakeModel()).reset();
+  Store::Create(db, MakeModel(), nullptr, 2).reset();
   std::mt19937 rng(20240611);
   int64_t count = 0;  // images in the store when the round starts (checked)
   for (int round = 0; round < 6; ++round) {
@@ -456,7 +456,7 @@ void ExpectSchemaRefused(uint32_t version, const std::string& readable, const st
   TempDir tmp;
   const std::string db = tmp / "db";
   {
-    auto store = Store::Create(db, MakeModel());
+    auto store = Store::Create(db, MakeModel(), nullptr, 2);
     ImageRecord r = MakeRecord("/a.jpg", 1);
     const auto v = MakeVector(1);
     store->PutImage(&r, v.data());
@@ -497,7 +497,7 @@ TEST(StoreTest, RefusesNewerSchema) {
   ExpectSchemaRefused(kSchemaVersion + 1, std::to_string(kSchemaVersion), "upgrade lookalike");
   ExpectSchemaRefused(99, std::to_string(kSchemaVersion), "upgrade lookalike");
 }
-TEST(StoreTest, RefusesOlderSchema) { ExpectSchemaRefused(0, "1 to 2", "re-index"); }
+TEST(StoreTest, RefusesOlderSchema) { ExpectSchemaRefused(0, "1 to 3", "re-index"); }
 
 TEST(StoreTest, CreateRefusesUnknownSchema) {
   TempDir tmp;
@@ -567,13 +567,13 @@ uint32_t StoredSchema(const std::string& db) {
   return encoding::Reader(it->second, "test").Fixed32();
 }
 
-TEST(StoreTest, NewDatabaseIsSchema2WithXxh3) {
+TEST(StoreTest, Schema2DatabaseUsesXxh3AndFloat32Vectors) {
   TempDir tmp;
   const std::string db = tmp / "db";
   const std::string features = FeaturesBlob(1, 1000);
   std::vector<float> v = UnitVector(1);
   {
-    auto store = Store::Create(db, MakeModel());
+    auto store = Store::Create(db, MakeModel(), nullptr, 2);
     EXPECT_EQ(store->schema_version(), 2u);
     EXPECT_EQ(store->hash_kind(), HashKind::kXxh3_64);
     ImageRecord r = OkRecord("/a.jpg", 1);
@@ -722,6 +722,102 @@ void FlipByte(const std::string& db, const std::string& prefix, uint64_t id, siz
   ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), key, value).ok());
 }
 
+// A projection of the test model's 15-d VLAD onto its first `out_dim` axes.
+ProjectionRecord AxisProjection(uint32_t out_dim) {
+  ProjectionRecord p;
+  p.in_dim = kClusters * kDim;
+  p.out_dim = out_dim;
+  p.num_samples = 10;
+  p.mean.assign(p.in_dim, 0.0f);
+  for (uint32_t c = 0; c < out_dim; ++c) p.eigenvalues.push_back(static_cast<float>(out_dim - c));
+  p.components.assign(size_t{out_dim} * p.in_dim, 0.0f);
+  for (uint32_t c = 0; c < out_dim; ++c) p.components[size_t{c} * p.in_dim + c] = 1.0f;
+  return p;
+}
+
+// Schema 3 keeps each image's search vector at half precision (the
+// projection's dimension, not the VLAD's) and the descriptor quantizer.
+TEST(StoreTest, CompactLayoutKeepsHalfPrecisionSearchVectors) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  const ProjectionRecord p = AxisProjection(4);
+  const std::string quantizer = std::string("opaque quantizer \0 bytes", 24);
+  const std::vector<float> v = {0.6f, -0.8f, 0.0f, 0.0f};
+  {
+    auto store = Store::Create(db, MakeModel(), &p, kSchemaVersion, quantizer);
+    EXPECT_EQ(store->vector_dim(), 4u);
+    EXPECT_TRUE(store->half_vectors());
+    ImageRecord r = OkRecord("/a.jpg", 0);
+    store->PutImage(&r, v.data(), "features");
+  }
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(store->schema_version(), kSchemaVersion);
+  EXPECT_EQ(store->vector_dim(), 4u);
+  EXPECT_EQ(store->GetDescriptorQuantizer(), quantizer);
+  const auto got = store->GetVector(1);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR((*got)[i], v[i], 1e-3);
+  // 4 floats at 2 bytes, not the 15 of the VLAD at 4.
+  const auto raw = DumpRaw(db);
+  EXPECT_EQ(raw.at("v:" + encoding::BigEndian64(1)).size(), 4u + 4 * 2 + 8);
+  EXPECT_TRUE(store->Verify().empty());
+}
+
+// Without a projection a compact database keeps no vector at all (search
+// derives it from the stored features); a stray one is a problem.
+TEST(StoreTest, CompactLayoutWithoutProjectionKeepsNoVectors) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  {
+    auto store = Store::Create(db, MakeModel(), nullptr, kSchemaVersion, "quantizer");
+    EXPECT_EQ(store->vector_dim(), 0u);
+    ImageRecord r = OkRecord("/a.jpg", 0);
+    store->PutImage(&r, nullptr, "features");
+  }
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_FALSE(store->GetVector(1).has_value());
+    int calls = 0;
+    store->ForEachVector([&](const ImageRecord& r, const float* v) {
+      EXPECT_EQ(r.path, "/a.jpg");
+      EXPECT_EQ(v, nullptr);
+      ++calls;
+    });
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(*store->GetFeatures(1), "features");
+    EXPECT_TRUE(store->Verify().empty());
+  }
+  OpenRaw(db)->Put(rocksdb::WriteOptions(), "v:" + encoding::BigEndian64(1), "stray");
+  const auto problems = Store::Open(db, Store::Mode::kReadOnly)->Verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("keeps none"), std::string::npos) << problems[0];
+}
+
+TEST(StoreTest, CorruptQuantizerIsReportedNotUsed) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  Store::Create(db, MakeModel(), nullptr, kSchemaVersion, "quantizer bytes").reset();
+  {
+    auto raw = OpenRaw(db);
+    std::string value;
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), "m:dq", &value).ok());
+    value[3] ^= 0x20;
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "m:dq", value).ok());
+  }
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  try {
+    store->GetDescriptorQuantizer();
+    ADD_FAILURE() << "a flipped byte in the quantizer went unnoticed";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  const auto problems = store->Verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("descriptor quantizer"), std::string::npos) << problems[0];
+}
+
 TEST(StoreTest, DetectsCorruptedVector) {
   for (uint32_t schema : {1u, 2u}) {
     SCOPED_TRACE("schema " + std::to_string(schema));
@@ -792,7 +888,7 @@ TEST(StoreTest, ModelSettingsAreChecksummedAndOlderModelsStillOpen) {
   const std::string db = tmp / "db";
   ModelRecord model = MakeModel();
   model.min_keypoints = 300;
-  Store::Create(db, model);
+  Store::Create(db, model, nullptr, 2);
   EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->model().min_keypoints, 300u);
   std::string value;
   {
@@ -829,7 +925,7 @@ TEST(StoreTest, DetectsTruncatedVector) {
   const std::string db = tmp / "db";
   uint64_t id = 0;
   {
-    auto store = Store::Create(db, MakeModel());
+    auto store = Store::Create(db, MakeModel(), nullptr, 2);
     ImageRecord r = MakeRecord("/img", 1);
     const auto v = MakeVector(1);
     store->PutImage(&r, v.data());
@@ -925,7 +1021,7 @@ TEST(StoreTest, CreateRefusesNonEmptyFolderAndFile) {
 TEST(StoreTest, SecondWriterIsLocked) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  auto first = Store::Create(db, MakeModel());
+  auto first = Store::Create(db, MakeModel(), nullptr, 2);
   try {
     Store::Open(db, Store::Mode::kReadWrite);
     FAIL() << "a second read-write open succeeded";
@@ -962,7 +1058,7 @@ TEST(StoreTest, PersistedSearchIndex) {
   std::mt19937_64 rng(3);
   for (char& c : big) c = static_cast<char>(rng());
   {
-    auto store = Store::Create(db, MakeModel());
+    auto store = Store::Create(db, MakeModel(), nullptr, 2);
     EXPECT_FALSE(store->GetSearchIndex().has_value());
     store->PutSearchIndex(big);
     EXPECT_EQ(store->GetSearchIndex(), big);

@@ -254,7 +254,8 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
   ASSERT_EQ(info.code, kExitOk) << info.err;
   EXPECT_EQ(Lines(info.out).size(), 1u);
   EXPECT_TRUE(Contains(info.out, "\"images\":" + std::to_string(kImages))) << info.out;
-  EXPECT_TRUE(Contains(info.out, "\"schema_version\":2")) << info.out;
+  EXPECT_TRUE(Contains(info.out, "\"schema_version\":" + std::to_string(kSchemaVersion)))
+      << info.out;
   EXPECT_TRUE(Contains(info.out, "\"image_hash\":\"xxh3-64\"")) << info.out;
   EXPECT_TRUE(Contains(info.out, "\"clusters\":16")) << info.out;
   const CliRun info_table = RunLookalike({"info", "--db", db()});
@@ -442,7 +443,7 @@ TEST(OutputTest, RoundedNumbersPrintAsTheirDecimals) {
   EXPECT_EQ(j.dump(), "{\"a\":0.89359,\"b\":0.1235,\"c\":1.0}");
 }
 
-// ---- schema 1 and schema 2 databases through the command line --------------
+// ---- databases of every schema through the command line ---------------------
 
 std::string FileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -491,6 +492,15 @@ class CliSchemaTest : public CliIndexTest, public ::testing::WithParamInterface<
 
 TEST_P(CliSchemaTest, IndexSearchVerifyAndNothingReindexed) {
   const uint32_t schema = GetParam();
+  // Schema 2: the older layout on request. Schema 3 with a projection, so
+  // that it stores (search) vectors, as large collections do.
+  const std::vector<std::string> layout =
+      schema == 2 ? std::vector<std::string>{"--descriptor-bytes", "0"}
+                  : std::vector<std::string>{"--pca-min-images", "0", "--pca-dim", "8"};
+  auto Index = [&](std::vector<std::string> args) {
+    args.insert(args.end(), layout.begin(), layout.end());
+    return CliIndexTest::Index(args);
+  };
   if (schema == 1) {
     // Schema 1 as older builds wrote it: the model (and PCA) of a database
     // built here, in a database created in schema 1; `index` fills it.
@@ -569,7 +579,7 @@ TEST_P(CliSchemaTest, IndexSearchVerifyAndNothingReindexed) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemas, CliSchemaTest, ::testing::Values(1u, 2u),
+INSTANTIATE_TEST_SUITE_P(Schemas, CliSchemaTest, ::testing::Values(1u, 2u, 3u),
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return "schema" + std::to_string(info.param);
                          });

@@ -1,0 +1,68 @@
+// The search vector of every stored image, whatever the database's schema
+// keeps: schemas 1-2 store the full VLAD vector (mapped here through the PCA
+// projection, if any); schema 3 stores the search vector itself (float16),
+// or, without a projection, nothing: the VLAD vector is derived from the
+// stored (quantised) local features and the codebook, exactly as the indexer
+// computed it. Used by the search index, query expansion and dedup, so none
+// of them depends on what is stored.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "indexer/descriptor_quantizer.h"
+#include "indexer/projection.h"
+#include "indexer/vlad.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+class SearchVectors {
+ public:
+  // Loads the projection and, when vectors must be derived, the codebook and
+  // the descriptor quantizer. Throws StoreError(kCorrupt) / std::runtime_error
+  // for an unusable model.
+  explicit SearchVectors(const Store& store);
+  // A database that stores full VLAD vectors (schemas 1-2) searched through
+  // another projection than its own (tests, benchmarks); `projection` must
+  // read model().vlad_dim() dimensions (std::invalid_argument otherwise).
+  SearchVectors(const Store& store, SearchProjection projection);
+  ~SearchVectors();
+  SearchVectors(SearchVectors&&) noexcept;
+
+  int64_t dim() const { return projection_.out_dim(); }
+  // Maps a query's full VLAD vectors to search vectors (n x dim()).
+  const SearchProjection& projection() const { return projection_; }
+  // Whether vectors are derived from local features (slower: a VLAD
+  // encoding per image) rather than read.
+  bool derived() const { return derived_; }
+
+  // The search vectors of `ids` into out (ids.size() x dim()). Throws
+  // StoreError(kCorrupt) if an image has a record but no vector or features.
+  void Read(const std::vector<uint64_t>& ids, float* out) const;
+
+  // Calls fn(records, vectors) over every stored image in id order, in
+  // chunks of up to `chunk` images; vectors is records.size() x dim() (all
+  // zero for an image without features) and valid during the call only.
+  void ForEach(const std::function<void(const std::vector<ImageRecord>&, const float*)>& fn,
+               int64_t chunk = 1024) const;
+
+ private:
+  enum class Source { kStoredVlad, kStoredSearch, kDerived };
+  // VLAD vectors of the images from their stored features, n x vlad_dim.
+  void Derive(const std::vector<ImageRecord>& records, float* vlad) const;
+  // Raw stored vectors (vector_dim floats each) -> search vectors.
+  void Map(const float* stored, int64_t n, float* out) const;
+
+  const Store& store_;
+  SearchProjection projection_;
+  Source source_ = Source::kStoredVlad;
+  bool derived_ = false;
+  std::optional<DescriptorQuantizer> quantizer_;
+  std::unique_ptr<VladEncoder> encoder_;
+};
+
+}  // namespace lookalike

@@ -1,0 +1,180 @@
+#include "indexer/descriptor_quantizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "indexer/local_features.h"
+#include "storage/encoding.h"
+
+namespace lookalike {
+namespace {
+
+constexpr int kDim = 128;
+
+// RootSIFT-like rows: the square root of L1-normalised non-negative values,
+// a few strong bins and many weak ones, so rows are unit length.
+std::vector<float> RootSiftLike(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::gamma_distribution<float> g(0.3f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n) * kDim);
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = x.data() + i * kDim;
+    double sum = 0;
+    for (int j = 0; j < kDim; ++j) sum += row[j] = g(rng);
+    for (int j = 0; j < kDim; ++j) row[j] = std::sqrt(static_cast<float>(row[j] / sum));
+  }
+  return x;
+}
+
+double SquaredDistance(const float* a, const float* b) {
+  double d = 0;
+  for (int j = 0; j < kDim; ++j) d += double{a[j] - b[j]} * (a[j] - b[j]);
+  return d;
+}
+
+QuantizerOptions Bytes(int bytes) {
+  QuantizerOptions o;
+  o.bytes = bytes;
+  return o;
+}
+
+TEST(DescriptorQuantizerTest, ValidatesBytes) {
+  EXPECT_NO_THROW(Bytes(0).Validate(kDim));
+  EXPECT_NO_THROW(Bytes(16).Validate(kDim));
+  EXPECT_NO_THROW(Bytes(32).Validate(kDim));
+  EXPECT_THROW(Bytes(7).Validate(kDim), std::invalid_argument);
+  EXPECT_THROW(Bytes(-1).Validate(kDim), std::invalid_argument);
+  EXPECT_THROW(Bytes(256).Validate(kDim), std::invalid_argument);
+}
+
+TEST(DescriptorQuantizerTest, TooFewDescriptorsAreRefused) {
+  const auto x = RootSiftLike(kQuantizerMinDescriptors - 1, 1);
+  EXPECT_THROW(DescriptorQuantizer::Train(x.data(), kQuantizerMinDescriptors - 1, kDim, Bytes(16)),
+               std::invalid_argument);
+}
+
+TEST(DescriptorQuantizerTest, SixteenBytesKeepMostOfEachDescriptor) {
+  const auto train = RootSiftLike(20000, 1);
+  const auto q = DescriptorQuantizer::Train(train.data(), 20000, kDim, Bytes(16));
+  EXPECT_EQ(q.dim(), kDim);
+  EXPECT_EQ(q.code_bytes(), 16);
+  // Unseen rows: the reconstruction error is a small part of the spread
+  // between rows, and a row's nearest reconstruction is its own.
+  const int64_t n = 500;
+  const auto x = RootSiftLike(n, 2);
+  std::vector<uint8_t> codes(n * 16);
+  q.Encode(x.data(), n, codes.data());
+  std::vector<float> y(x.size());
+  q.Decode(codes.data(), n, y.data());
+  double error = 0, spread = 0;
+  int own_nearest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    error += SquaredDistance(x.data() + i * kDim, y.data() + i * kDim);
+    spread += SquaredDistance(x.data() + i * kDim, x.data() + ((i + 1) % n) * kDim);
+    int64_t best = -1;
+    double best_d = 1e30;
+    for (int64_t j = 0; j < n; ++j) {
+      const double d = SquaredDistance(x.data() + i * kDim, y.data() + j * kDim);
+      if (d < best_d) best_d = d, best = j;
+    }
+    own_nearest += best == i;
+  }
+  EXPECT_LT(error / spread, 0.35) << "relative reconstruction error";
+  EXPECT_GE(own_nearest, n * 95 / 100);
+}
+
+TEST(DescriptorQuantizerTest, SerialisedQuantizerCodesAlike) {
+  const auto train = RootSiftLike(4000, 3);
+  const auto q = DescriptorQuantizer::Train(train.data(), 4000, kDim, Bytes(16));
+  const std::string blob = q.Serialize();
+  EXPECT_EQ(blob.size(), 16 + (kDim * kDim + 16 * 256 * 8) * 4u);
+  const auto back = DescriptorQuantizer::Deserialize(blob);
+  EXPECT_EQ(back.Serialize(), blob);
+  const auto x = RootSiftLike(50, 4);
+  std::vector<uint8_t> a(50 * 16), b(50 * 16);
+  q.Encode(x.data(), 50, a.data());
+  back.Encode(x.data(), 50, b.data());
+  EXPECT_EQ(a, b);
+  // Learning is deterministic for a seed.
+  EXPECT_EQ(DescriptorQuantizer::Train(train.data(), 4000, kDim, Bytes(16)).Serialize(), blob);
+}
+
+TEST(DescriptorQuantizerTest, MalformedBlobsAreCorrupt) {
+  const auto train = RootSiftLike(1000, 5);
+  const std::string blob =
+      DescriptorQuantizer::Train(train.data(), 1000, kDim, Bytes(16)).Serialize();
+  EXPECT_THROW(DescriptorQuantizer::Deserialize(blob.substr(0, blob.size() - 4)),
+               encoding::CorruptValue);
+  EXPECT_THROW(DescriptorQuantizer::Deserialize(blob.substr(0, 10)), encoding::CorruptValue);
+  std::string wrong_bytes = blob;
+  wrong_bytes[8] = 7;  // 7 bytes do not divide 128
+  EXPECT_THROW(DescriptorQuantizer::Deserialize(wrong_bytes), encoding::CorruptValue);
+  std::string skewed = blob;
+  encoding::Reader r(skewed.data() + 16, 4, "test");
+  const float a00 = r.Float();
+  std::string f;
+  encoding::PutFloat(&f, a00 + 0.5f);  // the rotation is no longer orthonormal
+  skewed.replace(16, 4, f);
+  EXPECT_THROW(DescriptorQuantizer::Deserialize(skewed), encoding::CorruptValue);
+}
+
+TEST(CompactFeaturesTest, RoundTripKeepsGeometryAndQuantisedDescriptors) {
+  const auto train = RootSiftLike(2000, 6);
+  const auto q = DescriptorQuantizer::Train(train.data(), 2000, kDim, Bytes(16));
+  Descriptors d;
+  d.num = 40;
+  d.dim = kDim;
+  d.values = RootSiftLike(d.num, 7);
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<float> u(0, 1);
+  for (int i = 0; i < d.num; ++i)
+    d.keypoints.push_back(Keypoint{u(rng) * 511, u(rng) * 383, 1.5f + u(rng) * 60, u(rng) * 360});
+  std::vector<float> reconstructed;
+  const std::string blob = EncodeCompactFeatures(d, 512, 384, q, &reconstructed);
+  EXPECT_EQ(blob.size(), 24u + 40u * (6 + 16)) << "6 bytes of geometry and 16 of code a keypoint";
+  EXPECT_EQ(reconstructed, QuantisedDescriptors(d, q));
+  const LocalFeatures f = DecodeLocalFeatures(blob, &q);
+  ASSERT_EQ(f.num(), d.num);
+  EXPECT_EQ(f.width, 512u);
+  EXPECT_EQ(f.height, 384u);
+  EXPECT_EQ(f.descriptors, reconstructed);
+  for (int i = 0; i < d.num; ++i) {
+    const Keypoint &a = d.keypoints[i], &b = f.keypoints[i];
+    EXPECT_NEAR(b.x, a.x, 512.0 / 65535);
+    EXPECT_NEAR(b.y, a.y, 384.0 / 65535);
+    EXPECT_NEAR(b.size / a.size, 1.0, 0.015);
+    const float turn = std::fmod(std::fabs(b.angle - a.angle), 360.0f);
+    EXPECT_LE(std::min(turn, 360 - turn), 360.0f / 512 + 1e-3f);
+  }
+  // Queries keep their exact descriptors (unit rows) against such a database.
+  const LocalFeatures query = MakeLocalFeatures(d, 512, 384, &q);
+  EXPECT_EQ(query.descriptors.size(), d.values.size());
+  for (size_t j = 0; j < d.values.size(); ++j) EXPECT_NEAR(query.descriptors[j], d.values[j], 1e-5);
+}
+
+TEST(CompactFeaturesTest, NeedTheirOwnQuantizer) {
+  const auto train = RootSiftLike(2000, 9);
+  const auto q16 = DescriptorQuantizer::Train(train.data(), 2000, kDim, Bytes(16));
+  const auto q8 = DescriptorQuantizer::Train(train.data(), 2000, kDim, Bytes(8));
+  Descriptors d;
+  d.num = 3;
+  d.dim = kDim;
+  d.values = RootSiftLike(3, 10);
+  d.keypoints.resize(3);
+  const std::string blob = EncodeCompactFeatures(d, 100, 100, q16);
+  EXPECT_THROW(DecodeLocalFeatures(blob), encoding::CorruptValue);
+  EXPECT_THROW(DecodeLocalFeatures(blob, &q8), encoding::CorruptValue);
+  EXPECT_THROW(DecodeLocalFeatures(blob.substr(0, blob.size() - 1), &q16), encoding::CorruptValue);
+  // The older format decodes with or without a quantizer.
+  const std::string old = EncodeLocalFeatures(d, 100, 100);
+  EXPECT_EQ(DecodeLocalFeatures(old).num(), 3);
+  EXPECT_EQ(DecodeLocalFeatures(old, &q16).num(), 3);
+}
+
+}  // namespace
+}  // namespace lookalike
