@@ -46,7 +46,8 @@ int64_t AutoNprobe(int64_t n, int64_t nlist) {
   if (nlist <= 0) return 0;
   const int64_t by_scan =
       static_cast<int64_t>(std::llround(8000.0 * nlist / std::max<int64_t>(n, 1)));
-  return std::min(nlist, std::max<int64_t>(by_scan, 16));
+  const int64_t by_share = (3 * nlist + 9) / 10;  // 30 %, rounded up
+  return std::min(nlist, std::max<int64_t>({by_scan, by_share, 16}));
 }
 
 int64_t AutoNlist(int64_t n) {

@@ -346,7 +346,8 @@ TEST(VectorIndexTest, OptionsAndKinds) {
     EXPECT_EQ(VectorIndex::Build(240, b, ids.data(), db.data(), 200)->code_bytes(), bytes)
         << "budget " << budget;
   }
-  EXPECT_EQ(AutoNprobe(1000000, 2048), 16);
+  EXPECT_EQ(AutoNprobe(1000000, 2048), 615);  // 30 % of the lists
+  EXPECT_EQ(AutoNprobe(100000, 512), 154);
   EXPECT_EQ(AutoNprobe(20000, 256), 102);
   EXPECT_EQ(AutoNprobe(100, 4), 4);
   EXPECT_EQ(AutoNlist(1000000), 2048);
