@@ -34,14 +34,21 @@ void PutFixed16(std::string* s, uint16_t v) {
   s->push_back(static_cast<char>(v >> 8));
 }
 
+// The header fields both formats share (after the format): num, dim, width,
+// height. Returns num; fills the rest of `f`.
+uint32_t ReadCommonHeader(encoding::Reader* r, LocalFeatures* f) {
+  const uint32_t num = r->Fixed32();
+  f->dim = static_cast<int>(r->Fixed32());
+  f->width = r->Fixed32();
+  f->height = r->Fixed32();
+  return num;
+}
+
 LocalFeatures DecodeCompact(const std::string& blob, const DescriptorQuantizer* quantizer) {
   encoding::Reader r(blob, "local features");
   r.Fixed32();  // format
   LocalFeatures f;
-  const uint32_t num = r.Fixed32();
-  f.dim = static_cast<int>(r.Fixed32());
-  f.width = r.Fixed32();
-  f.height = r.Fixed32();
+  const uint32_t num = ReadCommonHeader(&r, &f);
   const uint32_t code_bytes = r.Fixed32();
   if (!quantizer)
     throw encoding::CorruptValue("local features: compact format read without its quantizer");
@@ -146,10 +153,7 @@ LocalFeatures DecodeLocalFeatures(const std::string& blob, const DescriptorQuant
   if (format != kFormat)
     throw encoding::CorruptValue("local features: unknown format " + std::to_string(format));
   LocalFeatures f;
-  const uint32_t num = r.Fixed32();
-  f.dim = static_cast<int>(r.Fixed32());
-  f.width = r.Fixed32();
-  f.height = r.Fixed32();
+  const uint32_t num = ReadCommonHeader(&r, &f);
   const float scale = r.Float();
   if (f.dim <= 0 || f.dim > 1024 || !(scale > 0) || !std::isfinite(scale))
     throw encoding::CorruptValue("local features: bad header");

@@ -10,6 +10,9 @@
 //   m:vdim              u32 floats of each v: value (schema 3; 0 = none stored)
 //   m:dq                the descriptor quantizer (an opaque blob the indexer
 //                       encodes), u64 FNV-1a of the blob (schema 3)
+//   m:totals            u64 descriptors, u64 images without features: the
+//                       sums over the records, kept with every write (schema
+//                       3), so `info` reads no record
 //   m:xindex            u32 format, u64 size, u32 chunks, u64 FNV-1a of the
 //                       search index blob; optional (search/search_index.h)
 //   x:<chunk BE32>      the search index blob in 4 MiB chunks
@@ -62,6 +65,7 @@ inline constexpr char kProjectionKey[] = "m:pca";
 inline constexpr char kSearchIndexKey[] = "m:xindex";
 inline constexpr char kVectorDimKey[] = "m:vdim";
 inline constexpr char kDescriptorQuantizerKey[] = "m:dq";
+inline constexpr char kTotalsKey[] = "m:totals";
 inline constexpr uint32_t kSearchIndexFormat = 1;
 inline constexpr size_t kSearchIndexChunk = size_t{4} << 20;
 

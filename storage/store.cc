@@ -37,6 +37,29 @@ uint64_t Hash64(HashKind kind, const void* data, size_t size) {
   return encoding::Fnv1a64(data, size);
 }
 
+namespace {
+
+// `totals` after replacing `before` (if any) by `after` (if any).
+ImageTotals Updated(ImageTotals totals, const std::optional<ImageRecord>& before,
+                    const ImageRecord* after) {
+  for (const ImageRecord* r : {before ? &*before : nullptr, after}) {
+    if (!r) continue;
+    const int sign = r == after ? 1 : -1;
+    totals.descriptors += sign * static_cast<int64_t>(r->num_descriptors);
+    totals.without_features += sign * (r->status == ImageStatus::kNoFeatures ? 1 : 0);
+  }
+  return totals;
+}
+
+std::string EncodeTotals(const ImageTotals& t) {
+  std::string s;
+  encoding::PutFixed64(&s, t.descriptors);
+  encoding::PutFixed64(&s, t.without_features);
+  return s;
+}
+
+}  // namespace
+
 Store::Store(std::string path, std::unique_ptr<Impl> impl)
     : path_(std::move(path)), impl_(std::move(impl)) {}
 
@@ -145,6 +168,12 @@ void Store::LoadMeta() {
       const auto vdim = impl_->Get(kVectorDimKey);
       if (!vdim) throw encoding::CorruptValue("vector dimension (m:vdim) missing");
       vector_dim_ = Reader(*vdim, "vector dimension").Fixed32();
+      const auto totals = impl_->Get(kTotalsKey);
+      if (!totals) throw encoding::CorruptValue("image totals (m:totals) missing");
+      Reader r(*totals, "image totals");
+      totals_.descriptors = r.Fixed64();
+      totals_.without_features = r.Fixed64();
+      r.ExpectEnd();
     }
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
@@ -326,6 +355,11 @@ void Store::PutImage(ImageRecord* record, const float* vector, const std::string
       throw StoreError(StoreError::Kind::kIo,
                        "refusing to store a non-finite vector for " + record->path);
   rocksdb::WriteBatch batch;
+  ImageTotals totals = totals_;
+  if (half_vectors()) {
+    totals = Updated(totals_, record->id ? FindById(record->id) : std::nullopt, record);
+    batch.Put(kTotalsKey, EncodeTotals(totals));
+  }
   uint64_t next_id = next_id_, count = num_images_;
   if (record->id == 0) {
     record->id = next_id++;
@@ -347,21 +381,34 @@ void Store::PutImage(ImageRecord* record, const float* vector, const std::string
   }
   next_id_ = next_id;
   num_images_ = count;
+  totals_ = totals;
 }
 
 void Store::UpdateRecord(const ImageRecord& record) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   rocksdb::WriteBatch batch;
+  ImageTotals totals = totals_;
+  if (half_vectors()) {
+    totals = Updated(totals_, FindById(record.id), &record);
+    batch.Put(kTotalsKey, EncodeTotals(totals));
+  }
   batch.Put(ImageKey(record.id), EncodeRecord(record, stores_colour()));
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
+  totals_ = totals;
 }
 
 void Store::RemoveImage(const ImageRecord& record) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   rocksdb::WriteBatch batch;
+  ImageTotals totals = totals_;
+  if (half_vectors()) {
+    // What is stored counts, not what the caller believes.
+    totals = Updated(totals_, FindById(record.id), nullptr);
+    batch.Put(kTotalsKey, EncodeTotals(totals));
+  }
   batch.Delete(ImageKey(record.id));
   batch.Delete(VectorKey(record.id));
   batch.Delete(FeaturesKey(record.id));
@@ -370,6 +417,7 @@ void Store::RemoveImage(const ImageRecord& record) {
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
   --num_images_;
+  totals_ = totals;
 }
 
 uint64_t Store::SizeOnDisk() const {

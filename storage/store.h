@@ -49,6 +49,15 @@ enum class ImageStatus : uint8_t {
   kNoFeatures = 1,  // decoded but no keypoints: stored as the zero vector
 };
 
+// Sums over a database's records, kept up to date by every write (schema 3).
+struct ImageTotals {
+  uint64_t descriptors = 0;
+  uint64_t without_features = 0;  // records of status kNoFeatures
+  bool operator==(const ImageTotals& o) const {
+    return descriptors == o.descriptors && without_features == o.without_features;
+  }
+};
+
 struct ImageRecord {
   uint64_t id = 0;            // assigned by the store; 0 = not yet stored
   std::string path;           // absolute path, raw bytes as the file system gave them
@@ -173,6 +182,12 @@ class Store {
   uint64_t vector_dim() const { return vector_dim_; }
   // Whether stored vectors are float16 (schema >= 3).
   bool half_vectors() const { return schema_version_ >= 3; }
+  // Descriptors and images without features over all records, from the
+  // counters (schema >= 3; nullopt before, where only a scan tells).
+  std::optional<ImageTotals> totals() const {
+    if (schema_version_ < 3) return std::nullopt;
+    return totals_;
+  }
   // ImageRecord::content_hash of file bytes, as this database computes it.
   uint64_t ContentHash(const void* data, size_t size) const {
     return Hash64(hash_kind_, data, size);
@@ -264,6 +279,7 @@ class Store {
   uint64_t num_images_ = 0;
   uint64_t next_id_ = 1;
   uint64_t vector_dim_ = 0;
+  ImageTotals totals_;  // schema >= 3
   uint32_t schema_version_ = kSchemaVersion;
   HashKind hash_kind_ = HashKindForSchema(kSchemaVersion);
 };

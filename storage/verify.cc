@@ -123,15 +123,18 @@ void CheckImage(const rocksdb::Slice& key, const ImageRecord& rec, const VerifyC
   }
 }
 
-// Every record; returns how many there are.
-uint64_t CheckImages(const VerifyContext& c) {
+// Every record; returns how many there are and their totals.
+uint64_t CheckImages(const VerifyContext& c, ImageTotals* totals) {
   std::vector<float> floats(c.vector_dim);
   uint64_t num_records = 0;
   std::unique_ptr<rocksdb::Iterator> it(c.db->NewIterator(c.ro));
   for (it->Seek("i:"); it->Valid() && it->key().starts_with("i:"); it->Next()) {
     ++num_records;
     try {
-      CheckImage(it->key(), DecodeRecord(it->value().data(), it->value().size()), c, &floats);
+      const ImageRecord rec = DecodeRecord(it->value().data(), it->value().size());
+      totals->descriptors += rec.num_descriptors;
+      totals->without_features += rec.status == ImageStatus::kNoFeatures;
+      CheckImage(it->key(), rec, c, &floats);
     } catch (const encoding::CorruptValue& e) {
       c.problems->Add("record key " + it->key().ToString(true) + ": " + e.what());
     }
@@ -216,10 +219,16 @@ std::vector<std::string> Store::Verify(size_t max_problems) const {
   } catch (const StoreError& e) {
     problems.Add(e.what());
   }
-  const uint64_t num_records = CheckImages(c);
+  ImageTotals counted;
+  const uint64_t num_records = CheckImages(c, &counted);
   if (num_records != num_images_)
     problems.Add("stored image count " + std::to_string(num_images_) + " but " +
                  std::to_string(num_records) + " records");
+  if (const auto kept = totals(); kept && !(*kept == counted))
+    problems.Add("image totals (m:totals) say " + std::to_string(kept->descriptors) +
+                 " descriptors and " + std::to_string(kept->without_features) +
+                 " images without features, the records " + std::to_string(counted.descriptors) +
+                 " and " + std::to_string(counted.without_features));
   CheckOrphans(c);
   CheckSearchIndex(c, [this] { GetSearchIndex(); });
   return problems.Take();

@@ -24,10 +24,16 @@ InfoReport MakeInfoReport(const Store& store, const std::string& db) {
   r.schema_version = store.schema_version();
   r.image_hash = HashKindName(store.hash_kind());
   r.images = store.num_images();
-  store.ForEachImage([&](const ImageRecord& rec) {
-    r.images_without_features += rec.status == ImageStatus::kNoFeatures;
-    r.descriptors += rec.num_descriptors;
-  });
+  if (const auto totals = store.totals()) {
+    // Counters kept with every write: no record is read.
+    r.images_without_features = totals->without_features;
+    r.descriptors = totals->descriptors;
+  } else {
+    store.ForEachImage([&](const ImageRecord& rec) {
+      r.images_without_features += rec.status == ImageStatus::kNoFeatures;
+      r.descriptors += rec.num_descriptors;
+    });
+  }
   r.size_bytes = store.SizeOnDisk();
   const ModelRecord& m = store.model();
   r.descriptor = m.descriptor_type;

@@ -794,6 +794,47 @@ TEST(StoreTest, CompactLayoutWithoutProjectionKeepsNoVectors) {
   EXPECT_NE(problems[0].find("keeps none"), std::string::npos) << problems[0];
 }
 
+// Schema 3 keeps the descriptor and no-features totals with every write, so
+// `info` reads no record; verify recounts them.
+TEST(StoreTest, CompactLayoutKeepsImageTotals) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  {
+    auto store = Store::Create(db, MakeModel(), nullptr, kSchemaVersion, "quantizer");
+    EXPECT_EQ(store->totals(), ImageTotals());
+    ImageRecord a = OkRecord("/a.jpg", 0), b = OkRecord("/b.jpg", 1), flat = OkRecord("/f.jpg", 2);
+    a.num_descriptors = 100;
+    b.num_descriptors = 40;
+    flat.num_descriptors = 0;
+    flat.status = ImageStatus::kNoFeatures;
+    store->PutImage(&a, nullptr, "fa");
+    store->PutImage(&b, nullptr, "fb");
+    store->PutImage(&flat, nullptr);
+    EXPECT_EQ(store->totals(), (ImageTotals{140, 1}));
+    a.num_descriptors = 70;  // re-encoded with other content
+    store->PutImage(&a, nullptr, "fa2");
+    EXPECT_EQ(store->totals(), (ImageTotals{110, 1}));
+    b.mtime_ns += 1;  // touched only
+    store->UpdateRecord(b);
+    EXPECT_EQ(store->totals(), (ImageTotals{110, 1}));
+    ImageRecord stale = flat;
+    stale.status = ImageStatus::kOk;  // the stored record counts, not the caller's copy
+    store->RemoveImage(stale);
+    EXPECT_EQ(store->totals(), (ImageTotals{110, 0}));
+  }
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->totals(), (ImageTotals{110, 0}));
+  EXPECT_TRUE(Store::Open(db, Store::Mode::kReadOnly)->Verify().empty());
+  std::string forged;
+  encoding::PutFixed64(&forged, 111);
+  encoding::PutFixed64(&forged, 0);
+  ASSERT_TRUE(OpenRaw(db)->Put(rocksdb::WriteOptions(), "m:totals", forged).ok());
+  const auto problems = Store::Open(db, Store::Mode::kReadOnly)->Verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("m:totals"), std::string::npos) << problems[0];
+  // Older schemas have no counters: callers scan.
+  EXPECT_FALSE(Store::Create(tmp / "old", MakeModel(), nullptr, 2)->totals().has_value());
+}
+
 TEST(StoreTest, CorruptQuantizerIsReportedNotUsed) {
   TempDir tmp;
   const std::string db = tmp / "db";
