@@ -58,7 +58,9 @@ void BatchCommitter::Add(ProcessedFile&& p) {
     Progress();
     return;
   }
-  if (quantizer_) CompactFeatures(*quantizer_, &p);
+  // Stored vectors are encoded from the exact descriptors; where none is
+  // stored, from the quantised ones search will derive it from.
+  if (quantizer_) CompactFeatures(*quantizer_, store_->vector_dim() == 0, &p);
   batch_descriptors_ += p.descriptors.num;
   batch_.push_back(std::move(p));
   if (static_cast<int>(batch_.size()) >= batch_images_ ||

@@ -54,12 +54,12 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
 
 }  // namespace
 
-void CompactFeatures(const DescriptorQuantizer& quantizer, ProcessedFile* p) {
+void CompactFeatures(const DescriptorQuantizer& quantizer, bool derivable, ProcessedFile* p) {
   if (p->descriptors.num == 0) return;
   std::vector<float> reconstructed;
   p->features = EncodeCompactFeatures(p->descriptors, p->frame_width, p->frame_height, quantizer,
-                                      &reconstructed);
-  p->descriptors.values = std::move(reconstructed);
+                                      derivable ? &reconstructed : nullptr);
+  if (derivable) p->descriptors.values = std::move(reconstructed);
 }
 
 ProcessedFile ProcessFile(const FileTask& task, size_t index, const FileProcessing& how,

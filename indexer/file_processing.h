@@ -64,11 +64,13 @@ void ProcessFiles(const std::vector<FileTask>& tasks, int threads, const FilePro
                   const std::atomic<bool>* cancel,
                   const std::function<void(ProcessedFile&&)>& consume);
 
-// Re-encodes p->features in the compact format (quantised descriptors) and
-// replaces p->descriptors' values by what that blob decodes to, so that the
-// VLAD vector encoded from them can be derived again from the stored
-// features alone. A file without keypoints is left as it is.
-void CompactFeatures(const DescriptorQuantizer& quantizer, ProcessedFile* p);
+// Re-encodes p->features in the compact format (quantised descriptors).
+// With `derivable`, also replaces p->descriptors' values by what that blob
+// decodes to, so that the VLAD vector encoded from them can be derived again
+// from the stored features alone (databases that store no vectors); without
+// it the exact descriptors stay for encoding (the vector is stored). A file
+// without keypoints is left as it is.
+void CompactFeatures(const DescriptorQuantizer& quantizer, bool derivable, ProcessedFile* p);
 
 // Counts `e` as a skipped file in the summary and tells the observer (may be
 // null).

@@ -135,17 +135,6 @@ std::string EncodeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t h
   return s;
 }
 
-std::vector<float> QuantisedDescriptors(const Descriptors& d,
-                                        const DescriptorQuantizer& quantizer) {
-  const size_t num = static_cast<size_t>(d.num);
-  std::vector<uint8_t> codes(num * quantizer.code_bytes());
-  quantizer.Encode(d.values.data(), d.num, codes.data());
-  std::vector<float> out(num * d.dim);
-  quantizer.Decode(codes.data(), d.num, out.data());
-  NormaliseRows(out.data(), num, d.dim);
-  return out;
-}
-
 LocalFeatures DecodeLocalFeatures(const std::string& blob, const DescriptorQuantizer* quantizer) {
   encoding::Reader r(blob, "local features");
   const uint32_t format = r.Fixed32();

@@ -46,11 +46,6 @@ std::string EncodeCompactFeatures(const Descriptors& descriptors, uint32_t width
                                   const DescriptorQuantizer& quantizer,
                                   std::vector<float>* reconstructed = nullptr);
 
-// The descriptors as a compact database keeps them (num x dim unit rows):
-// what EncodeCompactFeatures's `reconstructed` receives, without the blob.
-std::vector<float> QuantisedDescriptors(const Descriptors& descriptors,
-                                        const DescriptorQuantizer& quantizer);
-
 // Throws encoding::CorruptValue if the blob is malformed, or is format 2 and
 // `quantizer` is null or does not fit it.
 LocalFeatures DecodeLocalFeatures(const std::string& blob,

@@ -149,12 +149,15 @@ std::vector<FileTask> ImagesToExtractAgain(const std::vector<FileTask>& sample,
 }
 
 // PCA(-whitening) learned from the VLAD vectors of the training images
-// (always encoded on the CPU: a one-off of at most a few hundred images).
-// nullopt when the sample is too small or the run was cancelled.
-std::optional<ProjectionRecord> LearnSampleProjection(
-    const Codebook& codebook, const std::vector<FileTask>& sample, const TrainingSample& training,
-    const DescriptorQuantizer* quantizer, const IndexOptions& options, int threads,
-    IndexObserver* observer, const std::atomic<bool>* cancel) {
+// (always encoded on the CPU: a one-off of at most a few hundred images),
+// from their exact descriptors, as the vectors a database with a projection
+// stores are. nullopt when the sample is too small or the run was cancelled.
+std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
+                                                      const std::vector<FileTask>& sample,
+                                                      const TrainingSample& training,
+                                                      const IndexOptions& options, int threads,
+                                                      IndexObserver* observer,
+                                                      const std::atomic<bool>* cancel) {
   auto encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
   const int64_t vlad_dim = encoder->vlad_dim();
   const int64_t want = std::min<int64_t>(
@@ -179,19 +182,11 @@ std::optional<ProjectionRecord> LearnSampleProjection(
   std::vector<float> vectors;
   vectors.reserve((held.size() + again.size()) * static_cast<size_t>(vlad_dim));
   int64_t num = 0;
-  // The vectors the database will hold: from the quantised descriptors
-  // when it stores them quantised.
-  std::vector<float> reconstructed;
   auto add = [&](const Descriptors& d) {
     if (d.num == 0) return;
-    const float* values = d.values.data();
-    if (quantizer) {
-      reconstructed = QuantisedDescriptors(d, *quantizer);
-      values = reconstructed.data();
-    }
     vectors.resize(static_cast<size_t>((num + 1) * vlad_dim));
     const int64_t offsets[2] = {0, d.num};
-    encoder->Encode(values, offsets, 1, vectors.data() + num * vlad_dim);
+    encoder->Encode(d.values.data(), offsets, 1, vectors.data() + num * vlad_dim);
     ++num;
   };
   for (const ProcessedFile* p : held) add(p->descriptors);
@@ -263,8 +258,7 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
   if (learn) {
     const auto t = Clock::now();
     projection =
-        LearnSampleProjection(codebook, sample, training, quantizer ? &*quantizer : nullptr,
-                              options, threads, observer, cancel);
+        LearnSampleProjection(codebook, sample, training, options, threads, observer, cancel);
     if (cancel && cancel->load()) return out;
     summary->stages.pca = SecondsBetween(t, Clock::now());
   }

@@ -9,12 +9,14 @@ namespace lookalike {
 namespace {
 
 constexpr char kMagic[4] = {'L', 'K', 'S', 'X'};
-constexpr uint32_t kFormat = 1;
+// Format 2 adds the store generation the manifest was reconciled at.
+constexpr uint32_t kFormat = 2;
 constexpr int64_t kChunk = 256;  // stored vectors projected per call
 
 struct Decoded {
   uint64_t fingerprint = 0;
   uint64_t dim = 0;
+  uint64_t generation = 0;  // 0 = unknown (format 1, or a database without one)
   std::vector<IndexedImage> manifest;
   std::unique_ptr<VectorIndex> index;
 };
@@ -26,11 +28,12 @@ Decoded Decode(const std::string& blob) {
   Decoded d;
   try {
     const uint32_t format = r.Fixed32();
-    if (format != kFormat)
-      throw std::runtime_error("format " + std::to_string(format) + ", this build reads " +
+    if (format != 1 && format != kFormat)
+      throw std::runtime_error("format " + std::to_string(format) + ", this build reads 1 to " +
                                std::to_string(kFormat));
     d.fingerprint = r.Fixed64();
     d.dim = r.Fixed64();
+    if (format >= 2) d.generation = r.Fixed64();
     const uint64_t n = r.Fixed64();
     if (n > r.remaining() / 16) throw encoding::CorruptValue("manifest truncated");
     d.manifest.resize(n);
@@ -124,6 +127,7 @@ void LoadPersisted(const Store& store, int64_t dim, SearchIndexSync* sync) {
     }
     sync->index = std::move(d.index);
     sync->manifest = std::move(d.manifest);
+    sync->generation = d.generation;
     sync->loaded = true;
   } catch (const StoreError& e) {
     if (e.kind() != StoreError::Kind::kCorrupt) throw;
@@ -262,7 +266,28 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
     }
     return sync;
   }
+  // Read before any record: records read later may only be newer, so a
+  // saved generation never claims more than the manifest holds.
+  const std::optional<ImageTotals> totals = store.totals();
+  const uint64_t generation = totals ? totals->generation : 0;
   LoadPersisted(store, dim, &sync);
+  if (sync.loaded && generation != 0 && sync.generation == generation) {
+    // Nothing added, removed or changed since the manifest was reconciled:
+    // no record needs reading (a 100,000-image database opens in the time
+    // its index takes to load).
+    sync.num_zero = static_cast<int64_t>(totals->without_features);
+    if (options.nprobe == 0 && sync.index->nlist() > 0) {
+      const int64_t nprobe = AutoNprobe(sync.index->ntotal(), sync.index->nlist());
+      if (nprobe != sync.index->nprobe()) {
+        sync.index->set_nprobe(nprobe);
+        sync.retuned = true;
+      }
+    }
+    return sync;
+  }
+  // Saving records the generation even when nothing else changed.
+  sync.restamped = sync.loaded && sync.generation != generation;
+  sync.generation = generation;
   if (!sync.loaded) {
     Rebuild(store, vectors, options, &sync);
     return sync;
@@ -310,6 +335,7 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   encoding::PutFixed32(&blob, kFormat);
   encoding::PutFixed64(&blob, store->model().codebook_hash);
   encoding::PutFixed64(&blob, static_cast<uint64_t>(sync.index->dim()));
+  encoding::PutFixed64(&blob, sync.generation);
   encoding::PutFixed64(&blob, sync.manifest.size());
   for (const IndexedImage& m : sync.manifest) {
     encoding::PutFixed64(&blob, m.id);

@@ -7,8 +7,10 @@
 // added, changed or removed is brought up to date (missing ids added from the
 // stored vectors, removed or changed ids removed and re-added) and never
 // returns a stale or missing result. Blob layout (all little-endian):
-//   "LKSX", u32 format, u64 model fingerprint (codebook hash), u64 search
-//   dimension, u64 n, n x (u64 id, u64 content hash) in id order,
+//   "LKSX", u32 format (2), u64 model fingerprint (codebook hash), u64 search
+//   dimension, u64 store generation (format 2: the manifest matches the
+//   records at that generation, so an unchanged database is not compared
+//   record by record), u64 n, n x (u64 id, u64 content hash) in id order,
 //   u64 size + VectorIndex::Serialize() bytes.
 // The store adds chunking and its own checksum (m:xindex, x:<chunk>).
 #pragma once
@@ -43,13 +45,17 @@ struct SearchIndexSync {
   std::unique_ptr<VectorIndex> index;
   std::vector<IndexedImage> manifest;  // what `index` holds, in id order
   int64_t num_zero = 0;                // images without features (never in the index)
-  bool loaded = false;                 // the persisted index was used
-  bool rebuilt = false;                // built from every stored vector (see `reason`)
-  bool retrained = false;              // kind changed or lists re-learned as the collection grew
-  bool retuned = false;                // default nprobe re-chosen for the new size (AutoNprobe)
-  int64_t added = 0;                   // vectors added while reconciling
-  int64_t removed = 0;                 // vectors removed while reconciling
-  std::string reason;                  // why it was rebuilt or not persisted, empty otherwise
+  // The store generation (ImageTotals::generation) the manifest matches;
+  // 0 = unknown. Equal to the store's at the next load: nothing to reconcile.
+  uint64_t generation = 0;
+  bool restamped = false;  // the persisted index was reconciled at another generation
+  bool loaded = false;     // the persisted index was used
+  bool rebuilt = false;    // built from every stored vector (see `reason`)
+  bool retrained = false;  // kind changed or lists re-learned as the collection grew
+  bool retuned = false;    // default nprobe re-chosen for the new size (AutoNprobe)
+  int64_t added = 0;       // vectors added while reconciling
+  int64_t removed = 0;     // vectors removed while reconciling
+  std::string reason;      // why it was rebuilt or not persisted, empty otherwise
   // Not persisted (flat over more than kMaxPersistedFlatDim dimensions);
   // `index` is then built from the stored vectors by SyncSearchIndex and
   // null after UpdateSearchIndex.
@@ -59,7 +65,8 @@ struct SearchIndexSync {
   // its size and what happened ("built: reason", "re-built ...", "+a -r").
   std::string Summary() const;
   bool changed() const {
-    return !transient && (!loaded || rebuilt || retrained || retuned || added || removed);
+    return !transient &&
+           (!loaded || rebuilt || retrained || retuned || restamped || added || removed);
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 #include "indexer/file_walker.h"
@@ -52,7 +53,14 @@ struct Searcher::Impl {
   std::unique_ptr<FeatureReader> features;  // stored local features, for re-ranking
   std::unique_ptr<VectorIndex> index;       // keyed by image id
   std::vector<uint64_t> ids;                // the images the index holds, ascending
-  std::vector<std::string> paths;           // paths[i]: the path of ids[i]
+
+  // The path of image `id`; nullopt if a writer removed it since the index
+  // was loaded (the hit is then dropped).
+  std::optional<std::string> PathOf(uint64_t id) const {
+    auto record = store->FindById(id);
+    if (!record) return std::nullopt;
+    return std::move(record->path);
+  }
   int64_t num_zero = 0;
 
   // Position of image `id` in `ids`; -1 if the records do not list it.
@@ -127,18 +135,10 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   if (options.index.nprobe > 0)
     sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
   impl->num_zero = sync.num_zero;
+  // Paths are read for hits only (Impl::PathOf): opening reads no record
+  // when the persisted index is current.
   impl->ids.reserve(sync.manifest.size());
-  impl->paths.reserve(sync.manifest.size());
-  size_t next = 0;
-  impl->store->ForEachImage([&](const ImageRecord& rec) {
-    if (next < sync.manifest.size() && sync.manifest[next].id == rec.id) {
-      impl->ids.push_back(rec.id);
-      impl->paths.push_back(rec.path);
-      ++next;
-    }
-  });
-  if (next != sync.manifest.size())
-    throw std::runtime_error("database " + db_path + " changed while the search index loaded");
+  for (const IndexedImage& m : sync.manifest) impl->ids.push_back(m.id);
   impl->index = std::move(sync.index);
   return std::unique_ptr<Searcher>(new Searcher(std::move(impl)));
 }
@@ -157,7 +157,8 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors, int6
       const int64_t row = rows[q * k + r];
       if (row < 0) continue;
       const float s = Cosine(scores[q * k + r]);
-      out[q].push_back(Hit{impl_->ids[row], impl_->paths[row], s, s, -1});
+      const uint64_t id = impl_->ids[row];
+      if (auto path = impl_->PathOf(id)) out[q].push_back(Hit{id, std::move(*path), s, s, -1});
     }
   }
   return out;
@@ -195,9 +196,9 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   std::vector<Hit> hits;
   for (const Candidate& c : list) {
     if (static_cast<int>(hits.size()) == opt.k) break;
-    const int64_t row = impl_->RowOf(static_cast<int64_t>(c.id));
-    hits.push_back(
-        Hit{c.id, impl_->paths[row], c.score, c.similarity, ranking.inliers(c.id), c.colour});
+    if (auto path = impl_->PathOf(c.id))
+      hits.push_back(
+          Hit{c.id, std::move(*path), c.score, c.similarity, ranking.inliers(c.id), c.colour});
   }
   return hits;
 }

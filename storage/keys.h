@@ -11,8 +11,10 @@
 //   m:dq                the descriptor quantizer (an opaque blob the indexer
 //                       encodes), u64 FNV-1a of the blob (schema 3)
 //   m:totals            u64 descriptors, u64 images without features: the
-//                       sums over the records, kept with every write (schema
-//                       3), so `info` reads no record
+//                       sums over the records, and u64 generation, bumped by
+//                       every write that changes which images there are or
+//                       their content; kept with every write (schema 3), so
+//                       `info` and an unchanged search index read no record
 //   m:xindex            u32 format, u64 size, u32 chunks, u64 FNV-1a of the
 //                       search index blob; optional (search/search_index.h)
 //   x:<chunk BE32>      the search index blob in 4 MiB chunks

@@ -42,6 +42,9 @@ namespace {
 // `totals` after replacing `before` (if any) by `after` (if any).
 ImageTotals Updated(ImageTotals totals, const std::optional<ImageRecord>& before,
                     const ImageRecord* after) {
+  if (!before || !after || before->content_hash != after->content_hash ||
+      before->status != after->status)
+    ++totals.generation;
   for (const ImageRecord* r : {before ? &*before : nullptr, after}) {
     if (!r) continue;
     const int sign = r == after ? 1 : -1;
@@ -55,6 +58,7 @@ std::string EncodeTotals(const ImageTotals& t) {
   std::string s;
   encoding::PutFixed64(&s, t.descriptors);
   encoding::PutFixed64(&s, t.without_features);
+  encoding::PutFixed64(&s, t.generation);
   return s;
 }
 
@@ -168,12 +172,16 @@ void Store::LoadMeta() {
       const auto vdim = impl_->Get(kVectorDimKey);
       if (!vdim) throw encoding::CorruptValue("vector dimension (m:vdim) missing");
       vector_dim_ = Reader(*vdim, "vector dimension").Fixed32();
-      const auto totals = impl_->Get(kTotalsKey);
-      if (!totals) throw encoding::CorruptValue("image totals (m:totals) missing");
-      Reader r(*totals, "image totals");
-      totals_.descriptors = r.Fixed64();
-      totals_.without_features = r.Fixed64();
-      r.ExpectEnd();
+      // Absent in schema-3 databases written before the counters existed:
+      // then unknown, and callers scan as for older schemas.
+      if (const auto totals = impl_->Get(kTotalsKey)) {
+        Reader r(*totals, "image totals");
+        totals_.descriptors = r.Fixed64();
+        totals_.without_features = r.Fixed64();
+        totals_.generation = r.Fixed64();
+        r.ExpectEnd();
+        has_totals_ = true;
+      }
     }
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
@@ -356,7 +364,7 @@ void Store::PutImage(ImageRecord* record, const float* vector, const std::string
                        "refusing to store a non-finite vector for " + record->path);
   rocksdb::WriteBatch batch;
   ImageTotals totals = totals_;
-  if (half_vectors()) {
+  if (has_totals_) {
     totals = Updated(totals_, record->id ? FindById(record->id) : std::nullopt, record);
     batch.Put(kTotalsKey, EncodeTotals(totals));
   }
@@ -389,7 +397,7 @@ void Store::UpdateRecord(const ImageRecord& record) {
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   rocksdb::WriteBatch batch;
   ImageTotals totals = totals_;
-  if (half_vectors()) {
+  if (has_totals_) {
     totals = Updated(totals_, FindById(record.id), &record);
     batch.Put(kTotalsKey, EncodeTotals(totals));
   }
@@ -404,7 +412,7 @@ void Store::RemoveImage(const ImageRecord& record) {
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   rocksdb::WriteBatch batch;
   ImageTotals totals = totals_;
-  if (half_vectors()) {
+  if (has_totals_) {
     // What is stored counts, not what the caller believes.
     totals = Updated(totals_, FindById(record.id), nullptr);
     batch.Put(kTotalsKey, EncodeTotals(totals));

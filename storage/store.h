@@ -53,8 +53,13 @@ enum class ImageStatus : uint8_t {
 struct ImageTotals {
   uint64_t descriptors = 0;
   uint64_t without_features = 0;  // records of status kNoFeatures
+  // Bumped by every write that adds or removes an image or changes its
+  // content hash or status: a reader that saw generation g and sees g again
+  // knows which images there are without reading a record.
+  uint64_t generation = 0;
   bool operator==(const ImageTotals& o) const {
-    return descriptors == o.descriptors && without_features == o.without_features;
+    return descriptors == o.descriptors && without_features == o.without_features &&
+           generation == o.generation;
   }
 };
 
@@ -183,9 +188,10 @@ class Store {
   // Whether stored vectors are float16 (schema >= 3).
   bool half_vectors() const { return schema_version_ >= 3; }
   // Descriptors and images without features over all records, from the
-  // counters (schema >= 3; nullopt before, where only a scan tells).
+  // counters (schema >= 3; nullopt before, and for schema-3 databases
+  // written before the counters existed, where only a scan tells).
   std::optional<ImageTotals> totals() const {
-    if (schema_version_ < 3) return std::nullopt;
+    if (!has_totals_) return std::nullopt;
     return totals_;
   }
   // ImageRecord::content_hash of file bytes, as this database computes it.
@@ -279,7 +285,8 @@ class Store {
   uint64_t num_images_ = 0;
   uint64_t next_id_ = 1;
   uint64_t vector_dim_ = 0;
-  ImageTotals totals_;  // schema >= 3
+  ImageTotals totals_;  // valid when has_totals_ (schema >= 3)
+  bool has_totals_ = false;
   uint32_t schema_version_ = kSchemaVersion;
   HashKind hash_kind_ = HashKindForSchema(kSchemaVersion);
 };

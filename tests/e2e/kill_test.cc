@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -617,27 +618,29 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
       << "the killed-and-resumed DB learned another codebook";
   EXPECT_EQ(RunTool({"verify", "--db", ref_db}, scratch).exit_code, 0);
 
-  // Without the VLAD head's extra verifications (--rerank-vlad 0): with them
-  // 34 of 780 result lines differed in the third decimal between the two
-  // databases, whose stored values are bit-identical (checked below) but
-  // whose ids, and so index rows, follow commit order. Not yet explained;
-  // the stored data is what this test guards.
-  const Result search_killed = RunTool(
-      {"search", "--db", db, photos, "-k", "3", "--format", "tsv", "--rerank-vlad", "0"}, scratch);
-  const Result search_ref = RunTool(
-      {"search", "--db", ref_db, photos, "-k", "3", "--format", "tsv", "--rerank-vlad", "0"},
-      scratch);
+  // The same ranked paths, and scores equal to within 2e-3. The stored values
+  // are bit-identical (checked below), but ids, and so the rows of the search
+  // index, follow commit order. Some kill patterns move a few scores by up
+  // to ~1e-3 (measured: 34 of 780 lines, at most 9e-4), not yet explained;
+  // the likely cause is a row's inner product rounding with its position
+  // and a near-tie (e.g. which verified results expand the query) going the
+  // other way.
+  const Result search_killed =
+      RunTool({"search", "--db", db, photos, "-k", "3", "--format", "tsv"}, scratch);
+  const Result search_ref =
+      RunTool({"search", "--db", ref_db, photos, "-k", "3", "--format", "tsv"}, scratch);
   ASSERT_EQ(search_ref.exit_code, 0) << search_ref.err;
   ASSERT_EQ(search_killed.exit_code, 0) << search_killed.err;
   EXPECT_EQ(SplitLines(search_ref.out).size(), 3u * kNumImages);
   {
-    // The lines that differ, not two pages of output.
     const auto killed_lines = SplitLines(search_killed.out), ref_lines = SplitLines(search_ref.out);
-    std::string diff;
-    for (size_t i = 0; i < std::max(killed_lines.size(), ref_lines.size()); ++i) {
-      const std::string a = i < killed_lines.size() ? killed_lines[i] : "(none)";
-      const std::string b = i < ref_lines.size() ? ref_lines[i] : "(none)";
-      if (a != b) diff += "killed: " + a + "\nref:    " + b + "\n";
+    ASSERT_EQ(killed_lines.size(), ref_lines.size());
+    std::string diff;  // the lines that differ, not two pages of output
+    for (size_t i = 0; i < ref_lines.size(); ++i) {
+      const auto a = SplitTabs(killed_lines[i]), b = SplitTabs(ref_lines[i]);
+      const bool same = a.size() == 4 && b.size() == 4 && a[0] == b[0] && a[1] == b[1] &&
+                        a[2] == b[2] && std::fabs(std::stod(a[3]) - std::stod(b[3])) <= 2e-3;
+      if (!same) diff += "killed: " + killed_lines[i] + "\nref:    " + ref_lines[i] + "\n";
     }
     EXPECT_TRUE(diff.empty())
         << "folder search differs between the killed-and-resumed and the uninterrupted DB:\n"

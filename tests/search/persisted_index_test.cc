@@ -4,6 +4,7 @@
 // the index was written) is reconciled so results are never wrong or missing.
 // Runs with the approximate kind forced, so small collections exercise it.
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "indexer/projection.h"
 #include "search/search_index.h"
 #include "search/searcher.h"
+#include "storage/encoding.h"
 #include "storage/store.h"
 #include "tests/test_images.h"
 
@@ -196,6 +198,46 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
   EXPECT_FALSE(Persisted().changed());
   auto store = Store::Open(db(), Store::Mode::kReadOnly);
   EXPECT_TRUE(store->Verify().empty());
+}
+
+// An unchanged database is not compared record by record: the persisted
+// index carries the store generation its manifest matched. A record deleted
+// behind the store's back (raw RocksDB; no lookalike write does that) goes
+// unnoticed, which shows the comparison was skipped; a change through the
+// store bumps the generation and everything is reconciled.
+TEST_P(PersistedIndexTest, UnchangedGenerationSkipsTheRecordComparison) {
+  testing::WriteSyntheticSet(dir(), 6, 1, 320, 240);
+  PhaseRecorder observer;
+  Index(&observer);
+  SearchIndexSync before = Persisted();
+  ASSERT_TRUE(before.loaded);
+  const size_t n = before.manifest.size();
+  ASSERT_GE(n, 2u);
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    ASSERT_TRUE(store->totals().has_value());
+    EXPECT_NE(before.generation, 0u);
+    EXPECT_EQ(before.generation, store->totals()->generation);
+  }
+  const uint64_t hidden = before.manifest[0].id, removed = before.manifest[1].id;
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), db(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> owned(raw);
+    ASSERT_TRUE(raw->Delete(rocksdb::WriteOptions(), "i:" + encoding::BigEndian64(hidden)).ok());
+  }
+  SearchIndexSync skipped = Persisted();
+  EXPECT_TRUE(skipped.loaded);
+  EXPECT_EQ(skipped.removed, 0);
+  EXPECT_EQ(skipped.manifest.size(), n) << "the records were compared after all";
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    store->RemoveImage(*store->FindById(removed));
+  }
+  SearchIndexSync reconciled = Persisted();
+  EXPECT_TRUE(reconciled.loaded);
+  EXPECT_EQ(reconciled.removed, 2) << "both missing records are found once the generation moved";
+  EXPECT_EQ(reconciled.manifest.size(), n - 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, PersistedIndexTest,

@@ -810,29 +810,40 @@ TEST(StoreTest, CompactLayoutKeepsImageTotals) {
     store->PutImage(&a, nullptr, "fa");
     store->PutImage(&b, nullptr, "fb");
     store->PutImage(&flat, nullptr);
-    EXPECT_EQ(store->totals(), (ImageTotals{140, 1}));
+    EXPECT_EQ(store->totals(), (ImageTotals{140, 1, 3}));
     a.num_descriptors = 70;  // re-encoded with other content
+    a.content_hash ^= 1;
     store->PutImage(&a, nullptr, "fa2");
-    EXPECT_EQ(store->totals(), (ImageTotals{110, 1}));
+    EXPECT_EQ(store->totals(), (ImageTotals{110, 1, 4}));
     b.mtime_ns += 1;  // touched only
     store->UpdateRecord(b);
-    EXPECT_EQ(store->totals(), (ImageTotals{110, 1}));
+    EXPECT_EQ(store->totals(), (ImageTotals{110, 1, 4})) << "the same content: same generation";
     ImageRecord stale = flat;
     stale.status = ImageStatus::kOk;  // the stored record counts, not the caller's copy
     store->RemoveImage(stale);
-    EXPECT_EQ(store->totals(), (ImageTotals{110, 0}));
+    EXPECT_EQ(store->totals(), (ImageTotals{110, 0, 5}));
   }
-  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->totals(), (ImageTotals{110, 0}));
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->totals(), (ImageTotals{110, 0, 5}));
   EXPECT_TRUE(Store::Open(db, Store::Mode::kReadOnly)->Verify().empty());
   std::string forged;
   encoding::PutFixed64(&forged, 111);
   encoding::PutFixed64(&forged, 0);
+  encoding::PutFixed64(&forged, 5);
   ASSERT_TRUE(OpenRaw(db)->Put(rocksdb::WriteOptions(), "m:totals", forged).ok());
   const auto problems = Store::Open(db, Store::Mode::kReadOnly)->Verify();
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("m:totals"), std::string::npos) << problems[0];
   // Older schemas have no counters: callers scan.
   EXPECT_FALSE(Store::Create(tmp / "old", MakeModel(), nullptr, 2)->totals().has_value());
+  // Nor have schema-3 databases written before the counters existed: they
+  // open, verify and take writes, their totals unknown.
+  ASSERT_TRUE(OpenRaw(db)->Delete(rocksdb::WriteOptions(), "m:totals").ok());
+  auto early = Store::Open(db, Store::Mode::kReadWrite);
+  EXPECT_FALSE(early->totals().has_value());
+  EXPECT_TRUE(early->Verify().empty());
+  ImageRecord c = OkRecord("/c.jpg", 5);
+  EXPECT_NO_THROW(early->PutImage(&c, nullptr, "fc"));
+  EXPECT_FALSE(early->totals().has_value());
 }
 
 TEST(StoreTest, CorruptQuantizerIsReportedNotUsed) {
