@@ -17,6 +17,7 @@
 #include "indexer/pipeline.h"
 #include "search/ranking.h"
 #include "storage/store.h"
+#include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
 
 namespace lookalike {
@@ -135,13 +136,7 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   for (int i = 0; i < 4; ++i)
     testing::WriteImage(dir + "/grey_" + std::to_string(i) + ".png",
                         grey_of(testing::MakeSyntheticImage(100 + i, 320, 240)));
-  IndexOptions io;
-  io.image_dir = dir;
-  io.db_path = db;
-  io.codebook.num_clusters = 16;
-  io.threads = 2;
-  io.backend = Backend::kCpu;
-  ASSERT_EQ(BuildIndex(io, nullptr).indexed, 12);
+  ASSERT_EQ(BuildIndex(testing::SmallIndexOptions(dir, db), nullptr).indexed, 12);
   const std::string copy = tmp / "grey_copy.jpg";
   testing::WriteImage(copy, grey_of(testing::MakeSyntheticImage(1 + 4, 320, 240)));
   const std::string original = AbsolutePath(paths[4]);
