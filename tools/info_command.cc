@@ -1,6 +1,7 @@
 // `lookalike info`: what a database holds and how it was built.
 #include <ostream>
 
+#include "indexer/descriptor_quantizer.h"
 #include "indexer/file_walker.h"
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
@@ -58,6 +59,11 @@ InfoReport MakeInfoReport(const Store& store, const std::string& db) {
     r.pca_samples = pca->num_samples;
     r.pca_half = pca->half_precision;
   }
+  if (const auto quantizer = store.GetDescriptorQuantizer())
+    r.descriptor_code_bytes =
+        static_cast<uint32_t>(DescriptorQuantizer::Deserialize(*quantizer).code_bytes());
+  r.stored_vector_dim = store.vector_dim();
+  r.stored_vector_half = store.half_vectors();
   const BackendReport backend = ProbeBackends();
   r.backend_auto = backend.cuda_usable ? "cuda" : "cpu";
   r.cuda_compiled = backend.cuda_compiled;

@@ -405,6 +405,12 @@ void WriteInfoJson(std::ostream& out, const InfoReport& i) {
                 {"half_precision", i.pca_half}};
   else
     j["pca"] = nullptr;
+  j["stored"] = {{"descriptor_bytes", i.descriptor_code_bytes ? i.descriptor_code_bytes : i.dim},
+                 {"descriptor_quantized", i.descriptor_code_bytes > 0},
+                 {"vector_dim", i.stored_vector_dim},
+                 {"vector_precision", i.stored_vector_dim == 0 ? Json(nullptr)
+                                      : i.stored_vector_half   ? Json("float16")
+                                                               : Json("float32")}};
   j["backend"] = {{"auto", i.backend_auto},
                   {"cuda_compiled", i.cuda_compiled},
                   {"detail", Utf8ForJson(i.backend_detail)}};
@@ -435,6 +441,15 @@ void WriteInfoTable(std::ostream& out, const InfoReport& i) {
       << ", residual-norm " << (i.residual_norm ? "on" : "off") << ", seed " << i.seed << "\n"
       << "codebook      " << Hex16(i.codebook_hash) << "\n"
       << "PCA           " << pca << "\n"
+      << "per image     "
+      << (i.descriptor_code_bytes
+              ? std::to_string(i.descriptor_code_bytes) + "-byte descriptor codes"
+              : std::to_string(i.dim) + "-byte descriptors")
+      << ", "
+      << (i.stored_vector_dim == 0 ? std::string("no stored vector (derived from the features)")
+                                   : std::to_string(i.stored_vector_dim) + "-d " +
+                                         (i.stored_vector_half ? "float16" : "float32") + " vector")
+      << "\n"
       << "backend       auto -> " << i.backend_auto << " (" << i.backend_detail << ")\n";
 }
 

@@ -83,6 +83,12 @@ struct InfoReport {
   uint32_t pca_out_dim = 0, pca_samples = 0;
   bool pca_whiten = false, pca_half = false;
   float pca_regularization = 0, pca_power = 1;
+  // What each image stores: bytes of a keypoint's descriptor (its product-
+  // quantiser code; 0 = one byte per component, the older layout) and the
+  // stored vector (0 = none: derived from the features), float16 or float32.
+  uint32_t descriptor_code_bytes = 0;
+  uint64_t stored_vector_dim = 0;
+  bool stored_vector_half = false;
   std::string backend_auto, backend_detail;
   bool cuda_compiled = false;
 };

@@ -544,6 +544,15 @@ TEST_P(CliSchemaTest, IndexSearchVerifyAndNothingReindexed) {
   EXPECT_TRUE(Contains(
       info.out, std::string("\"image_hash\":\"") + (schema >= 2 ? "xxh3-64" : "fnv1a-64") + "\""))
       << info.out;
+  // What each image stores: quantised descriptors and an 8-d float16 search
+  // vector in schema 3, bytes and the full float32 VLAD before.
+  EXPECT_TRUE(Contains(info.out, schema >= 3
+                                     ? "\"descriptor_bytes\":16,\"descriptor_quantized\":true,"
+                                       "\"vector_dim\":8,\"vector_precision\":\"float16\""
+                                     : "\"descriptor_bytes\":128,\"descriptor_quantized\":"
+                                       "false,\"vector_dim\":2048,\"vector_precision\":"
+                                       "\"float32\""))
+      << info.out;
   const CliRun table = RunLookalike({"info", "--db", db()});
   EXPECT_TRUE(Contains(table.out, "schema        " + std::to_string(schema) + " (")) << table.out;
 
