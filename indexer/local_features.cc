@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "storage/encoding.h"
+#include "util/rows.h"
 
 namespace lookalike {
 namespace {
@@ -12,17 +13,6 @@ constexpr uint32_t kCompactFormat = 2;
 constexpr size_t kCompactHeader = 24;
 constexpr size_t kCompactGeometry = 6;  // bytes of one keypoint's position, size, angle
 constexpr float kSizeSteps = 24.0f;     // size codes per octave
-
-// Scales each row of n x dim values to unit length (zero rows stay zero).
-void NormaliseRows(float* values, size_t n, int dim) {
-  for (size_t i = 0; i < n; ++i) {
-    float* row = values + i * dim;
-    double norm2 = 0;
-    for (int j = 0; j < dim; ++j) norm2 += double{row[j]} * row[j];
-    const float inv = norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
-    for (int j = 0; j < dim; ++j) row[j] *= inv;
-  }
-}
 
 uint16_t FixedPoint(float v, uint32_t extent) {
   const float t = extent > 0 ? v / static_cast<float>(extent) : 0.0f;

@@ -7,23 +7,9 @@
 #include "indexer/local_features.h"
 #include "indexer/model.h"
 #include "storage/encoding.h"
+#include "util/rows.h"
 
 namespace lookalike {
-namespace {
-
-// Unit rows again after float16 rounding (zero rows stay zero).
-void Renormalise(float* rows, int64_t n, int64_t dim) {
-  for (int64_t i = 0; i < n; ++i) {
-    float* r = rows + i * dim;
-    double norm2 = 0;
-    for (int64_t j = 0; j < dim; ++j) norm2 += double{r[j]} * r[j];
-    if (norm2 == 0) continue;
-    const float inv = static_cast<float>(1.0 / std::sqrt(norm2));
-    for (int64_t j = 0; j < dim; ++j) r[j] *= inv;
-  }
-}
-
-}  // namespace
 
 SearchVectors::SearchVectors(const Store& store)
     : store_(store), projection_(SearchProjection::FromStore(store)) {
@@ -40,7 +26,6 @@ SearchVectors::SearchVectors(const Store& store)
     source_ = Source::kStoredSearch;
   } else {
     source_ = Source::kDerived;
-    derived_ = true;
     const auto blob = store.GetDescriptorQuantizer();
     if (!blob)
       throw StoreError(StoreError::Kind::kCorrupt,
@@ -71,7 +56,7 @@ SearchVectors::SearchVectors(SearchVectors&&) noexcept = default;
 void SearchVectors::Map(const float* stored, int64_t n, float* out) const {
   if (source_ == Source::kStoredSearch) {
     std::copy(stored, stored + n * dim(), out);
-    Renormalise(out, n, dim());
+    NormaliseRows(out, n, dim());  // unit again after float16 rounding
   } else {
     projection_.Apply(stored, n, out);
   }

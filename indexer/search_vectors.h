@@ -36,9 +36,6 @@ class SearchVectors {
   int64_t dim() const { return projection_.out_dim(); }
   // Maps a query's full VLAD vectors to search vectors (n x dim()).
   const SearchProjection& projection() const { return projection_; }
-  // Whether vectors are derived from local features (slower: a VLAD
-  // encoding per image) rather than read.
-  bool derived() const { return derived_; }
 
   // The search vectors of `ids` into out (ids.size() x dim()). Throws
   // StoreError(kCorrupt) if an image has a record but no vector or features.
@@ -60,7 +57,6 @@ class SearchVectors {
   const Store& store_;
   SearchProjection projection_;
   Source source_ = Source::kStoredVlad;
-  bool derived_ = false;
   std::optional<DescriptorQuantizer> quantizer_;
   std::unique_ptr<VladEncoder> encoder_;
 };

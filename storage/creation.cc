@@ -117,9 +117,7 @@ std::unique_ptr<Store> Store::Create(const std::string& path, const ModelRecord&
       std::string vdim;
       encoding::PutFixed32(&vdim, projection ? projection->out_dim : 0);
       batch.Put(kVectorDimKey, vdim);
-      std::string totals;
-      for (int i = 0; i < 3; ++i) encoding::PutFixed64(&totals, 0);
-      batch.Put(kTotalsKey, totals);
+      batch.Put(kTotalsKey, EncodeTotals(ImageTotals()));
       if (!descriptor_quantizer.empty())
         batch.Put(kDescriptorQuantizerKey, WithChecksum(descriptor_quantizer));
     }

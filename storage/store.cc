@@ -54,14 +54,6 @@ ImageTotals Updated(ImageTotals totals, const std::optional<ImageRecord>& before
   return totals;
 }
 
-std::string EncodeTotals(const ImageTotals& t) {
-  std::string s;
-  encoding::PutFixed64(&s, t.descriptors);
-  encoding::PutFixed64(&s, t.without_features);
-  encoding::PutFixed64(&s, t.generation);
-  return s;
-}
-
 }  // namespace
 
 Store::Store(std::string path, std::unique_ptr<Impl> impl)
@@ -175,11 +167,7 @@ void Store::LoadMeta() {
       // Absent in schema-3 databases written before the counters existed:
       // then unknown, and callers scan as for older schemas.
       if (const auto totals = impl_->Get(kTotalsKey)) {
-        Reader r(*totals, "image totals");
-        totals_.descriptors = r.Fixed64();
-        totals_.without_features = r.Fixed64();
-        totals_.generation = r.Fixed64();
-        r.ExpectEnd();
+        totals_ = DecodeTotals(*totals);
         has_totals_ = true;
       }
     }

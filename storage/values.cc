@@ -128,6 +128,24 @@ std::string EncodeU64(uint64_t v) {
   return s;
 }
 
+std::string EncodeTotals(const ImageTotals& t) {
+  std::string s;
+  encoding::PutFixed64(&s, t.descriptors);
+  encoding::PutFixed64(&s, t.without_features);
+  encoding::PutFixed64(&s, t.generation);
+  return s;
+}
+
+ImageTotals DecodeTotals(const std::string& value) {
+  Reader r(value, "image totals");
+  ImageTotals t;
+  t.descriptors = r.Fixed64();
+  t.without_features = r.Fixed64();
+  t.generation = r.Fixed64();
+  r.ExpectEnd();
+  return t;
+}
+
 std::string EncodeModel(const ModelRecord& m) {
   std::string s;
   encoding::PutBytes(&s, m.descriptor_type);

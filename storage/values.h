@@ -51,6 +51,10 @@ std::string CheckedBlob(const std::string& value, const char* what);
 
 std::string EncodeU64(uint64_t v);
 
+// m:totals: u64 descriptors, u64 images without features, u64 generation.
+std::string EncodeTotals(const ImageTotals& t);
+ImageTotals DecodeTotals(const std::string& value);
+
 // m:model. The value ends with an FNV-1a of itself (models written before
 // min_keypoints existed end without both, and still decode).
 std::string EncodeModel(const ModelRecord& m);
