@@ -1,16 +1,23 @@
 #include "search/search_index.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <exception>
+#include <optional>
 #include <stdexcept>
 
+#include "indexer/local_features.h"
+#include "indexer/model.h"
 #include "storage/encoding.h"
 
 namespace lookalike {
 namespace {
 
 constexpr char kMagic[4] = {'L', 'K', 'S', 'X'};
-// Format 2 adds the store generation the manifest was reconciled at.
-constexpr uint32_t kFormat = 2;
+// Format 2 adds the store generation the manifest was reconciled at, format
+// 3 the word index.
+constexpr uint32_t kFormat = 3;
 constexpr int64_t kChunk = 256;  // stored vectors projected per call
 
 struct Decoded {
@@ -19,6 +26,7 @@ struct Decoded {
   uint64_t generation = 0;  // 0 = unknown (format 1, or a database without one)
   std::vector<IndexedImage> manifest;
   std::unique_ptr<VectorIndex> index;
+  std::string words;  // WordIndex::Serialize() bytes; empty = none
 };
 
 Decoded Decode(const std::string& blob) {
@@ -28,7 +36,7 @@ Decoded Decode(const std::string& blob) {
   Decoded d;
   try {
     const uint32_t format = r.Fixed32();
-    if (format != 1 && format != kFormat)
+    if (format < 1 || format > kFormat)
       throw std::runtime_error("format " + std::to_string(format) + ", this build reads 1 to " +
                                std::to_string(kFormat));
     d.fingerprint = r.Fixed64();
@@ -42,8 +50,14 @@ Decoded Decode(const std::string& blob) {
       m.content_hash = r.Fixed64();
     }
     const uint64_t size = r.Fixed64();
-    if (size != r.remaining()) throw encoding::CorruptValue("index size mismatch");
+    if (format < 3 ? size != r.remaining() : size > r.remaining())
+      throw encoding::CorruptValue("index size mismatch");
     d.index = VectorIndex::Deserialize(std::string(r.Raw(size), size));
+    if (format >= 3) {
+      const uint64_t words = r.Fixed64();
+      if (words != r.remaining()) throw encoding::CorruptValue("word index size mismatch");
+      d.words.assign(r.Raw(words), words);
+    }
   } catch (const encoding::CorruptValue& e) {
     throw std::runtime_error(e.what());
   }
@@ -129,6 +143,14 @@ void LoadPersisted(const Store& store, int64_t dim, SearchIndexSync* sync) {
     sync->manifest = std::move(d.manifest);
     sync->generation = d.generation;
     sync->loaded = true;
+    if (!d.words.empty()) {
+      try {
+        sync->words = WordIndex::Deserialize(d.words, CodebookFromModel(store.model()));
+      } catch (const encoding::CorruptValue&) {
+        // Derived data: a damaged word index is rebuilt from the features.
+        sync->words.reset();
+      }
+    }
   } catch (const StoreError& e) {
     if (e.kind() != StoreError::Kind::kCorrupt) throw;
     sync->reason = e.what();
@@ -251,6 +273,106 @@ void AddFresh(const Store& store, const SearchVectors& vectors, const VectorInde
   }
 }
 
+// The word index: signatures of images from their stored local features.
+class WordSource {
+ public:
+  explicit WordSource(const Store& store) : store_(store) {
+    if (const auto blob = store.GetDescriptorQuantizer()) {
+      try {
+        quantizer_ = DescriptorQuantizer::Deserialize(*blob);
+      } catch (const encoding::CorruptValue& e) {
+        throw StoreError(StoreError::Kind::kCorrupt,
+                         "database " + store.path() + ": " + e.what() + "; run `lookalike verify`");
+      }
+    }
+  }
+  // Image `id`'s stored descriptors (unit rows); empty without features.
+  std::vector<float> Descriptors(uint64_t id) const {
+    const auto blob = store_.GetFeatures(id);
+    if (!blob) return {};
+    return DecodeLocalFeatures(*blob, quantizer_ ? &*quantizer_ : nullptr).descriptors;
+  }
+  // Adds the images of `ids` to `words`, encoding them on all OpenMP threads.
+  void Add(const std::vector<uint64_t>& ids, WordIndex* words) const {
+    constexpr size_t kBatch = 256;
+    std::vector<std::vector<WordSignature>> signatures(kBatch);
+    for (size_t start = 0; start < ids.size(); start += kBatch) {
+      const size_t end = std::min(ids.size(), start + kBatch);
+      std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic, 4)
+      for (size_t i = start; i < end; ++i) {
+        try {
+          const std::vector<float> d = Descriptors(ids[i]);
+          signatures[i - start] = words->vocabulary().Encode(
+              d.data(), static_cast<int64_t>(d.size()) / words->vocabulary().dim());
+        } catch (...) {
+#pragma omp critical(lookalike_word_failure)
+          if (!failure) failure = std::current_exception();
+        }
+      }
+      if (failure) std::rethrow_exception(failure);
+      for (size_t i = start; i < end; ++i)
+        if (!signatures[i - start].empty()) words->Add(ids[i], signatures[i - start]);
+    }
+  }
+  // A word index learned from a sample of the images of `manifest` (their
+  // features spread over the collection) and filled with all of them; null
+  // when none has stored features.
+  std::unique_ptr<WordIndex> Build(const std::vector<IndexedImage>& manifest, uint64_t seed) const {
+    if (manifest.empty()) return nullptr;
+    const Codebook codebook = CodebookFromModel(store_.model());
+    // About 500 descriptors per codebook word from up to 400 images spread
+    // over the collection: enough for 16 sub-words each.
+    constexpr int64_t kSampleImages = 400;
+    const int64_t max_sample = int64_t{codebook.num_clusters()} * 512;
+    const size_t step = std::max<size_t>(1, manifest.size() / kSampleImages);
+    std::vector<float> sample;
+    for (size_t i = 0; i < manifest.size(); i += step) {
+      if (static_cast<int64_t>(sample.size()) >= max_sample * codebook.dim()) break;
+      const std::vector<float> d = Descriptors(manifest[i].id);
+      sample.insert(sample.end(), d.begin(), d.end());
+    }
+    const int64_t n =
+        std::min<int64_t>(static_cast<int64_t>(sample.size()) / codebook.dim(), max_sample);
+    if (n == 0) return nullptr;
+    WordVocabularyOptions o;
+    o.seed = seed;
+    auto words = std::make_unique<WordIndex>(WordVocabulary::Train(codebook, sample.data(), n, o));
+    std::vector<uint64_t> ids;
+    ids.reserve(manifest.size());
+    for (const IndexedImage& m : manifest) ids.push_back(m.id);
+    Add(ids, words.get());
+    return words;
+  }
+
+ private:
+  const Store& store_;
+  std::optional<DescriptorQuantizer> quantizer_;
+};
+
+// The word index brought in line with the manifest: kept when current,
+// updated by `diff` (removed, then added), or built from every image.
+void SyncWords(const Store& store, const VectorIndexOptions& options,
+               const std::vector<int64_t>* to_remove, const std::vector<uint64_t>* to_add,
+               SearchIndexSync* sync) {
+  if (!options.words) {
+    sync->words_dropped = sync->words != nullptr;
+    sync->words.reset();
+    return;
+  }
+  const WordSource source(store);
+  if (sync->words && to_remove) {
+    sync->words->Remove(*to_remove);
+    // An image the index somehow still holds is re-encoded, not doubled.
+    sync->words->Remove(std::vector<int64_t>(to_add->begin(), to_add->end()));
+    source.Add(*to_add, sync->words.get());
+    return;
+  }
+  if (sync->words) return;
+  sync->words = source.Build(sync->manifest, options.seed);
+  sync->words_built = sync->words != nullptr;
+}
+
 SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
                      const VectorIndexOptions& options, bool build_transient) {
   const int64_t dim = vectors.dim();
@@ -283,6 +405,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
         sync.retuned = true;
       }
     }
+    SyncWords(store, options, nullptr, nullptr, &sync);
     return sync;
   }
   // Saving records the generation even when nothing else changed.
@@ -290,6 +413,8 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
   sync.generation = generation;
   if (!sync.loaded) {
     Rebuild(store, vectors, options, &sync);
+    sync.words.reset();
+    SyncWords(store, options, nullptr, nullptr, &sync);
     return sync;
   }
   Difference diff = Compare(store, sync.manifest);
@@ -302,6 +427,8 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
     sync.loaded = false;
     sync.num_zero = 0;
     Rebuild(store, vectors, options, &sync);
+    sync.words.reset();
+    SyncWords(store, options, nullptr, nullptr, &sync);
     return sync;
   }
   sync.manifest = std::move(diff.wanted);
@@ -311,6 +438,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
     Retrain(store, vectors, options, want, diff.to_add, &sync);
   else
     AddFresh(store, vectors, options, diff.to_add, &sync);
+  SyncWords(store, options, &diff.to_remove, &diff.to_add, &sync);
   return sync;
 }
 
@@ -321,7 +449,10 @@ std::string SearchIndexSync::Summary() const {
   return index->Describe() + ", " + std::to_string(index->ntotal()) + " vectors" +
          (rebuilt     ? " (built: " + reason + ")"
           : retrained ? " (re-built from its vectors: kind or lists follow the size)"
-                      : " (+" + std::to_string(added) + " -" + std::to_string(removed) + ")");
+                      : " (+" + std::to_string(added) + " -" + std::to_string(removed) + ")") +
+         (words ? "; word index, " + std::to_string(words->num_postings()) + " postings" +
+                      (words_built ? " (built from the stored features)" : "")
+                : "");
 }
 
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
@@ -344,6 +475,9 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   const std::string index = sync.index->Serialize();
   encoding::PutFixed64(&blob, index.size());
   blob += index;
+  const std::string words = sync.words ? sync.words->Serialize() : std::string();
+  encoding::PutFixed64(&blob, words.size());
+  blob += words;
   store->PutSearchIndex(blob);
 }
 

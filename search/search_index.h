@@ -6,12 +6,16 @@
 // index written before a crash, by an interrupted run, or before images were
 // added, changed or removed is brought up to date (missing ids added from the
 // stored vectors, removed or changed ids removed and re-added) and never
-// returns a stale or missing result. Blob layout (all little-endian):
-//   "LKSX", u32 format (2), u64 model fingerprint (codebook hash), u64 search
-//   dimension, u64 store generation (format 2: the manifest matches the
+// returns a stale or missing result. The word index of the selective first
+// stage (search/word_index.h), derived from the stored local features, is
+// kept in the same blob and reconciled with the same difference. Blob layout
+// (all little-endian):
+//   "LKSX", u32 format (3), u64 model fingerprint (codebook hash), u64 search
+//   dimension, u64 store generation (from format 2: the manifest matches the
 //   records at that generation, so an unchanged database is not compared
 //   record by record), u64 n, n x (u64 id, u64 content hash) in id order,
-//   u64 size + VectorIndex::Serialize() bytes.
+//   u64 size + VectorIndex::Serialize() bytes, then (format 3) u64 size +
+//   WordIndex::Serialize() bytes (size 0: no word index).
 // The store adds chunking and its own checksum (m:xindex, x:<chunk>).
 #pragma once
 
@@ -22,6 +26,7 @@
 
 #include "indexer/search_vectors.h"
 #include "search/vector_index.h"
+#include "search/word_index.h"
 #include "storage/store.h"
 
 namespace lookalike {
@@ -43,6 +48,10 @@ inline constexpr int64_t kMaxPersistedFlatDim = 4096;
 // What SyncSearchIndex found and did.
 struct SearchIndexSync {
   std::unique_ptr<VectorIndex> index;
+  // The word index over the same images; null when options.words is off, the
+  // index is transient, or no image has stored local features.
+  std::unique_ptr<WordIndex> words;
+  bool words_built = false;            // learned and filled from every image's features
   std::vector<IndexedImage> manifest;  // what `index` holds, in id order
   int64_t num_zero = 0;                // images without features (never in the index)
   // The store generation (ImageTotals::generation) the manifest matches;
@@ -65,9 +74,10 @@ struct SearchIndexSync {
   // its size and what happened ("built: reason", "re-built ...", "+a -r").
   std::string Summary() const;
   bool changed() const {
-    return !transient &&
-           (!loaded || rebuilt || retrained || retuned || restamped || added || removed);
+    return !transient && (!loaded || rebuilt || retrained || retuned || restamped || added ||
+                          removed || words_built || words_dropped);
   }
+  bool words_dropped = false;  // a persisted word index is no longer wanted
 };
 
 // Loads the persisted index of `store` (or builds one from every stored

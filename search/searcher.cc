@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
@@ -25,6 +26,9 @@ void SearchOptions::Validate() const {
   if (rerank_vlad < 0 || rerank_vlad > 10000)
     throw std::invalid_argument("--rerank-vlad must be in 0..10000, got " +
                                 std::to_string(rerank_vlad));
+  if (rerank_words < 0 || rerank_words > 10000)
+    throw std::invalid_argument("--rerank-words must be in 0..10000, got " +
+                                std::to_string(rerank_words));
   if (min_inliers < 5)
     throw std::invalid_argument(
         "--min-inliers must be >= 5 (four matches always fit a "
@@ -53,6 +57,7 @@ struct Searcher::Impl {
   std::unique_ptr<FeatureReader> features;  // stored local features, for re-ranking
   std::unique_ptr<VectorIndex> index;       // keyed by image id
   std::vector<uint64_t> ids;                // the images the index holds, ascending
+  std::unique_ptr<WordIndex> words;         // the selective first stage; null = none
 
   // The path of image `id`; nullopt if a writer removed it since the index
   // was loaded (the hit is then dropped).
@@ -89,6 +94,13 @@ struct Searcher::Impl {
   // The VLAD short list of one query (a search vector): its `depth` most
   // similar images, best first, scored by similarity alone.
   std::vector<Candidate> ShortList(const float* query, int64_t depth) const;
+
+  // The ids of the top `rerank_words` images of the word index for a query.
+  std::vector<uint64_t> WordHead(const LocalFeatures& features) const;
+  // Appends to `list` the images of `ids` it does not hold, scored by their
+  // VLAD similarity with `query` (a search vector).
+  void AddMissing(const float* query, const std::vector<uint64_t>& ids,
+                  std::vector<Candidate>* list) const;
 };
 
 namespace {
@@ -109,6 +121,34 @@ std::vector<Candidate> Searcher::Impl::ShortList(const float* query, int64_t dep
     list.push_back(Candidate{ids[rows[r]], s, -1.0f, s, s});
   }
   return list;
+}
+
+std::vector<uint64_t> Searcher::Impl::WordHead(const LocalFeatures& f) const {
+  std::vector<uint64_t> out;
+  if (!words || options.rerank_words == 0 || f.num() == 0) return out;
+  for (const auto& [id, s] : words->Search(
+           words->vocabulary().Encode(f.descriptors.data(), f.num()), options.rerank_words))
+    out.push_back(id);
+  return out;
+}
+
+void Searcher::Impl::AddMissing(const float* query, const std::vector<uint64_t>& add,
+                                std::vector<Candidate>* list) const {
+  std::unordered_set<uint64_t> have;
+  for (const Candidate& c : *list) have.insert(c.id);
+  std::vector<uint64_t> missing;
+  for (uint64_t id : add)
+    if (have.insert(id).second) missing.push_back(id);
+  if (missing.empty()) return;
+  const int64_t dim = vectors->dim();
+  std::vector<float> v(missing.size() * static_cast<size_t>(dim));
+  vectors->Read(missing, v.data());
+  for (size_t i = 0; i < missing.size(); ++i) {
+    float dot = 0;
+    for (int64_t j = 0; j < dim; ++j) dot += query[j] * v[i * dim + j];
+    const float s = Cosine(dot);
+    list->push_back(Candidate{missing[i], s, -1.0f, s, s});
+  }
 }
 
 Searcher::Searcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -140,6 +180,7 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   impl->ids.reserve(sync.manifest.size());
   for (const IndexedImage& m : sync.manifest) impl->ids.push_back(m.id);
   impl->index = std::move(sync.index);
+  impl->words = std::move(sync.words);
   return std::unique_ptr<Searcher>(new Searcher(std::move(impl)));
 }
 
@@ -180,8 +221,13 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       ids.push_back(l[i].id);
     return ids;
   };
+  // The word index's head: verified, and added to the list if VLAD missed it.
+  const std::vector<uint64_t> word_head =
+      ranking.reranks() ? impl_->WordHead(features) : std::vector<uint64_t>{};
   std::vector<Candidate> list = impl_->ShortList(query.data(), depth);
   std::vector<uint64_t> head = vlad_head(list);
+  head.insert(head.end(), word_head.begin(), word_head.end());
+  impl_->AddMissing(query.data(), word_head, &list);
   ranking.FuseColour(&list);
   if (ranking.reranks()) {
     ranking.Rerank(&list, head);
@@ -189,6 +235,8 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     if (opt.expansion > 0 && ranking.Expand(query.data(), list, &expanded)) {
       list = impl_->ShortList(expanded.data(), depth);
       head = vlad_head(list);
+      head.insert(head.end(), word_head.begin(), word_head.end());
+      impl_->AddMissing(expanded.data(), word_head, &list);
       ranking.FuseColour(&list);
       ranking.Rerank(&list, head);
     }

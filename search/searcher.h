@@ -34,6 +34,11 @@ struct SearchOptions {
   // falls to rank 250-550 of 10,000 after fusion: bench/README.md,
   // "Distractors"). 0 = off; needs rerank > 0.
   int rerank_vlad = 25;
+  // Also verified: the top `rerank_words` images of the selective first
+  // stage (search/word_index.h: shared fine visual words whose residual
+  // signatures agree), wherever the VLAD and colour order put them. 0 = off;
+  // needs rerank > 0.
+  int rerank_words = 50;
   int min_inliers = 8;
   // Average query expansion: the query vector plus the vectors of up to this
   // many verified results is searched again (and re-ranked). 0 = off;

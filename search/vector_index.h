@@ -55,6 +55,10 @@ struct VectorIndexOptions {
   // when there are more); 0 = 64 per list. >= 0.
   int64_t max_train_vectors = 0;
   uint64_t seed = 1234;  // training sample and k-means seed
+  // Keep the word index (search/word_index.h) beside the vectors in the
+  // persisted search index: the selective first stage. Off: no word stage
+  // (and an existing word index is dropped at the next save).
+  bool words = true;
 
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;

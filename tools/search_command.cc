@@ -43,6 +43,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Value("rerank-vlad", &o->rerank_vlad, d.rerank_vlad,
            "also verify the top N results by VLAD similarity alone, wherever colour put them "
            "(0 = off)");
+  g->Value("rerank-words", &o->rerank_words, d.rerank_words,
+           "also verify the top N results of the visual-word index (shared local features), "
+           "wherever the global order put them (0 = off)");
   g->Value("min-inliers", &o->min_inliers, d.min_inliers,
            "RANSAC inliers a result needs to count as verified");
   g->Value("expansion", &o->expansion, d.expansion,

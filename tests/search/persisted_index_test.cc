@@ -18,6 +18,7 @@
 #include "indexer/projection.h"
 #include "search/search_index.h"
 #include "search/searcher.h"
+#include "search/verifier.h"
 #include "storage/encoding.h"
 #include "storage/store.h"
 #include "tests/test_images.h"
@@ -101,6 +102,24 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     });
     EXPECT_EQ(checked, searcher.num_indexed());
   }
+  // The word index holds exactly the manifest's images, and each one's own
+  // stored features find it first (similarity 1; a copied record ties).
+  void ExpectWordsMatchManifest(const SearchIndexSync& p) {
+    ASSERT_NE(p.words, nullptr) << "a persisted index keeps a word index";
+    EXPECT_EQ(p.words->ntotal(), static_cast<int64_t>(p.manifest.size()));
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    const FeatureReader features(*store);
+    for (const IndexedImage& m : p.manifest) {
+      const auto f = features.Read(m.id);
+      ASSERT_TRUE(f.has_value());
+      const auto hits =
+          p.words->Search(p.words->vocabulary().Encode(f->descriptors.data(), f->num()), 2);
+      ASSERT_FALSE(hits.empty());
+      EXPECT_NEAR(hits[0].second, 1.0f, 1e-4f);
+      EXPECT_TRUE(hits[0].first == m.id || (hits.size() > 1 && hits[1].first == m.id))
+          << "image " << m.id << " is not first by its own words";
+    }
+  }
   std::set<std::string> AllHitPaths(const Searcher& searcher) {
     auto store = Store::Open(db(), Store::Mode::kReadOnly);
     std::set<std::string> paths;
@@ -129,6 +148,7 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
     EXPECT_FALSE(p.changed()) << "the index run left the persisted index current";
     EXPECT_EQ(p.index->kind(), GetParam());
     EXPECT_EQ(p.manifest.size(), 12u);
+    ExpectWordsMatchManifest(p);
   }
   ExpectEachImageFindsItself(*Open());
 
@@ -150,6 +170,7 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
     EXPECT_TRUE(p.loaded);
     EXPECT_FALSE(p.changed());
     EXPECT_EQ(p.manifest.size(), 14u);
+    ExpectWordsMatchManifest(p);
   }
   auto searcher = Open();
   EXPECT_EQ(searcher->num_indexed(), 14);
@@ -180,6 +201,7 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
     EXPECT_TRUE(p.loaded);
     EXPECT_EQ(p.added, 1);
     EXPECT_EQ(p.removed, 1);
+    ExpectWordsMatchManifest(p);  // reconciled in memory like the vectors
   }
   searcher = Open();  // read-only: reconciles in memory
   EXPECT_EQ(searcher->num_indexed(), 14);
@@ -238,6 +260,41 @@ TEST_P(PersistedIndexTest, UnchangedGenerationSkipsTheRecordComparison) {
   EXPECT_TRUE(reconciled.loaded);
   EXPECT_EQ(reconciled.removed, 2) << "both missing records are found once the generation moved";
   EXPECT_EQ(reconciled.manifest.size(), n - 2);
+}
+
+TEST_P(PersistedIndexTest, WordIndexIsDroppedWhenOffAndBuiltWhenMissing) {
+  testing::WriteSyntheticSet(dir(), 6, 1, 320, 240);
+  PhaseRecorder observer;
+  Index(&observer);
+  VectorIndexOptions o;
+  o.kind = GetParam();
+  o.words = false;
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    const SearchIndexSync off = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+    EXPECT_TRUE(off.words_dropped);
+    EXPECT_EQ(off.words, nullptr);
+  }
+  {
+    // Saved without one: a reader that wants one builds it in memory, from
+    // the stored features, and would save it.
+    const SearchIndexSync p = Persisted();
+    EXPECT_TRUE(p.loaded);
+    EXPECT_TRUE(p.words_built);
+    EXPECT_TRUE(p.changed());
+    ExpectWordsMatchManifest(p);
+  }
+  o.words = true;
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    const SearchIndexSync on = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+    EXPECT_TRUE(on.words_built);
+    EXPECT_NE(on.Summary().find("word index"), std::string::npos) << on.Summary();
+  }
+  const SearchIndexSync p = Persisted();
+  EXPECT_FALSE(p.changed());
+  EXPECT_FALSE(p.words_built);
+  ExpectWordsMatchManifest(p);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, PersistedIndexTest,

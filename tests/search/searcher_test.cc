@@ -140,11 +140,12 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   const std::string copy = tmp / "grey_copy.jpg";
   testing::WriteImage(copy, grey_of(testing::MakeSyntheticImage(1 + 4, 320, 240)));
   const std::string original = AbsolutePath(paths[4]);
-  auto search = [&](int rerank, int rerank_vlad, float colour_weight) {
+  auto search = [&](int rerank, int rerank_vlad, float colour_weight, int rerank_words = 0) {
     SearchOptions o;
     o.k = 12;
     o.rerank = rerank;
     o.rerank_vlad = rerank_vlad;
+    o.rerank_words = rerank_words;
     o.expansion = 0;
     o.colour_weight = colour_weight;
     o.backend = Backend::kCpu;
@@ -159,6 +160,10 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   const auto with_head = search(1, 1, 100);
   EXPECT_EQ(with_head.at(0).path, original);
   EXPECT_GE(with_head.at(0).inliers, SearchOptions().min_inliers);
+  // The word index's head alone (shared local features) brings it back too.
+  const auto with_words = search(1, 0, 100, 1);
+  EXPECT_EQ(with_words.at(0).path, original);
+  EXPECT_GE(with_words.at(0).inliers, SearchOptions().min_inliers);
 }
 
 // The colour weight w of an unverified hit, from score = (s + w c) / (1 + w).

@@ -1,0 +1,168 @@
+#include "indexer/word_signatures.h"
+
+#include <faiss/Clustering.h>
+#include <faiss/IndexFlat.h>
+#include <faiss/VectorTransform.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include "storage/encoding.h"
+
+namespace lookalike {
+namespace {
+constexpr uint32_t kFormat = 1;
+
+float Dot(const float* a, const float* b, int d) {
+  float s = 0;
+  for (int j = 0; j < d; ++j) s += a[j] * b[j];
+  return s;
+}
+}  // namespace
+
+void WordVocabularyOptions::Validate() const {
+  if (fine_per_word < 1 || fine_per_word > 256)
+    throw std::invalid_argument("fine words per codebook word must be in 1..256, got " +
+                                std::to_string(fine_per_word));
+}
+
+WordVocabulary::WordVocabulary(const Codebook& codebook, int fine_per_word, std::vector<float> fine,
+                               std::vector<float> rotation)
+    : codebook_(codebook),
+      num_coarse_(codebook.num_clusters()),
+      fine_per_word_(fine_per_word),
+      dim_(codebook.dim()),
+      fine_(std::move(fine)),
+      rotation_(std::move(rotation)) {}
+
+WordVocabulary WordVocabulary::Train(const Codebook& codebook, const float* descriptors, int64_t n,
+                                     const WordVocabularyOptions& options) {
+  const int k = codebook.num_clusters(), d = codebook.dim(), f = options.fine_per_word;
+  // One thread: hundreds of k-means runs over a few hundred points each are
+  // too small for OpenMP to pay (as for the descriptor quantizer).
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  struct RestoreThreads {
+    int n;
+    ~RestoreThreads() { omp_set_num_threads(n); }
+  } restore{threads};
+
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  codebook.Assign(descriptors, n, labels.data());
+  std::vector<std::vector<int64_t>> members(k);
+  for (int64_t i = 0; i < n; ++i) members[labels[i]].push_back(i);
+
+  std::vector<float> fine(static_cast<size_t>(k) * f * d);
+  const float* coarse = codebook.centroids().data();
+  std::vector<float> residuals;
+  for (int w = 0; w < k; ++w) {
+    float* out = fine.data() + static_cast<size_t>(w) * f * d;
+    const float* c = coarse + static_cast<size_t>(w) * d;
+    const auto& m = members[w];
+    if (static_cast<int64_t>(m.size()) < f) {
+      // Too few points to split: every sub-word is the word itself.
+      for (int s = 0; s < f; ++s) std::copy_n(c, d, out + static_cast<size_t>(s) * d);
+      continue;
+    }
+    residuals.resize(m.size() * d);
+    for (size_t i = 0; i < m.size(); ++i)
+      for (int j = 0; j < d; ++j) residuals[i * d + j] = descriptors[m[i] * d + j] - c[j];
+    faiss::ClusteringParameters cp;
+    cp.niter = 20;
+    cp.seed = static_cast<int>((options.seed + static_cast<uint64_t>(w)) & 0x7fffffff);
+    cp.min_points_per_centroid = 1;  // small words: no FAISS warning on stderr
+    cp.max_points_per_centroid = 256;
+    faiss::Clustering clustering(d, f, cp);
+    faiss::IndexFlatL2 assigner(d);
+    clustering.train(static_cast<faiss::Index::idx_t>(m.size()), residuals.data(), assigner);
+    for (int s = 0; s < f; ++s)
+      for (int j = 0; j < d; ++j)
+        out[static_cast<size_t>(s) * d + j] = c[j] + clustering.centroids[s * d + j];
+  }
+  faiss::RandomRotationMatrix rotation(d, kSignatureBits);
+  rotation.init(static_cast<int>(options.seed & 0x7fffffff));
+  return WordVocabulary(codebook, f, std::move(fine), rotation.A);
+}
+
+std::string WordVocabulary::Serialize() const {
+  std::string out;
+  encoding::PutFixed32(&out, kFormat);
+  encoding::PutFixed32(&out, static_cast<uint32_t>(num_coarse_));
+  encoding::PutFixed32(&out, static_cast<uint32_t>(fine_per_word_));
+  encoding::PutFixed32(&out, static_cast<uint32_t>(dim_));
+  encoding::PutFixed32(&out, kSignatureBits);
+  encoding::PutFloats(&out, fine_.data(), fine_.size());
+  encoding::PutFloats(&out, rotation_.data(), rotation_.size());
+  return out;
+}
+
+WordVocabulary WordVocabulary::Deserialize(const std::string& blob, const Codebook& codebook) {
+  encoding::Reader r(blob, "word vocabulary");
+  if (r.Fixed32() != kFormat) throw encoding::CorruptValue("word vocabulary: unknown format");
+  const uint32_t k = r.Fixed32(), f = r.Fixed32(), d = r.Fixed32(), bits = r.Fixed32();
+  if (k != static_cast<uint32_t>(codebook.num_clusters()) ||
+      d != static_cast<uint32_t>(codebook.dim()) || f < 1 || f > 256 || bits != kSignatureBits)
+    throw encoding::CorruptValue("word vocabulary does not fit the codebook");
+  std::vector<float> fine(static_cast<size_t>(k) * f * d), rotation(size_t{bits} * d);
+  encoding::GetFloats(r.Raw(fine.size() * 4), fine.size(), fine.data());
+  encoding::GetFloats(r.Raw(rotation.size() * 4), rotation.size(), rotation.data());
+  r.ExpectEnd();
+  return WordVocabulary(codebook, static_cast<int>(f), std::move(fine), std::move(rotation));
+}
+
+std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int64_t n) const {
+  std::vector<WordSignature> out;
+  if (n <= 0) return out;
+  const int d = dim_, f = fine_per_word_;
+  std::vector<int32_t> coarse(static_cast<size_t>(n));
+  codebook_.Assign(descriptors, n, coarse.data());
+  // Fine word: the nearest of the coarse word's sub-words.
+  std::vector<uint32_t> words(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* x = descriptors + i * d;
+    const float* sub = fine_.data() + static_cast<size_t>(coarse[i]) * f * d;
+    int best = 0;
+    float best_d2 = INFINITY;
+    for (int s = 0; s < f; ++s) {
+      float d2 = 0;
+      const float* c = sub + static_cast<size_t>(s) * d;
+      for (int j = 0; j < d; ++j) {
+        const float diff = x[j] - c[j];
+        d2 += diff * diff;
+      }
+      if (d2 < best_d2) best_d2 = d2, best = s;
+    }
+    words[i] = static_cast<uint32_t>(coarse[i]) * f + static_cast<uint32_t>(best);
+  }
+  // Sort by word, then sum the residuals of each run of equal labels (the
+  // scatter-reduce of VLAD encoding, on fine labels).
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return words[a] < words[b]; });
+  std::vector<float> sum(d);
+  for (int64_t begin = 0; begin < n;) {
+    const uint32_t w = words[order[begin]];
+    int64_t end = begin;
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    const float* c = fine_.data() + static_cast<size_t>(w) * d;
+    for (; end < n && words[order[end]] == w; ++end) {
+      const float* x = descriptors + order[end] * d;
+      for (int j = 0; j < d; ++j) sum[j] += x[j] - c[j];
+    }
+    // The rotation is orthonormal, so normalising is not needed for the
+    // signs; the signature is the sign of each rotated component.
+    uint64_t bits = 0;
+    for (int b = 0; b < kSignatureBits; ++b)
+      if (Dot(rotation_.data() + static_cast<size_t>(b) * d, sum.data(), d) > 0)
+        bits |= uint64_t{1} << b;
+    out.push_back(WordSignature{w, bits});
+    begin = end;
+  }
+  return out;
+}
+
+}  // namespace lookalike

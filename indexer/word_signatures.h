@@ -1,0 +1,80 @@
+// Per-word binary signatures of an image's local descriptors: the
+// representation of the selective first stage (aggregated selective match
+// kernel, ASMK*, Tolias, Avrithis & Jégou, ICCV 2013). The database's
+// codebook (the VLAD words) is refined into `fine_per_word` sub-words per
+// word, each descriptor is assigned to its fine word, and the residuals of
+// each fine word are summed -- the same sorted-label scatter-reduce VLAD
+// does, on finer labels -- L2-normalised, rotated and binarised to 64 bits.
+// Two images then compare word by word: only words both contain, each
+// weighed by how close its two signatures are (search/word_index.h). Unlike
+// one global vector, a crop or a small copy keeps the signatures of the
+// words it shares with its original, and thousands of unrelated images do
+// not share them (why and what it buys: search/README.md, "Selective first
+// stage").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "indexer/codebook.h"
+
+namespace lookalike {
+
+// One fine word an image contains and the signature of its residuals.
+struct WordSignature {
+  uint32_t word = 0;  // coarse word x fine_per_word + fine index
+  uint64_t bits = 0;  // sign of the rotated, aggregated residual, bit j = component j
+};
+
+inline constexpr int kSignatureBits = 64;
+
+struct WordVocabularyOptions {
+  // Sub-words per codebook word: 16 x 512 = 8,192 words by default, so a
+  // photo's ~1,000 descriptors fall in ~600 distinct words and each word's
+  // residuals stay local (a larger vocabulary is more selective; ASMK uses
+  // 65k words).
+  int fine_per_word = 16;
+  uint64_t seed = 1234;
+  // Throws std::invalid_argument naming the offending field.
+  void Validate() const;
+};
+
+// Immutable after construction; const methods are thread-safe.
+class WordVocabulary {
+ public:
+  // Learns the sub-words of every codebook word from `n` unit descriptors
+  // (row-major, codebook.dim() each) with FAISS k-means on the residuals
+  // each word receives, and a seeded random rotation for the signatures.
+  // Deterministic for a seed and a sample. A word that received fewer
+  // descriptors than sub-words keeps copies of its own centroid (they are
+  // never chosen over the first). Needs n >= 1.
+  static WordVocabulary Train(const Codebook& codebook, const float* descriptors, int64_t n,
+                              const WordVocabularyOptions& options);
+  // Reads what Serialize wrote for `codebook`; throws encoding::CorruptValue
+  // when the blob does not fit it.
+  static WordVocabulary Deserialize(const std::string& blob, const Codebook& codebook);
+  // u32 format (1), u32 coarse words, u32 fine per word, u32 dim, u32 bits
+  // (64), words x fine x dim f32 fine centroids, bits x dim f32 rotation,
+  // little-endian. The store adds its checksum.
+  std::string Serialize() const;
+
+  int num_words() const { return num_coarse_ * fine_per_word_; }
+  int dim() const { return dim_; }
+
+  // The signatures of an image's `n` unit descriptors: one per distinct fine
+  // word, in word order. Empty for n = 0.
+  std::vector<WordSignature> Encode(const float* descriptors, int64_t n) const;
+
+ private:
+  WordVocabulary(const Codebook& codebook, int fine_per_word, std::vector<float> fine,
+                 std::vector<float> rotation);
+  Codebook codebook_;
+  int num_coarse_ = 0;
+  int fine_per_word_ = 0;
+  int dim_ = 0;
+  std::vector<float> fine_;      // num_words() x dim, absolute positions
+  std::vector<float> rotation_;  // kSignatureBits x dim, orthonormal rows
+};
+
+}  // namespace lookalike

@@ -1,0 +1,163 @@
+#include "indexer/word_signatures.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "storage/encoding.h"
+
+namespace lookalike {
+namespace {
+
+constexpr int kDim = 128;
+
+// Unit rows drawn around `centres` (num x kDim, unit) with noise `sigma`.
+std::vector<float> Around(const std::vector<float>& centres, int64_t n, float sigma,
+                          uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> noise(0.0f, sigma);
+  const int64_t k = static_cast<int64_t>(centres.size()) / kDim;
+  std::vector<float> x(static_cast<size_t>(n) * kDim);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* c = centres.data() + (i % k) * kDim;
+    float* row = x.data() + i * kDim;
+    double norm = 0;
+    for (int j = 0; j < kDim; ++j) norm += double{row[j] = c[j] + noise(rng)} * row[j];
+    for (int j = 0; j < kDim; ++j) row[j] = static_cast<float>(row[j] / std::sqrt(norm));
+  }
+  return x;
+}
+
+std::vector<float> RandomUnit(int64_t n, uint64_t seed) {
+  return Around(std::vector<float>(kDim, 0.0f), n, 1.0f, seed);
+}
+
+struct Fixture {
+  Codebook codebook;
+  std::vector<float> sample;
+  WordVocabulary vocabulary;
+};
+
+Fixture Make(int fine_per_word) {
+  std::vector<float> centres = RandomUnit(8, 1);
+  std::vector<float> sample = Around(centres, 4000, 0.05f, 2);
+  Codebook codebook(8, kDim, centres);
+  WordVocabularyOptions o;
+  o.fine_per_word = fine_per_word;
+  WordVocabulary v = WordVocabulary::Train(codebook, sample.data(), 4000, o);
+  return Fixture{codebook, std::move(sample), std::move(v)};
+}
+
+TEST(WordSignaturesTest, ValidatesOptions) {
+  WordVocabularyOptions o;
+  EXPECT_NO_THROW(o.Validate());
+  o.fine_per_word = 0;
+  EXPECT_THROW(o.Validate(), std::invalid_argument);
+  o.fine_per_word = 257;
+  EXPECT_THROW(o.Validate(), std::invalid_argument);
+}
+
+TEST(WordSignaturesTest, OneSignaturePerDistinctWordInWordOrder) {
+  const Fixture f = Make(4);
+  EXPECT_EQ(f.vocabulary.num_words(), 32);
+  const std::vector<float> image = Around(RandomUnit(8, 1), 300, 0.05f, 3);
+  const std::vector<WordSignature> s = f.vocabulary.Encode(image.data(), 300);
+  ASSERT_FALSE(s.empty());
+  EXPECT_LE(s.size(), 32u);
+  for (size_t i = 1; i < s.size(); ++i) EXPECT_LT(s[i - 1].word, s[i].word);
+  for (const WordSignature& w : s) EXPECT_LT(w.word, 32u);
+  // Every codebook word receives descriptors, so more than 8 words appear:
+  // the sub-words split them.
+  EXPECT_GT(s.size(), 8u);
+  EXPECT_TRUE(f.vocabulary.Encode(image.data(), 0).empty());
+}
+
+TEST(WordSignaturesTest, DeterministicAndOrderIndependent) {
+  const Fixture a = Make(4), b = Make(4);
+  std::vector<float> image = Around(RandomUnit(8, 1), 200, 0.05f, 4);
+  const auto sa = a.vocabulary.Encode(image.data(), 200);
+  const auto sb = b.vocabulary.Encode(image.data(), 200);
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sa[i].word, sb[i].word);
+    EXPECT_EQ(sa[i].bits, sb[i].bits);
+  }
+  // The descriptors of an image in another order: the same sums.
+  std::vector<float> reversed(image.size());
+  for (int64_t i = 0; i < 200; ++i)
+    std::copy_n(image.data() + i * kDim, kDim, reversed.data() + (199 - i) * kDim);
+  const auto sr = a.vocabulary.Encode(reversed.data(), 200);
+  ASSERT_EQ(sr.size(), sa.size());
+  int differing_bits = 0;
+  for (size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sr[i].word, sa[i].word);
+    differing_bits += __builtin_popcountll(sr[i].bits ^ sa[i].bits);
+  }
+  EXPECT_LE(differing_bits, 2);  // float summation order only
+}
+
+TEST(WordSignaturesTest, NearbyResidualsAgreeUnrelatedOnesDoNot) {
+  const Fixture f = Make(1);
+  // One descriptor, a slightly perturbed copy of it, and an unrelated one of
+  // the same word: the copy's signature is much closer.
+  const std::vector<float> centres = RandomUnit(8, 1);
+  const std::vector<float> one = Around(centres, 1, 0.05f, 10);
+  const std::vector<float> near = Around(one, 1, 0.003f, 11);
+  const std::vector<float> far = Around(centres, 1, 0.05f, 12);
+  const auto s1 = f.vocabulary.Encode(one.data(), 1);
+  const auto s2 = f.vocabulary.Encode(near.data(), 1);
+  const auto s3 = f.vocabulary.Encode(far.data(), 1);
+  ASSERT_EQ(s1.size(), 1u);
+  ASSERT_EQ(s1[0].word, s2[0].word);
+  ASSERT_EQ(s1[0].word, s3[0].word);
+  const int h_near = __builtin_popcountll(s1[0].bits ^ s2[0].bits);
+  const int h_far = __builtin_popcountll(s1[0].bits ^ s3[0].bits);
+  EXPECT_LT(h_near, 12);
+  EXPECT_GT(h_far, h_near + 8);
+}
+
+TEST(WordSignaturesTest, SerializeRoundTrip) {
+  const Fixture f = Make(4);
+  const WordVocabulary back = WordVocabulary::Deserialize(f.vocabulary.Serialize(), f.codebook);
+  const std::vector<float> image = Around(RandomUnit(8, 1), 150, 0.05f, 5);
+  const auto a = f.vocabulary.Encode(image.data(), 150);
+  const auto b = back.Encode(image.data(), 150);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].word, b[i].word);
+    EXPECT_EQ(a[i].bits, b[i].bits);
+  }
+}
+
+TEST(WordSignaturesTest, CorruptOrForeignBlobsAreRejected) {
+  const Fixture f = Make(4);
+  const std::string blob = f.vocabulary.Serialize();
+  EXPECT_THROW(WordVocabulary::Deserialize(blob.substr(0, blob.size() - 1), f.codebook),
+               encoding::CorruptValue);
+  EXPECT_THROW(WordVocabulary::Deserialize(blob + "x", f.codebook), encoding::CorruptValue);
+  std::string bad_format = blob;
+  bad_format[0] = 9;
+  EXPECT_THROW(WordVocabulary::Deserialize(bad_format, f.codebook), encoding::CorruptValue);
+  // Another codebook shape.
+  const Codebook other(4, kDim, RandomUnit(4, 7));
+  EXPECT_THROW(WordVocabulary::Deserialize(blob, other), encoding::CorruptValue);
+}
+
+TEST(WordSignaturesTest, WordsWithTooFewPointsKeepTheirCentroid) {
+  // 8 codebook words, 20 sample points: most words get fewer points than 16
+  // sub-words; training still succeeds and encodes.
+  std::vector<float> centres = RandomUnit(8, 1);
+  std::vector<float> sample = Around(centres, 20, 0.05f, 2);
+  Codebook codebook(8, kDim, centres);
+  const WordVocabulary v = WordVocabulary::Train(codebook, sample.data(), 20, {});
+  EXPECT_EQ(v.num_words(), 8 * 16);
+  EXPECT_FALSE(v.Encode(sample.data(), 20).empty());
+}
+
+}  // namespace
+}  // namespace lookalike
