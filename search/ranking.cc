@@ -26,16 +26,16 @@ float Median(std::vector<float>* v) {
   return *mid;
 }
 
-// w of the score formula (ranking.h): colour_weight in units of the robust
-// spread of the short list's VLAD similarities.
-float ColourWeight(const std::vector<Candidate>& list, float colour_weight) {
+// The unit of the weights w and v of the score formula (ranking.h): the
+// robust spread of the short list's VLAD similarities.
+float SimilaritySpread(const std::vector<Candidate>& list) {
   std::vector<float> sims;
   sims.reserve(list.size());
   for (const Candidate& c : list) sims.push_back(c.similarity);
   const float centre = Median(&sims);
   for (float& x : sims) x = std::abs(x - centre);
   const float spread = list.size() < 3 ? 0.0f : 1.4826f * Median(&sims);
-  return colour_weight * (spread > 1e-6f ? spread : kDefaultSimilaritySpread);
+  return spread > 1e-6f ? spread : kDefaultSimilaritySpread;
 }
 
 }  // namespace
@@ -62,20 +62,36 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
   rerank_ = options.rerank > 0 && features.num() >= 5;
 }
 
-void QueryRanking::FuseColour(std::vector<Candidate>* list) {
-  if (!fuse_colour_ || list->empty()) return;
-  const float w = ColourWeight(*list, options_.colour_weight);
+void QueryRanking::SetWordSimilarities(const std::vector<std::pair<uint64_t, float>>& list) {
+  word_similarity_.clear();
+  for (const auto& [id, a] : list) word_similarity_.emplace(id, a);
+}
+
+void QueryRanking::Fuse(std::vector<Candidate>* list) {
+  if (!fuses() || list->empty()) return;
+  const float spread = SimilaritySpread(*list);
+  const float w = fuse_colour_ ? options_.colour_weight * spread : 0.0f;
+  const float v = word_similarity_.empty() ? 0.0f : options_.word_weight * spread;
   for (Candidate& c : *list) {
-    // Read once per query: records are small and the list is at most
-    // colour_depth long.
-    auto it = colour_of_.find(c.id);
-    if (it == colour_of_.end()) {
-      const auto record = store_.FindById(c.id);
-      it =
-          colour_of_.emplace(c.id, record ? ColourSimilarity(colour_, record->colour) : 0.0f).first;
+    float weighted = c.similarity;
+    if (fuse_colour_) {
+      // Read once per query: records are small and the list is at most
+      // colour_depth long.
+      auto it = colour_of_.find(c.id);
+      if (it == colour_of_.end()) {
+        const auto record = store_.FindById(c.id);
+        it = colour_of_.emplace(c.id, record ? ColourSimilarity(colour_, record->colour) : 0.0f)
+                 .first;
+      }
+      c.colour = it->second;
+      weighted += w * c.colour;
     }
-    c.colour = it->second;
-    c.base = (c.similarity + w * c.colour) / (1.0f + w);
+    if (v > 0) {
+      const auto it = word_similarity_.find(c.id);
+      c.words = it == word_similarity_.end() ? 0.0f : it->second;
+      weighted += v * c.words;
+    }
+    c.base = weighted / (1.0f + w + v);
     c.score = c.base;
   }
   SortByScore(list);

@@ -3,7 +3,7 @@
 // list Searcher::SearchQuery returns. Three named steps, in the order the
 // searcher runs them:
 //
-//   1. FuseColour    re-orders the short list by the global similarity b;
+//   1. Fuse          re-orders the short list by the global similarity b;
 //   2. Rerank        spatially verifies the top `rerank` candidates against
 //                    the query's local features and re-orders by the score;
 //   3. Expand        averages the query with its verified results (average
@@ -16,6 +16,9 @@
 //          (the expanded query after expansion; Hit::similarity);
 //   c      colour similarity of query and candidate (indexer/colour.h,
 //          Bhattacharyya coefficient, [0, 1]; Hit::colour);
+//   a      word similarity of query and candidate (search/word_index.h) over
+//          the query's best, [0, 1]; 0 for a candidate beyond the word
+//          list's depth (Hit::words);
 //   w      colour_weight x spread, where spread = 1.4826 x the median
 //          absolute deviation of s over the short list (a robust standard
 //          deviation: a query's few true matches must not inflate it, or
@@ -24,9 +27,12 @@
 //          candidates or the spread is below 1e-6. Colour is weighed against
 //          how much VLAD similarities vary, which PCA-whitening changes
 //          six-fold (search/README.md "Colour");
-//   b      = (s + w c) / (1 + w), the global similarity; b = s without colour
-//          (weight 0, depth 0, no query colour, or a schema-1 database).
-//          Dividing by 1 + w keeps b in [-1, 1] without clamping, which would
+//   v      word_weight x spread, the same unit;
+//   b      = (s + w c + v a) / (1 + w + v), the global similarity; without
+//          colour (weight 0, depth 0, no query colour, or a schema-1
+//          database) w = 0, without word fusion (weight 0, no word index)
+//          v = 0, and b = s without either.
+//          Dividing by 1 + w + v keeps b in [-1, 1] without clamping, which would
 //          tie near-duplicates at 1; b is 1 only for the image itself (just
 //          below 1 in a compact database, whose vectors come from quantised
 //          descriptors: indexer/README.md, "Compact features");
@@ -39,6 +45,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "indexer/local_features.h"
@@ -65,6 +72,7 @@ struct Candidate {
   float colour = -1;     // c; -1 = colour not used
   float base = 0;        // b
   float score = 0;       // b, or the noisy-or once verified
+  float words = -1;      // a; -1 = word fusion not used
 };
 
 // The ranking state of one query: the query's features and colour, and what
@@ -80,17 +88,22 @@ class QueryRanking {
                const SearchVectors& vectors, const SearchOptions& options,
                const LocalFeatures& features, const std::vector<uint8_t>& colour);
 
-  // True when FuseColour changes the order (weight and depth > 0, the query
-  // has a colour histogram and the database stores colour).
-  bool fuses_colour() const { return fuse_colour_; }
+  // True when Fuse changes the order: colour fusion (weight and depth > 0,
+  // the query has a colour histogram and the database stores colour) or
+  // word fusion (SetWordSimilarities gave any).
+  bool fuses() const { return fuse_colour_ || !word_similarity_.empty(); }
+
+  // The word index's list for the query (id, a), for word fusion; a
+  // candidate it does not list gets a = 0.
+  void SetWordSimilarities(const std::vector<std::pair<uint64_t, float>>& list);
   // True when Rerank and Expand run: rerank > 0 and the query has at least 5
   // local features (fewer cannot fit a homography).
   bool reranks() const { return rerank_; }
 
-  // Step 1: sets every candidate's colour, base and score from its VLAD
-  // similarity and its stored colour (read by id), then stable-sorts by
-  // score. Does nothing unless fuses_colour().
-  void FuseColour(std::vector<Candidate>* list);
+  // Step 1: sets every candidate's colour, word similarity, base and score
+  // from its VLAD similarity, its stored colour (read by id) and the word
+  // list, then stable-sorts by score. Does nothing unless fuses().
+  void Fuse(std::vector<Candidate>* list);
 
   // Step 2: verifies the top `rerank` candidates and those of `also` (the
   // VLAD order's head) not verified yet (their stored features against the
@@ -126,8 +139,9 @@ class QueryRanking {
   VerifyOptions verify_;  // options.verify, min_matches raised to min_inliers
   bool fuse_colour_ = false;
   bool rerank_ = false;
-  std::unordered_map<uint64_t, float> colour_of_;  // id -> c
-  std::unordered_map<uint64_t, int> inliers_of_;   // id -> inliers (-1: no stored features)
+  std::unordered_map<uint64_t, float> colour_of_;        // id -> c
+  std::unordered_map<uint64_t, float> word_similarity_;  // id -> a
+  std::unordered_map<uint64_t, int> inliers_of_;         // id -> inliers (-1: no stored features)
 };
 
 }  // namespace lookalike

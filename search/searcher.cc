@@ -41,6 +41,9 @@ void SearchOptions::Validate() const {
   if (!(colour_weight >= 0 && colour_weight <= 100))
     throw std::invalid_argument("--colour-weight must be in [0, 100], got " +
                                 std::to_string(colour_weight));
+  if (!(word_weight >= 0 && word_weight <= 100))
+    throw std::invalid_argument("--word-weight must be in [0, 100], got " +
+                                std::to_string(word_weight));
   if (colour_depth < 0 || colour_depth > 100000)
     throw std::invalid_argument("--colour-depth must be in 0..100000, got " +
                                 std::to_string(colour_depth));
@@ -95,8 +98,10 @@ struct Searcher::Impl {
   // similar images, best first, scored by similarity alone.
   std::vector<Candidate> ShortList(const float* query, int64_t depth) const;
 
-  // The ids of the top `rerank_words` images of the word index for a query.
-  std::vector<uint64_t> WordHead(const LocalFeatures& features) const;
+  // The word index's most similar images for a query, best first, with
+  // their similarity over the best one's: the `rerank_words` to verify, and
+  // as many as the colour depth for word fusion when it is on.
+  std::vector<std::pair<uint64_t, float>> WordList(const LocalFeatures& features) const;
   // Appends to `list` the images of `ids` it does not hold, scored by their
   // VLAD similarity with `query` (a search vector).
   void AddMissing(const float* query, const std::vector<uint64_t>& ids,
@@ -123,12 +128,17 @@ std::vector<Candidate> Searcher::Impl::ShortList(const float* query, int64_t dep
   return list;
 }
 
-std::vector<uint64_t> Searcher::Impl::WordHead(const LocalFeatures& f) const {
-  std::vector<uint64_t> out;
-  if (!words || options.rerank_words == 0 || f.num() == 0) return out;
-  for (const auto& [id, s] : words->Search(
-           words->vocabulary().Encode(f.descriptors.data(), f.num()), options.rerank_words))
-    out.push_back(id);
+std::vector<std::pair<uint64_t, float>> Searcher::Impl::WordList(const LocalFeatures& f) const {
+  std::vector<std::pair<uint64_t, float>> out;
+  if (!words || f.num() == 0) return out;
+  const int64_t depth =
+      std::max<int64_t>(options.rerank_words, options.word_weight > 0 ? options.colour_depth : 0);
+  if (depth == 0) return out;
+  out = words->Search(words->vocabulary().Encode(f.descriptors.data(), f.num()), depth);
+  if (!out.empty() && out[0].second > 0) {
+    const float best = out[0].second;
+    for (auto& [id, s] : out) s /= best;
+  }
   return out;
 }
 
@@ -212,8 +222,6 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   if (n_index == 0) return {};
   QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour);
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
-  const int64_t depth = std::min<int64_t>(
-      n_index, std::max({opt.k, opt.rerank, ranking.fuses_colour() ? opt.colour_depth : 0}));
   // The VLAD order's head, verified whatever fusion does to it.
   auto vlad_head = [&](const std::vector<Candidate>& l) {
     std::vector<uint64_t> ids;
@@ -221,14 +229,21 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       ids.push_back(l[i].id);
     return ids;
   };
-  // The word index's head: verified, and added to the list if VLAD missed it.
-  const std::vector<uint64_t> word_head =
-      ranking.reranks() ? impl_->WordHead(features) : std::vector<uint64_t>{};
+  // The word index's list: its head is verified (and added to the short list
+  // if VLAD missed it); its similarities take part in the fusion.
+  const std::vector<std::pair<uint64_t, float>> word_list = impl_->WordList(features);
+  std::vector<uint64_t> word_head;
+  for (size_t i = 0; i < word_list.size() && static_cast<int>(i) < opt.rerank_words; ++i)
+    word_head.push_back(word_list[i].first);
+  if (opt.word_weight > 0) ranking.SetWordSimilarities(word_list);
+  if (!ranking.reranks()) word_head.clear();
+  const int64_t depth = std::min<int64_t>(
+      n_index, std::max({opt.k, opt.rerank, ranking.fuses() ? opt.colour_depth : 0}));
   std::vector<Candidate> list = impl_->ShortList(query.data(), depth);
   std::vector<uint64_t> head = vlad_head(list);
   head.insert(head.end(), word_head.begin(), word_head.end());
   impl_->AddMissing(query.data(), word_head, &list);
-  ranking.FuseColour(&list);
+  ranking.Fuse(&list);
   if (ranking.reranks()) {
     ranking.Rerank(&list, head);
     std::vector<float> expanded;
@@ -237,7 +252,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       head = vlad_head(list);
       head.insert(head.end(), word_head.begin(), word_head.end());
       impl_->AddMissing(expanded.data(), word_head, &list);
-      ranking.FuseColour(&list);
+      ranking.Fuse(&list);
       ranking.Rerank(&list, head);
     }
   }
@@ -245,8 +260,8 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   for (const Candidate& c : list) {
     if (static_cast<int>(hits.size()) == opt.k) break;
     if (auto path = impl_->PathOf(c.id))
-      hits.push_back(
-          Hit{c.id, std::move(*path), c.score, c.similarity, ranking.inliers(c.id), c.colour});
+      hits.push_back(Hit{c.id, std::move(*path), c.score, c.similarity, ranking.inliers(c.id),
+                         c.colour, c.words});
   }
   return hits;
 }

@@ -55,6 +55,13 @@ struct SearchOptions {
   // "Colour". 0 = off; off by itself for databases without colour (schema 1).
   float colour_weight = 14.0f;
   int colour_depth = 1000;
+  // Word fusion: the global similarity b also mixes in the word index's
+  // similarity of each candidate (search/word_index.h, divided by the
+  // query's best), weighed like colour in units of the robust spread of the
+  // VLAD similarities (search/ranking.h). Shared local features are what a
+  // view of the same place keeps when its global statistics drown among
+  // thousands of images. 0 = off; off by itself without a word index.
+  float word_weight = 7.0f;
   // Threads for verification; 0 = all hardware threads.
   int threads = 0;
   // Search index: the persisted one is used (reconciled in memory if stale);
@@ -78,6 +85,9 @@ struct Hit {
   float similarity = 0;
   int inliers = -1;   // RANSAC inliers with the query; -1 = not verified
   float colour = -1;  // colour similarity with the query, [0, 1]; -1 = not used
+  // Word-index similarity with the query over the query's best, [0, 1];
+  // -1 = not used.
+  float words = -1;
 };
 
 struct QueryResult {

@@ -295,6 +295,7 @@ void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat form
       hit["similarity"] = Rounded(h.similarity, 6);
       if (h.inliers >= 0) hit["inliers"] = h.inliers;
       if (h.colour >= 0) hit["colour"] = Rounded(h.colour, 4);
+      if (h.words >= 0) hit["words"] = Rounded(h.words, 4);
       j["results"].push_back(std::move(hit));
     }
     WriteJsonLine(out, j);

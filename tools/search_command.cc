@@ -56,6 +56,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
             "the candidates (0 = off)");
   g->Value("colour-depth", &o->colour_depth, d.colour_depth,
            "VLAD results whose colour is compared with the query's");
+  g->Number("word-weight", &o->word_weight, d.word_weight,
+            "weight of the visual-word similarity (over the query's best) added to the VLAD "
+            "similarity, in the colour weight's units (0 = off)");
   g->Value("nprobe", &o->index.nprobe, d.index.nprobe,
            "lists an approximate (ivfsq) index visits per query (0 = as stored with the index; "
            "more is slower and more exact)");

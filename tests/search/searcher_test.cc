@@ -45,11 +45,13 @@ class SearcherTest : public ::testing::Test {
     ASSERT_EQ(s.no_features, 1);
   }
   std::unique_ptr<Searcher> Open(int k, int rerank = 0,
-                                 float colour_weight = SearchOptions().colour_weight) {
+                                 float colour_weight = SearchOptions().colour_weight,
+                                 float word_weight = SearchOptions().word_weight) {
     SearchOptions o;
     o.k = k;
     o.rerank = rerank;
     o.colour_weight = colour_weight;
+    o.word_weight = word_weight;
     o.backend = Backend::kCpu;
     return Searcher::Open(db(), o);
   }
@@ -166,25 +168,36 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   EXPECT_GE(with_words.at(0).inliers, SearchOptions().min_inliers);
 }
 
-// The colour weight w of an unverified hit, from score = (s + w c) / (1 + w).
-double ColourWeightOf(const Hit& h) {
-  return (double{h.score} - h.similarity) / (double{h.colour} - h.score);
+// The colour weight w of an unverified hit, from score = (s + w c + v a) /
+// (1 + w + v) with v = r w (r = word weight / colour weight, the options';
+// a = 0 when word fusion is off).
+double ColourWeightOf(const Hit& h, double r) {
+  const double a = h.words >= 0 ? h.words : 0.0;
+  if (h.words < 0) r = 0;
+  return (double{h.score} - h.similarity) / (double{h.colour} + r * a - h.score * (1 + r));
 }
 
-// Every unverified hit of one query is ranked by (s + w c) / (1 + w) with one
-// w > 0 (the query's; SearchOptions::colour_weight).
-void ExpectOneColourWeight(const std::vector<Hit>& hits, int min_inliers) {
+// Every unverified hit of one query is ranked by (s + w c + v a) / (1 + w + v)
+// with one w > 0 (the query's; SearchOptions::colour_weight) and v = r w.
+void ExpectOneColourWeight(const std::vector<Hit>& hits, int min_inliers,
+                           double r = double{SearchOptions().word_weight} /
+                                      SearchOptions().colour_weight) {
   double w = -1;
+  bool words = false;
   for (const Hit& h : hits) {
     if (h.inliers >= min_inliers) continue;
     ASSERT_GE(h.colour, 0.0f);
     ASSERT_LE(h.colour, 1.0f);
-    if (std::abs(h.colour - h.score) < 1e-3) continue;  // w is ill-conditioned here
-    const double wh = ColourWeightOf(h);
+    words = words || h.words >= 0;
+    const double a = h.words >= 0 ? h.words : 0.0;
+    const double rr = h.words >= 0 ? r : 0.0;
+    if (std::abs(h.colour + rr * a - h.score * (1 + rr)) < 1e-3) continue;  // ill-conditioned
+    const double wh = ColourWeightOf(h, r);
     if (w < 0) w = wh;
     EXPECT_NEAR(wh, w, 1e-2 * (1 + w)) << h.path;
   }
   EXPECT_GT(w, 0.0) << "colour took part in the ranking";
+  EXPECT_TRUE(words) << "this database keeps a word index: word fusion took part";
 }
 
 TEST_F(SearcherTest, VerificationRaisesTheCopyAndLeavesUnverifiedScoresAlone) {
@@ -207,11 +220,27 @@ TEST_F(SearcherTest, VerificationRaisesTheCopyAndLeavesUnverifiedScoresAlone) {
   // Without re-ranking, scores are the global similarities and nothing is verified.
   for (const Hit& h : plain[0].hits) EXPECT_EQ(h.inliers, -1);
   ExpectOneColourWeight(plain[0].hits, SearchOptions().min_inliers);
-  // Without colour, they are the VLAD similarities.
-  for (const Hit& h : Open(kImages, 0, 0.0f)->SearchFiles({copy})[0].hits) {
+  // Without colour and words, they are the VLAD similarities.
+  for (const Hit& h : Open(kImages, 0, 0.0f, 0.0f)->SearchFiles({copy})[0].hits) {
     EXPECT_EQ(h.colour, -1.0f);
+    EXPECT_EQ(h.words, -1.0f);
     EXPECT_EQ(h.score, h.similarity);
   }
+  // Words without colour: (s + v a) / (1 + v), one v > 0 for the query, and
+  // the copy's original has the best word similarity.
+  const auto words_only = Open(kImages, 0, 0.0f)->SearchFiles({copy})[0].hits;
+  double v = -1;
+  for (const Hit& h : words_only) {
+    EXPECT_EQ(h.colour, -1.0f);
+    ASSERT_GE(h.words, 0.0f);
+    ASSERT_LE(h.words, 1.0f);
+    if (h.path == AbsolutePath(paths_[6])) EXPECT_FLOAT_EQ(h.words, 1.0f);
+    if (std::abs(h.words - h.score) < 1e-3) continue;
+    const double vh = (double{h.score} - h.similarity) / (double{h.words} - h.score);
+    if (v < 0) v = vh;
+    EXPECT_NEAR(vh, v, 1e-2 * (1 + v)) << h.path;
+  }
+  EXPECT_GT(v, 0.0) << "words took part in the ranking";
 }
 
 // Two database images with the same grey picture (so the same SIFT features
