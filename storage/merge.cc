@@ -206,22 +206,17 @@ void Store::CheckSameModel(const std::vector<const Store*>& stores) {
   }
 }
 
-MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
-                                const std::string& scratch_dir) {
-  if (impl_->read_only)
-    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+MergeSummary Store::CheckMerge(const std::vector<const Store*>& shards) const {
   std::vector<const Store*> all{this};
   all.insert(all.end(), shards.begin(), shards.end());
   CheckSameModel(all);
   MergeSummary summary;
-  std::set<std::string> prefixes;
   for (const Store* s : shards) {
-    for (const std::string& p : KeySpaces(s->impl_->db.get(), s->path())) prefixes.insert(p);
+    KeySpaces(s->impl_->db.get(), s->path());
     summary.shards.push_back(ShardMerge{s->path(), s->num_images(), false});
   }
-
-  // Pass 1 over the path entries, before anything is written: no path in two
-  // shards; a shard is either wholly here already (same content) or not at all.
+  // One pass over the path entries: no path in two shards; a shard is either
+  // wholly here already (same content) or not at all.
   std::vector<rocksdb::DB*> dbs;
   std::vector<std::string> paths;
   for (const Store* s : all) {
@@ -230,56 +225,72 @@ MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
   }
   std::vector<uint64_t> entries(all.size(), 0), here(all.size(), 0);
   std::vector<std::string> example(all.size());
-  {
-    PathMerge merge(dbs);
-    std::string key;
-    std::vector<size_t> sources;
-    std::vector<std::string> values;
-    while (merge.Next(&key, &sources, &values)) {
-      const std::string path = key.substr(2);
-      const size_t first_shard = sources[0] == 0 ? 1 : 0;
-      if (sources.size() - first_shard >= 2)
+  PathMerge merge(dbs);
+  std::string key;
+  std::vector<size_t> sources;
+  std::vector<std::string> values;
+  while (merge.Next(&key, &sources, &values)) {
+    const std::string path = key.substr(2);
+    const size_t first_shard = sources[0] == 0 ? 1 : 0;
+    if (sources.size() - first_shard >= 2)
+      throw StoreError(StoreError::Kind::kConflict,
+                       "image path " + Printable(path) + " is in both " +
+                           paths[sources[first_shard]] + " and " + paths[sources[first_shard + 1]] +
+                           "; every file must be in exactly one shard (index each with "
+                           "--shard I/N of the same N); nothing was merged");
+    for (size_t i = first_shard; i < sources.size(); ++i) ++entries[sources[i]];
+    if (first_shard == 1 && sources.size() == 2) {
+      const size_t s = sources[1];
+      const auto mine = FindById(IdOf(values[0], path_));
+      const auto theirs = all[s]->FindById(IdOf(values[1], all[s]->path()));
+      if (!mine || !theirs || mine->content_hash != theirs->content_hash ||
+          mine->status != theirs->status)
         throw StoreError(StoreError::Kind::kConflict,
-                         "image path " + Printable(path) + " is in both " +
-                             paths[sources[first_shard]] + " and " +
-                             paths[sources[first_shard + 1]] +
-                             "; every file must be in exactly one shard (index each with "
-                             "--shard I/N of the same N); nothing was merged");
-      for (size_t i = first_shard; i < sources.size(); ++i) ++entries[sources[i]];
-      if (first_shard == 1 && sources.size() == 2) {
-        const size_t s = sources[1];
-        const auto mine = FindById(IdOf(values[0], path_));
-        const auto theirs = all[s]->FindById(IdOf(values[1], all[s]->path()));
-        if (!mine || !theirs || mine->content_hash != theirs->content_hash ||
-            mine->status != theirs->status)
-          throw StoreError(StoreError::Kind::kConflict,
-                           "image path " + Printable(path) + " is in both " + path_ + " and " +
-                               all[s]->path() +
-                               " with other content; merge adds images, it does not replace "
-                               "them (re-index the folder into " +
-                               path_ + " instead); nothing was merged");
-        ++here[s];
-        if (example[s].empty()) example[s] = path;
-      }
+                         "image path " + Printable(path) + " is in both " + path_ + " and " +
+                             all[s]->path() +
+                             " with other content; merge adds images, it does not replace "
+                             "them (re-index the folder into " +
+                             path_ + " instead); nothing was merged");
+      ++here[s];
+      if (example[s].empty()) example[s] = path;
     }
-    merge.CheckStatus(paths);
   }
-  std::vector<bool> take(all.size(), false);
+  merge.CheckStatus(paths);
   for (size_t s = 1; s < all.size(); ++s) {
-    if (here[s] == 0) {
-      take[s] = true;
-    } else if (here[s] == entries[s]) {
-      summary.shards[s - 1].already_merged = true;
-    } else {
+    if (here[s] == 0) continue;
+    if (here[s] != entries[s])
       throw StoreError(StoreError::Kind::kConflict,
                        "image path " + Printable(example[s]) + " is in both " + path_ + " and " +
                            all[s]->path() + ", and " + std::to_string(entries[s] - here[s]) +
                            " other images of that shard are not; a shard is merged whole "
                            "or not at all; nothing was merged");
-    }
+    summary.shards[s - 1].already_merged = true;
   }
+  return summary;
+}
+
+MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
+                                const std::string& scratch_dir) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  MergeSummary summary = CheckMerge(shards);
+  std::vector<const Store*> all{this};
+  all.insert(all.end(), shards.begin(), shards.end());
+  std::vector<rocksdb::DB*> dbs;
+  std::vector<std::string> paths;
+  for (const Store* s : all) {
+    dbs.push_back(s->impl_->db.get());
+    paths.push_back(s->path());
+  }
+  std::set<std::string> prefixes;
+  std::vector<bool> take(all.size(), false);
   bool any = false;
-  for (size_t s = 1; s < all.size(); ++s) any = any || (take[s] && entries[s] > 0);
+  for (size_t s = 1; s < all.size(); ++s) {
+    take[s] = !summary.shards[s - 1].already_merged;
+    if (!take[s]) continue;
+    for (const std::string& p : KeySpaces(dbs[s], paths[s])) prefixes.insert(p);
+    any = any || all[s]->num_images() > 0;
+  }
   if (!any) return summary;
 
   // Ids of shard s become offset[s] + id: ranges above this database's

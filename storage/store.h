@@ -301,6 +301,12 @@ class Store {
   // (kModel) naming both folders and both values. Reads only the model.
   static void CheckSameModel(const std::vector<const Store*>& stores);
 
+  // The checks of MergeShards, on a store open read-only or read-write:
+  // throws what MergeShards would throw before writing (model, schema,
+  // conflicting paths, unknown keys); returns the shards with
+  // `already_merged` set for those wholly here. Writes nothing.
+  MergeSummary CheckMerge(const std::vector<const Store*>& shards) const;
+
   // `lookalike merge`: adds the images of `shards` (read-only stores of the
   // same schema and model as this one, see CheckSameModel) to this database
   // in one atomic step: their records, vectors, path entries and local

@@ -175,6 +175,9 @@ int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std
     }
   }
   if (!report.created) {
+    // Refusals first, on a read-only open: a refused merge leaves OUT byte
+    // for byte as it was (a read-write open rewrites RocksDB's own files).
+    Store::Open(c.db, Store::Mode::kReadOnly)->CheckMerge(shards);
     auto store = Store::Open(c.db, Store::Mode::kReadWrite);
     MergeInto(store.get(), shards, c, &report);
   }
