@@ -89,12 +89,17 @@ std::string WithPid(const fs::path& stem) { return stem.string() + std::to_strin
 void MergeInto(Store* store, const std::vector<const Store*>& shards, const MergeCommandOptions& c,
                MergeReport* report) {
   RemoveLeftovers(c.db, ".merge-tables-");
+  const auto start = std::chrono::steady_clock::now();
   report->merge = store->MergeShards(shards, WithPid(Beside(c.db, ".merge-tables-")));
+  const auto merged = std::chrono::steady_clock::now();
+  report->merge_seconds = std::chrono::duration<double>(merged - start).count();
   SetLibraryThreads(ResolveThreads(c.threads));
   const SearchVectors vectors(*store);
   const SearchIndexSync sync = UpdateSearchIndex(store, vectors, c.search_index);
   SetLibraryThreads(1);
   report->search_index = sync.Summary();
+  report->index_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - merged).count();
   report->images = store->num_images();
 }
 

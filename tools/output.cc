@@ -292,6 +292,8 @@ void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat for
       j["shards"].push_back(std::move(shard));
     }
     j["search_index"] = r.search_index;
+    j["merge_seconds"] = r.merge_seconds;
+    j["index_seconds"] = r.index_seconds;
     j["seconds"] = r.seconds;
     WriteJsonLine(out, j);
     return;

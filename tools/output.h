@@ -71,7 +71,9 @@ struct MergeReport {
   bool created = false;      // the database did not exist before
   uint64_t images = 0;       // images it holds now
   std::string search_index;  // SearchIndexSync::Summary()
-  double seconds = 0;
+  double merge_seconds = 0;  // checks, table files and ingestion
+  double index_seconds = 0;  // the search index update
+  double seconds = 0;        // the whole command
 };
 void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat format);
 
