@@ -77,10 +77,10 @@ std::unique_ptr<Store> CreateFromModel(const Store& base, const std::string& db_
 }
 
 // Opens `db_path` and checks it has the model of `base`.
+// Checked on a read-only open first, so a refused database is left untouched.
 std::unique_ptr<Store> OpenWithModelOf(const Store& base, const std::string& db_path) {
-  auto store = Store::Open(db_path, Store::Mode::kReadWrite);
-  Store::CheckSameModel({&base, store.get()});
-  return store;
+  Store::CheckSameModel({&base, Store::Open(db_path, Store::Mode::kReadOnly).get()});
+  return Store::Open(db_path, Store::Mode::kReadWrite);
 }
 
 std::unique_ptr<Store> OpenOrCreate(const WalkResult& walk, const std::string& root,
