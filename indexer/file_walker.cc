@@ -54,8 +54,12 @@ bool HasImageSignature(const std::string& path) {
 }  // namespace
 
 uint32_t ShardOf(const std::string& relative_path, uint32_t num_shards) {
-  return static_cast<uint32_t>(encoding::Fnv1a64(relative_path.data(), relative_path.size()) %
-                               num_shards);
+  // The standard FNV-1a 64 offset basis, so any FNV-1a implementation gives
+  // the same shard (encoding::Fnv1a64's default basis, kept for the stored
+  // checksums, is another constant).
+  constexpr uint64_t kFnvOffsetBasis = 14695981039346656037ull;
+  return static_cast<uint32_t>(
+      encoding::Fnv1a64(relative_path.data(), relative_path.size(), kFnvOffsetBasis) % num_shards);
 }
 
 std::vector<std::string> FilesOfShard(const std::vector<std::string>& files,

@@ -23,7 +23,8 @@ struct WalkResult {
 // std::runtime_error if root is not a readable directory.
 WalkResult ListImageFiles(const std::string& root, const std::vector<std::string>& exclude);
 
-// The shard of a file: FNV-1a 64 of its path relative to the indexed folder
+// The shard of a file: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
+// 0x100000001b3) of its path relative to the indexed folder
 // (the bytes after "<root>/", no leading slash) modulo num_shards (>= 1).
 // Stable across machines, runs and listing order, as long as every machine
 // sees the folder's files under the same relative paths.
