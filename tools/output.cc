@@ -305,7 +305,8 @@ void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat for
          << EscapeField(s.path) << " (" << s.images << " images)\n";
   text << std::fixed << std::setprecision(1) << "  added        " << r.merge.added << " images, "
        << r.images << " in all\n  search index " << r.search_index << "\n  time         "
-       << r.seconds << " s\n";
+       << r.seconds << " s (merge " << r.merge_seconds << " s, search index " << r.index_seconds
+       << " s)\n";
   out << text.str();
 }
 
