@@ -120,16 +120,28 @@ wait_for() {
 }
 wait_for "the node to be idle" "^idle" sinfo -h -N -o %t
 
-# Job states, one "JobId=.. ArrayTaskId=.. JobState=.. Reason=.." per line.
-states() {
-  scontrol show job -o "$1" | tr ' ' '\n' | grep -E '^(JobState|Reason|ArrayTaskId)=' | paste -sd' '
+# What scontrol says of a job, one line per job or array task. Captured
+# whole before matching: `scontrol ... | grep -q` under pipefail fails when
+# grep exits first and scontrol gets SIGPIPE.
+show() { scontrol show job -o "$1" 2>/dev/null || true; }
+states() {  # "JobState=.. Reason=.." of job $1
+  show "$1" | tr ' ' '\n' | grep -E '^(JobState|Reason|ArrayTaskId)=' | paste -sd' ' || true
 }
-task_states() {  # one line per job or array task
-  scontrol show job -o "$1" | sed -E 's/.*(ArrayTaskId=[^ ]*)?.*JobState=([A-Z_]+).*/\2/'
+has() {  # has JOB REGEX: some line of job JOB matches
+  local text
+  text=$(show "$1")
+  grep -qE "$2" <<<"$text"
+}
+count() {  # count JOB REGEX: lines of job JOB that match
+  local text
+  text=$(show "$1")
+  grep -cE "$2" <<<"$text" || true
 }
 ended() {  # prints "ended" once no task of job $1 is pending, running or completing
-  scontrol show job -o "$1" | grep -qE 'JobState=(PENDING|RUNNING|CONFIGURING|COMPLETING)' ||
-    echo ended
+  local text
+  text=$(show "$1")
+  [ -n "$text" ] || return 0
+  grep -qE 'JobState=(PENDING|RUNNING|CONFIGURING|COMPLETING|SUSPENDED)' <<<"$text" || echo ended
 }
 job_id() { sed -n "s/^$1 jobs\{0,1\}: *\([0-9][0-9]*\).*/\1/p" "$2"; }
 
@@ -150,14 +162,13 @@ array=$(job_id shard "$tmp/submit1.txt")
 merge=$(job_id merge "$tmp/submit1.txt")
 [ -n "$train" ] && [ -n "$array" ] && [ -n "$merge" ] || fail "no job ids in: $(cat "$tmp/submit1.txt")"
 wait_for "train job $train to end" "ended" ended "$train"
-scontrol show job -o "$train" | grep -q "JobState=COMPLETED" || fail "train failed: $(states "$train")"
+has "$train" "JobState=COMPLETED" || fail "train failed: $(states "$train")"
 wait_for "shard jobs $array to end" "ended" ended "$array"
-failed=$(scontrol show job -o "$array" | grep -c "JobState=FAILED" || true)
-completed=$(scontrol show job -o "$array" | grep -c "JobState=COMPLETED" || true)
+failed=$(count "$array" "JobState=FAILED")
+completed=$(count "$array" "JobState=COMPLETED")
 [ "$failed" -eq 1 ] && [ "$completed" -eq 3 ] ||
-  fail "expected 3 shards completed and 1 failed, got: $(scontrol show job -o "$array" | grep -o 'ArrayTaskId=[^ ]* .*JobState=[A-Z]*' | sed 's/ .*JobState=/ /')"
-scontrol show job -o "$array" | grep "JobState=FAILED" | grep -q "ArrayTaskId=2 " ||
-  fail "the failed task is not shard 2"
+  fail "expected 3 shards completed and 1 failed, got: $(show "$array" | grep -o 'ArrayTaskId=[^ ]* .*JobState=[A-Z]*' | sed 's/ .*JobState=/ /')"
+has "$array" "ArrayTaskId=2 .*JobState=FAILED" || fail "the failed task is not shard 2"
 grep -q "is a file, not a directory" "$tmp"/work/logs/shard-2-*.out ||
   fail "shard 2's log does not say why it failed"
 wait_for "merge $merge to be held by the failed dependency" \
@@ -173,8 +184,8 @@ cat "$tmp/submit2.txt"
 grep -q "array of 1: shards 2" "$tmp/submit2.txt" || fail "--resume did not re-submit shard 2 alone"
 merge2=$(job_id merge "$tmp/submit2.txt")
 wait_for "merge job $merge2 to end" "ended" ended "$merge2"
-scontrol show job -o "$merge2" | grep -q "JobState=COMPLETED" || fail "merge failed: $(states "$merge2")"
-states "$merge" | grep -q "JobState=CANCELLED" || fail "the first merge was not cancelled: $(states "$merge")"
+has "$merge2" "JobState=COMPLETED" || fail "merge failed: $(states "$merge2")"
+has "$merge" "JobState=CANCELLED" || fail "the first merge was not cancelled: $(states "$merge")"
 for i in 0 1 3; do
   [ "$(ls "$tmp"/work/logs/shard-$i-*.out | wc -l)" -eq 1 ] || fail "shard $i ran again on --resume"
 done
