@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "storage/encoding.h"
+
 namespace lookalike {
 namespace fs = std::filesystem;
 
@@ -50,6 +52,28 @@ bool HasImageSignature(const std::string& path) {
 }
 
 }  // namespace
+
+uint32_t ShardOf(const std::string& relative_path, uint32_t num_shards) {
+  // The standard FNV-1a 64 offset basis, so any FNV-1a implementation gives
+  // the same shard (encoding::Fnv1a64's default basis, kept for the stored
+  // checksums, is another constant).
+  constexpr uint64_t kFnvOffsetBasis = 14695981039346656037ull;
+  return static_cast<uint32_t>(
+      encoding::Fnv1a64(relative_path.data(), relative_path.size(), kFnvOffsetBasis) % num_shards);
+}
+
+std::vector<std::string> FilesOfShard(const std::vector<std::string>& files,
+                                      const std::string& root, uint32_t shard,
+                                      uint32_t num_shards) {
+  // "/" as root leaves paths one slash longer than root; others one more.
+  const size_t skip = root.size() + (root.size() > 0 && root.back() == '/' ? 0 : 1);
+  std::vector<std::string> mine;
+  for (const std::string& f : files) {
+    const std::string relative = f.size() > skip ? f.substr(skip) : f;
+    if (ShardOf(relative, num_shards) == shard) mine.push_back(f);
+  }
+  return mine;
+}
 
 bool IsUnder(const std::string& path, const std::string& dir) {
   return path.size() >= dir.size() && path.compare(0, dir.size(), dir) == 0 &&

@@ -23,6 +23,17 @@ struct WalkResult {
 // std::runtime_error if root is not a readable directory.
 WalkResult ListImageFiles(const std::string& root, const std::vector<std::string>& exclude);
 
+// The shard of a file: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
+// 0x100000001b3) of its path relative to the indexed folder
+// (the bytes after "<root>/", no leading slash) modulo num_shards (>= 1).
+// Stable across machines, runs and listing order, as long as every machine
+// sees the folder's files under the same relative paths.
+uint32_t ShardOf(const std::string& relative_path, uint32_t num_shards);
+
+// The files of `files` (absolute, under `root`) whose ShardOf is `shard`.
+std::vector<std::string> FilesOfShard(const std::vector<std::string>& files,
+                                      const std::string& root, uint32_t shard, uint32_t num_shards);
+
 // True for .jpg .jpeg .jpe .png .webp .tif .tiff .bmp .dib .pbm .pgm .ppm .pnm
 // (case-insensitive).
 bool HasImageExtension(const std::string& path);

@@ -31,6 +31,16 @@ void IndexOptions::Validate() const {
   if (!(limits.max_seconds > 0))
     throw std::invalid_argument("seconds per file must be > 0, got " +
                                 std::to_string(limits.max_seconds));
+  if (num_shards > 0 && shard_index >= num_shards)
+    throw std::invalid_argument("shard must be I/N with 0 <= I < N, got " +
+                                std::to_string(shard_index) + "/" + std::to_string(num_shards));
+  if (num_shards > kMaxShards)
+    throw std::invalid_argument("shards must be at most " + std::to_string(kMaxShards) + ", got " +
+                                std::to_string(num_shards));
+  if (num_shards > 0 && model_from.empty())
+    throw std::invalid_argument(
+        "--shard needs --model-from BASE: shards merge only when they share one model "
+        "(make BASE with 'lookalike train')");
   if (batch_images < 1 || batch_images > 4096)
     throw std::invalid_argument("batch images must be in 1..4096, got " +
                                 std::to_string(batch_images));
@@ -49,16 +59,47 @@ using Clock = SteadyClock;
 // Opens the database, or creates it under the creation lock by training the
 // model (the training images' results are kept in *reusable for encoding).
 // Null when training was cancelled.
+// The model source of --model-from, opened read-only.
+std::unique_ptr<Store> OpenModelSource(const IndexOptions& options) {
+  try {
+    return Store::Open(AbsolutePath(options.model_from), Store::Mode::kReadOnly);
+  } catch (const StoreError& e) {
+    throw StoreError(e.kind(), std::string("--model-from: ") + e.what());
+  }
+}
+
+// A new database at `db_path` with the model of `base` (no training).
+std::unique_ptr<Store> CreateFromModel(const Store& base, const std::string& db_path) {
+  const auto projection = base.GetProjection();
+  const auto quantizer = base.GetDescriptorQuantizer();
+  return Store::Create(db_path, base.model(), projection ? &*projection : nullptr,
+                       base.schema_version(), quantizer ? *quantizer : std::string());
+}
+
+// Opens `db_path` and checks it has the model of `base`.
+// Checked on a read-only open first, so a refused database is left untouched.
+std::unique_ptr<Store> OpenWithModelOf(const Store& base, const std::string& db_path) {
+  Store::CheckSameModel({&base, Store::Open(db_path, Store::Mode::kReadOnly).get()});
+  return Store::Open(db_path, Store::Mode::kReadWrite);
+}
+
 std::unique_ptr<Store> OpenOrCreate(const WalkResult& walk, const std::string& root,
                                     const std::string& db_path, const IndexOptions& options,
                                     int threads, IndexSummary* summary, IndexObserver* observer,
                                     const std::atomic<bool>* cancel,
                                     std::unordered_map<std::string, ProcessedFile>* reusable) {
+  std::unique_ptr<Store> base;
+  if (!options.model_from.empty()) base = OpenModelSource(options);
   if (!Store::IsDatabase(db_path)) {
     Store::CheckCanCreate(db_path);
     CreationLock lock(db_path);
     // Another process may have created it while we waited for the lock.
     if (!Store::IsDatabase(db_path)) {
+      if (base) {
+        if (observer) observer->OnPhase("copying the model of " + base->path());
+        summary->created = true;
+        return CreateFromModel(*base, db_path);
+      }
       TrainedDatabase trained =
           TrainAndCreate(walk.files, root, db_path, options, threads, summary, observer, cancel);
       // A run cancelled while training created nothing.
@@ -67,6 +108,7 @@ std::unique_ptr<Store> OpenOrCreate(const WalkResult& walk, const std::string& r
       return std::move(trained.store);  // the store's own lock protects it from here on
     }
   }
+  if (base) return OpenWithModelOf(*base, db_path);
   return Store::Open(db_path, Store::Mode::kReadWrite);
 }
 
@@ -107,6 +149,35 @@ void EncodeAndCommit(UpdatePlan* plan, Store* store, const IndexOptions& options
 
 }  // namespace
 
+IndexSummary TrainModel(const IndexOptions& options, IndexObserver* observer,
+                        const std::atomic<bool>* cancel) {
+  options.Validate();
+  const auto start = Clock::now();
+  IndexSummary summary;
+  const int threads = ResolveThreads(options.threads);
+  summary.threads = threads;
+  summary.backend = BackendName(ResolveBackend(options.backend));
+  const std::string root = AbsolutePath(options.image_dir);
+  const std::string db_path = AbsolutePath(options.db_path);
+  cv::setNumThreads(1);
+  if (!Store::IsDatabase(db_path)) {
+    Store::CheckCanCreate(db_path);
+    if (observer) observer->OnPhase("listing " + root);
+    const WalkResult walk = ListImageFiles(root, {db_path});
+    summary.listed = static_cast<int64_t>(walk.files.size());
+    summary.ignored = walk.ignored;
+    CreationLock lock(db_path);
+    if (!Store::IsDatabase(db_path)) {
+      TrainedDatabase trained =
+          TrainAndCreate(walk.files, root, db_path, options, threads, &summary, observer, cancel);
+      summary.created = trained.store != nullptr;
+      summary.cancelled = !summary.created;
+    }
+  }
+  summary.seconds = SecondsBetween(start, Clock::now());
+  return summary;
+}
+
 IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
                         const std::atomic<bool>* cancel) {
   options.Validate();
@@ -122,7 +193,14 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
   summary.backend = BackendName(backend);
 
   if (observer) observer->OnPhase("listing " + root);
-  const WalkResult walk = ListImageFiles(root, {db_path});
+  WalkResult walk = ListImageFiles(root, {db_path});
+  if (options.num_shards > 0) {
+    walk.files = FilesOfShard(walk.files, root, options.shard_index, options.num_shards);
+    if (observer)
+      observer->OnPhase("shard " + std::to_string(options.shard_index) + "/" +
+                        std::to_string(options.num_shards) + ": " +
+                        std::to_string(walk.files.size()) + " files");
+  }
   summary.listed = static_cast<int64_t>(walk.files.size());
   summary.ignored = walk.ignored;
   for (const FileError& e : walk.errors) ReportSkipped(e, &summary, observer);

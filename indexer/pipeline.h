@@ -39,6 +39,15 @@ struct IndexOptions {
   // Bytes of the training images' descriptors kept for reuse (encoding, PCA)
   // instead of being extracted again.
   size_t training_cache_bytes = size_t{256} << 20;
+  // Database whose model (codebook, PCA, descriptor quantizer, settings) a
+  // new database copies instead of training one; an existing database must
+  // have the same ModelFingerprint. Empty = train (or use the stored model).
+  std::string model_from;
+  // Index only the files of shard shard_index of num_shards (ShardOf their
+  // path relative to image_dir); num_shards 0 = every file. Needs model_from.
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 0;
+  static constexpr uint32_t kMaxShards = 65536;
   int threads = 0;        // decode/extract threads; 0 = all cores
   int batch_images = 32;  // images per encoder batch; 1..4096
   Backend backend = Backend::kAuto;
@@ -93,6 +102,13 @@ class IndexObserver {
   // from here on it survives a crash of the process.
   virtual void OnCommitted(const ImageRecord& /*record*/) {}
 };
+
+// `lookalike train`: learns the model from a seeded sample of
+// options.image_dir and creates options.db_path holding it and no image
+// (atomically, under the creation lock). An existing database is left as it
+// is (summary.created false). Throws like BuildIndex.
+IndexSummary TrainModel(const IndexOptions& options, IndexObserver* observer,
+                        const std::atomic<bool>* cancel = nullptr);
 
 // Creates the database if needed (learning the codebook on a seeded sample),
 // then encodes new and changed files and removes records of files that

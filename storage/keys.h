@@ -84,5 +84,46 @@ inline std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(
 inline std::string PathKey(const std::string& path) { return "p:" + path; }
 inline std::string FeaturesKey(uint64_t id) { return "f:" + encoding::BigEndian64(id); }
 
+// Every key space above, as `merge` (merge.cc) must treat it. Each key is
+// "<letter>:..."; a space this table does not name makes merge fail rather
+// than drop it, so a new key space must be added here with its rule.
+enum class KeySpace {
+  kModel,        // m:schema, m:model, m:pca, m:vdim, m:dq: equal in every input
+  kCounter,      // m:next_id, m:count, m:totals: recomputed for the result
+  kDerived,      // m:xindex, x:<chunk>: rebuilt from the records afterwards
+  kImageRecord,  // i:<id BE64>: copied with the id re-mapped in key and value
+  kImageValue,   // v:, f: <id BE64>: copied with the id re-mapped in the key
+  kPath,         // p:<path>: copied with the id in its value re-mapped
+};
+
+// The space of `key` (a whole key: m: keys are told apart one by one), or
+// false in *known for a key this build does not know.
+inline KeySpace KeySpaceOf(const std::string& key, bool* known) {
+  *known = true;
+  if (key.size() >= 2 && key[1] == ':') {
+    switch (key[0]) {
+      case 'i':
+        return KeySpace::kImageRecord;
+      case 'v':
+      case 'f':
+        return KeySpace::kImageValue;
+      case 'p':
+        return KeySpace::kPath;
+      case 'x':
+        return KeySpace::kDerived;
+      default:
+        break;
+    }
+  }
+  for (const char* k :
+       {kSchemaKey, kModelKey, kProjectionKey, kVectorDimKey, kDescriptorQuantizerKey})
+    if (key == k) return KeySpace::kModel;
+  for (const char* k : {kNextIdKey, kCountKey, kTotalsKey})
+    if (key == k) return KeySpace::kCounter;
+  if (key == kSearchIndexKey) return KeySpace::kDerived;
+  *known = false;
+  return KeySpace::kModel;
+}
+
 }  // namespace store_detail
 }  // namespace lookalike

@@ -35,7 +35,16 @@ uint64_t Hash64(HashKind kind, const void* data, size_t size);
 // code and message; what() already says what to do.
 class StoreError : public std::runtime_error {
  public:
-  enum class Kind { kNotFound, kNotADatabase, kLocked, kSchema, kModel, kCorrupt, kIo };
+  enum class Kind {
+    kNotFound,
+    kNotADatabase,
+    kLocked,
+    kSchema,
+    kModel,
+    kCorrupt,
+    kIo,
+    kConflict,  // merge: an image path held by two inputs
+  };
   StoreError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
 
@@ -132,6 +141,18 @@ class CreationLock {
  private:
   std::string lock_path_;
   int fd_ = -1;
+};
+
+// What Store::MergeShards did with each shard.
+struct ShardMerge {
+  std::string path;             // the shard's folder
+  uint64_t images = 0;          // images it holds
+  bool already_merged = false;  // every one of its images was in the database already
+};
+struct MergeSummary {
+  std::vector<ShardMerge> shards;  // in the order given
+  uint64_t added = 0;              // images added
+  uint64_t sst_bytes = 0;          // bytes of the ingested table files
 };
 
 class Store {
@@ -266,6 +287,42 @@ class Store {
   // stored count equals the number of records. Returns one line per problem
   // (empty = consistent); stops listing after `max_problems`.
   std::vector<std::string> Verify(size_t max_problems = 100) const;
+
+  // A 64-bit fingerprint of everything that decides how images are encoded:
+  // XXH3-64 over the canonical encodings of the model (settings and
+  // codebook), the PCA projection and the descriptor quantizer (each
+  // length-prefixed, empty when absent). Computed from the stored values at
+  // every call (it reads the projection, tens of MiB at K = 512), so a model
+  // copied with `index --model-from` has the same fingerprint as its source.
+  uint64_t ModelFingerprint() const;
+
+  // Throws unless every store in `stores` has the schema, stored vector
+  // dimension and ModelFingerprint of the first: StoreError(kSchema) or
+  // (kModel) naming both folders and both values. Reads only the model.
+  static void CheckSameModel(const std::vector<const Store*>& stores);
+
+  // The checks of MergeShards, on a store open read-only or read-write:
+  // throws what MergeShards would throw before writing (model, schema,
+  // conflicting paths, unknown keys); returns the shards with
+  // `already_merged` set for those wholly here. Writes nothing.
+  MergeSummary CheckMerge(const std::vector<const Store*>& shards) const;
+
+  // `lookalike merge`: adds the images of `shards` (read-only stores of the
+  // same schema and model as this one, see CheckSameModel) to this database
+  // in one atomic step: their records, vectors, path entries and local
+  // features are written, ids re-mapped above this database's, into table
+  // files under `scratch_dir` (created, then removed) and ingested with one
+  // IngestExternalFile together with the new counters (m:next_id, m:count,
+  // m:totals with a new generation). A crash leaves the database as it was
+  // or with every shard merged. The persisted search index (x:) is not
+  // touched: it is left for UpdateSearchIndex, which reconciles it with the
+  // new records. A shard whose every image path is here already with the
+  // same content hash is skipped (a re-run after a completed merge); a path
+  // held by two shards, or by a shard and this database otherwise, throws
+  // StoreError(kConflict) naming the path and both holders, before anything
+  // is written. A key this build does not know (keys.h, KeySpaceOf) in a
+  // shard throws StoreError(kSchema). Throws StoreError(kIo) on write failure.
+  MergeSummary MergeShards(const std::vector<const Store*>& shards, const std::string& scratch_dir);
 
   // Bytes used by the database directory.
   uint64_t SizeOnDisk() const;

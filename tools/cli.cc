@@ -16,6 +16,8 @@ void PrintGlobalHelp(std::ostream& out) {
          "Find similar images: index a folder once, then search it with query images.\n\n"
          "commands:\n"
          "  index DIR --db DB     index (or update the index of) a folder of images\n"
+         "  train DIR --db BASE   learn a model into BASE, for index --model-from BASE\n"
+         "  merge --db OUT SHARD  add shard databases (same model) to OUT\n"
          "  search --db DB QUERY  rank indexed images by similarity to query images\n"
          "  info --db DB          describe a database\n"
          "  verify --db DB        check a database for corruption (exit 2 if corrupt)\n"
@@ -28,6 +30,8 @@ void PrintGlobalHelp(std::ostream& out) {
 int Dispatch(const std::string& command, const std::vector<std::string>& rest, std::ostream& out,
              std::ostream& err, bool tty, const std::atomic<bool>* cancel) {
   if (command == "index") return RunIndexCommand(rest, out, err, tty, cancel);
+  if (command == "train") return RunTrainCommand(rest, out, err, tty, cancel);
+  if (command == "merge") return RunMergeCommand(rest, out, err);
   if (command == "search") return RunSearchCommand(rest, out, err);
   if (command == "info") return RunInfoCommand(rest, out, err);
   if (command == "verify") return RunVerifyCommand(rest, out, err);

@@ -16,6 +16,12 @@ namespace lookalike {
 // `cancel` (may be null) stops cleanly after the current batch.
 int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
                     bool tty, const std::atomic<bool>* cancel);
+// `lookalike train DIR --db BASE`: a database holding a learned model and no
+// image, for `index --model-from BASE`.
+int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                    bool tty, const std::atomic<bool>* cancel);
+// `lookalike merge --db OUT SHARD...`: adds shard databases to OUT.
+int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `lookalike search --db DB QUERY...`: ranked hits per query.
 int RunSearchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `lookalike dedup --db DB`: near-duplicate groups.

@@ -103,6 +103,23 @@ ParsedArgs ParseArgs(const std::vector<std::string>& args, const std::vector<Fla
   return parsed;
 }
 
+void ParseShard(const std::string& text, uint32_t* index, uint32_t* count) {
+  *index = *count = 0;
+  if (text.empty()) return;
+  const size_t slash = text.find('/');
+  auto number = [&text](const std::string& part) {
+    if (part.empty() || part.size() > 9 ||
+        part.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument("--shard must be I/N (e.g. 0/4), got '" + text + "'");
+    return static_cast<uint32_t>(std::stoul(part));
+  };
+  if (slash == std::string::npos)
+    throw std::invalid_argument("--shard must be I/N (e.g. 0/4), got '" + text + "'");
+  *index = number(text.substr(0, slash));
+  *count = number(text.substr(slash + 1));
+  if (*count == 0) throw std::invalid_argument("--shard I/N needs N >= 1, got '" + text + "'");
+}
+
 void PrintHelp(std::ostream& out, const std::string& usage, const std::vector<FlagGroup*>& groups) {
   out << usage;
   bool first = true;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -80,6 +81,11 @@ struct ParsedArgs {
 ParsedArgs ParseArgs(const std::vector<std::string>& args, const std::vector<FlagGroup*>& groups,
                      const boost::program_options::options_description& hidden,
                      const std::vector<std::pair<const char*, int>>& positional);
+
+// Parses "--shard I/N" (two decimal numbers); "" leaves both 0 (no
+// sharding). Throws std::invalid_argument naming the flag; the range is
+// checked by IndexOptions::Validate.
+void ParseShard(const std::string& text, uint32_t* index, uint32_t* count);
 
 // Prints `usage` and the groups' flags.
 void PrintHelp(std::ostream& out, const std::string& usage, const std::vector<FlagGroup*>& groups);

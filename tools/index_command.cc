@@ -13,6 +13,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/model_flags.h"
 #include "tools/output.h"
 #include "tools/progress.h"
 #include "util/threads.h"
@@ -25,7 +26,9 @@ constexpr char kUsage[] =
     "Indexes every image under DIR (recursively; JPEG, PNG, WebP, TIFF, BMP, PNM,\n"
     "recognised by content). Re-running updates the index: unchanged files are\n"
     "skipped without decoding, changed and new files are encoded with the stored\n"
-    "codebook, records of deleted files are removed.\n\n";
+    "codebook, records of deleted files are removed. With --model-from BASE the\n"
+    "model is copied from BASE instead of learned; with --shard I/N only the files\n"
+    "whose relative path hashes to shard I are indexed (see 'lookalike merge').\n\n";
 
 // Everything `index` takes: the indexer's options, the search index kept
 // with the database, and what the command itself prints or writes.
@@ -39,58 +42,19 @@ struct IndexCommandOptions {
   std::string backend_name;
 };
 
-void DeclareModelFlags(FlagGroup* g, IndexOptions* o) {
-  const IndexOptions d;  // --help shows a default-constructed struct's values
-  g->Value("clusters", &o->codebook.num_clusters, d.codebook.num_clusters,
-           "K, number of visual words of the codebook");
-  g->Value("max-side", &o->encoding.max_side, d.encoding.max_side,
-           "downscale images so the longest side is at most PX pixels (0 = never)");
-  g->Text("descriptor", d.encoding.extractor.type, "rootsift | sift",
-          [o](const std::string& v) { o->encoding.extractor.type = v; });
-  g->Number("contrast-threshold", &o->encoding.extractor.contrast_threshold,
-            d.encoding.extractor.contrast_threshold,
-            "SIFT detector contrast threshold (lower = more keypoints)");
-  g->Value("max-features", &o->encoding.extractor.max_features, d.encoding.extractor.max_features,
-           "keep at most N strongest keypoints per image (0 = all)");
-  g->Value("min-keypoints", &o->encoding.extractor.min_keypoints,
-           d.encoding.extractor.min_keypoints,
-           "re-detect an image with fewer keypoints at lower contrast thresholds (0 = off)");
-  g->Number("power", &o->encoding.vlad.power_alpha, d.encoding.vlad.power_alpha,
-            "VLAD power-normalisation exponent in (0, 1] (0.5 = signed square root, 1 = off)");
-  g->OnOff("intra-norm", &o->encoding.vlad.intra_normalize, d.encoding.vlad.intra_normalize,
-           "VLAD intra-normalisation on|off");
-  g->OnOff("residual-norm", &o->encoding.vlad.residual_normalize,
-           d.encoding.vlad.residual_normalize, "L2-normalise each residual before summing, on|off");
-  g->Value("train-images", &o->train_images, d.train_images,
-           "images sampled (seeded) to learn the codebook");
-  g->Value("descriptor-bytes", &o->quantizer.bytes, d.quantizer.bytes,
-           "bytes kept per local descriptor (product quantisation; must divide 128); 0 = "
-           "the older 8x larger layout (schema 2)");
-  g->Value("pca-dim", &o->projection.out_dim, d.projection.out_dim,
-           "PCA of VLAD vectors learned from the training images: components kept for "
-           "search (0 = off; capped at training images - 1)");
-  g->Value("pca-min-images", &o->projection.min_images, d.projection.min_images,
-           "learn the PCA only if at least N training images have features (0 = always); "
-           "smaller collections search full VLAD vectors");
-  g->OnOff("whiten", &o->projection.whiten, d.projection.whiten, "PCA-whitening on|off");
-  g->Number("pca-regularization", &o->projection.eigen_regularization,
-            d.projection.eigen_regularization,
-            "whitening divides by sqrt(eigenvalue + R x mean eigenvalue)");
-  g->Number("pca-power", &o->projection.power_alpha, d.projection.power_alpha,
-            "signed power of the PCA components before L2, in (0, 1] (1 = off)");
-  g->OnOff("pca-half", &o->projection.half_precision, d.projection.half_precision,
-           "store the PCA matrix as float16 on|off");
-  g->Value("iterations", &o->codebook.num_iterations, d.codebook.num_iterations,
-           "k-means iterations");
-  g->Value("seed", &o->codebook.seed, d.codebook.seed, "seed of the training sample and k-means");
-}
-
 void DeclareRunFlags(FlagGroup* g, IndexCommandOptions* c) {
   const IndexOptions d;
   const VectorIndexOptions ds;
   IndexOptions* o = &c->index;
   g->Help();
   g->Path("db", &o->db_path, "database folder (created if missing)");
+  g->Path("model-from", &o->model_from,
+          "create the database with the model of BASE (from 'lookalike train') instead of "
+          "training one; an existing database must have that model");
+  g->Text("shard", "",
+          "index only shard I of N (I/N, 0 <= I < N) of DIR's files; needs "
+          "--model-from",
+          [o](const std::string& v) { ParseShard(v, &o->shard_index, &o->num_shards); });
   g->Value("threads", &o->threads, d.threads, "decode/extract threads (0 = all cores)");
   g->Value("batch", &o->batch_images, d.batch_images, "images per encoder batch");
   g->Text("backend", BackendName(d.backend), "VLAD encoder: auto | cpu | cuda",
@@ -176,6 +140,11 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
         err << "lookalike: note: --" << flag << " ignored: " << o.db_path
             << " keeps the model it was created with (see 'lookalike info'); index into a "
                "new --db to change it\n";
+  } else if (!o.model_from.empty()) {
+    for (const std::string& flag : model.names())
+      if (parsed.Given(flag))
+        err << "lookalike: note: --" << flag << " ignored: the model comes from --model-from "
+            << o.model_from << "\n";
   }
   if (c.verbose)
     err << "lookalike: backend: requested " << c.backend_name << ", using "

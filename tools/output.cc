@@ -265,6 +265,51 @@ void WriteIndexSummary(std::ostream& out, const IndexSummary& s, const std::stri
     WriteIndexTable(out, s, db, verbose);
 }
 
+void WriteTrainSummary(std::ostream& out, const IndexSummary& s, const std::string& db) {
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(1) << "trained " << db << " from " << s.listed
+       << " listed images in " << s.seconds << " s (k-means " << s.stages.train << " s, PCA "
+       << s.stages.pca << " s)\n";
+  out << line.str();
+}
+
+// --------------------------------------------------------------------- merge
+
+void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat format) {
+  if (format == OutputFormat::kJson) {
+    Json j;
+    PutPath(&j, "db", r.db);
+    j["created"] = r.created;
+    j["added"] = r.merge.added;
+    j["images"] = r.images;
+    j["table_bytes"] = r.merge.sst_bytes;
+    j["shards"] = Json::array();
+    for (const ShardMerge& s : r.merge.shards) {
+      Json shard;
+      PutPath(&shard, "path", s.path);
+      shard["images"] = s.images;
+      shard["already_merged"] = s.already_merged;
+      j["shards"].push_back(std::move(shard));
+    }
+    j["search_index"] = r.search_index;
+    j["merge_seconds"] = r.merge_seconds;
+    j["index_seconds"] = r.index_seconds;
+    j["seconds"] = r.seconds;
+    WriteJsonLine(out, j);
+    return;
+  }
+  std::ostringstream text;
+  text << (r.created ? "created " : "updated ") << EscapeField(r.db) << "\n";
+  for (const ShardMerge& s : r.merge.shards)
+    text << "  " << (s.already_merged ? "already merged " : "merged         ")
+         << EscapeField(s.path) << " (" << s.images << " images)\n";
+  text << std::fixed << std::setprecision(1) << "  added        " << r.merge.added << " images, "
+       << r.images << " in all\n  search index " << r.search_index << "\n  time         "
+       << r.seconds << " s (merge " << r.merge_seconds << " s, search index " << r.index_seconds
+       << " s)\n";
+  out << text.str();
+}
+
 // -------------------------------------------------------------------- search
 
 void WriteQueryError(std::ostream& out, const QueryResult& r, OutputFormat format) {

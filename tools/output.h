@@ -60,6 +60,23 @@ std::string FileErrorLine(const FileError& e);
 void WriteIndexSummary(std::ostream& out, const IndexSummary& s, const std::string& db,
                        OutputFormat format, bool verbose);
 
+// `train`: what was created (one line).
+void WriteTrainSummary(std::ostream& out, const IndexSummary& s, const std::string& db);
+
+// `merge`: each shard merged or found merged already, the images the
+// database holds now and its search index; `format` table or json.
+struct MergeReport {
+  MergeSummary merge;
+  std::string db;
+  bool created = false;      // the database did not exist before
+  uint64_t images = 0;       // images it holds now
+  std::string search_index;  // SearchIndexSync::Summary()
+  double merge_seconds = 0;  // checks, table files and ingestion
+  double index_seconds = 0;  // the search index update
+  double seconds = 0;        // the whole command
+};
+void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat format);
+
 // One query's ranked hits (table, TSV or JSON). A query that failed is written
 // by WriteQueryError (JSON only; table and TSV print nothing for it).
 void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat format);

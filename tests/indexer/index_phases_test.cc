@@ -34,6 +34,33 @@ std::vector<std::string> Paths(int n) {
   return files;
 }
 
+// The shard of a file is part of the on-disk contract between machines and
+// versions (re-runs must agree): FNV-1a 64 of the UTF-8 relative path, mod N.
+// The expected values were computed independently from the FNV spec.
+TEST(ShardTest, StableHashOfTheRelativePath) {
+  EXPECT_EQ(ShardOf("a", 4), 0xaf63dc4c8601ec8cull % 4);
+  EXPECT_EQ(ShardOf("a/img_001.png", 4), 1u);
+  EXPECT_EQ(ShardOf("photos/\xc3\xa9t\xc3\xa9.jpg", 7), 3u);
+  EXPECT_EQ(ShardOf("anything", 1), 0u);
+  // The same files under another root land in the same shards; every file in
+  // exactly one shard.
+  const std::vector<std::string> relative = {"a/img_001.png", "b/c d.jpg", "x.png", "a",
+                                             "z/y/w.tif"};
+  for (const std::string root : {std::string("/data/photos"), std::string("/mnt/p")}) {
+    std::vector<std::string> files;
+    for (const std::string& r : relative) files.push_back(root + "/" + r);
+    std::multiset<std::string> seen;
+    for (uint32_t s = 0; s < 3; ++s)
+      for (const std::string& f : FilesOfShard(files, root, s, 3)) {
+        seen.insert(f);
+        EXPECT_EQ(ShardOf(f.substr(root.size() + 1), 3), s) << f;
+      }
+    EXPECT_EQ(seen, std::multiset<std::string>(files.begin(), files.end()));
+  }
+  // The root "/" itself.
+  EXPECT_EQ(FilesOfShard({"/a"}, "/", ShardOf("a", 2), 2), std::vector<std::string>{"/a"});
+}
+
 TEST(SeededSampleTest, DeterministicSubsetInListingOrder) {
   IndexOptions o;
   o.train_images = 10;

@@ -1172,3 +1172,118 @@ TEST(StoreTest, PersistedSearchIndex) {
 
 }  // namespace
 }  // namespace lookalike
+
+namespace lookalike {
+namespace {
+
+// A compact database with a 4-d projection holding `paths` (ids 1..n), the
+// image at `remove` (if any) removed again so its id is a gap.
+std::unique_ptr<Store> MergeInput(const std::string& db, const std::vector<std::string>& paths,
+                                  uint64_t seed, int remove = -1) {
+  const ProjectionRecord p = AxisProjection(4);
+  auto store = Store::Create(db, MakeModel(), &p, kSchemaVersion, "quantizer");
+  for (size_t i = 0; i < paths.size(); ++i) {
+    ImageRecord r = MakeRecord(paths[i], seed + i);
+    const bool none = r.status == ImageStatus::kNoFeatures;
+    const std::vector<float> v = none ? std::vector<float>{0, 0, 0, 0}
+                                      : std::vector<float>{0.6f, 0.8f * (i % 2 ? -1 : 1), 0, 0};
+    store->PutImage(&r, v.data(), "features of " + paths[i]);
+    if (static_cast<int>(i) == remove) store->RemoveImage(r);
+  }
+  return store;
+}
+
+TEST(StoreMergeTest, RemapsIdsAndKeepsEveryValueAndCounter) {
+  TempDir tmp;
+  auto out = MergeInput(tmp / "out", {"/o/1.jpg", "/o/2.jpg", "/o/3.jpg"}, 10, 1);
+  auto a = MergeInput(tmp / "a", {"/a/1.jpg", "/a/2.jpg", "/a/3.jpg", "/a/4.jpg"}, 20, 0);
+  auto b = MergeInput(tmp / "b", {"/b/1.jpg", "/b/2.jpg"}, 30);
+  std::map<std::string, std::pair<ImageRecord, std::string>> expected;
+  ImageTotals sums;
+  for (Store* s : {out.get(), a.get(), b.get()})
+    s->ForEachImage([&](const ImageRecord& r) {
+      expected[r.path] = {r, *s->GetFeatures(r.id)};
+      sums.descriptors += r.num_descriptors;
+      sums.without_features += r.status == ImageStatus::kNoFeatures;
+    });
+  ASSERT_EQ(expected.size(), 2u + 3u + 2u);
+  const uint64_t generation = out->totals()->generation;
+  const MergeSummary m = out->MergeShards({a.get(), b.get()}, tmp / "scratch");
+  EXPECT_EQ(m.added, 5u);
+  EXPECT_FALSE(fs::exists(tmp / "scratch"));
+  EXPECT_EQ(out->num_images(), 7u);
+  EXPECT_EQ(out->totals()->descriptors, sums.descriptors);
+  EXPECT_EQ(out->totals()->without_features, sums.without_features);
+  EXPECT_NE(out->totals()->generation, generation);
+  std::set<uint64_t> ids;
+  for (const auto& [path, want] : expected) {
+    const auto got = out->FindByPath(path);
+    ASSERT_TRUE(got.has_value()) << path;
+    EXPECT_TRUE(ids.insert(got->id).second) << "id " << got->id << " given twice";
+    ImageRecord w = want.first;
+    w.id = got->id;
+    ExpectSameRecord(*got, w);
+    EXPECT_EQ(*out->GetFeatures(got->id), want.second) << path;
+    const auto v = out->GetVector(got->id);
+    ASSERT_TRUE(v.has_value()) << path;
+  }
+  EXPECT_TRUE(out->Verify().empty());
+  // Reopened, the counters read back; merging the same shards again is a no-op.
+  out.reset();
+  out = Store::Open(tmp / "out", Store::Mode::kReadWrite);
+  EXPECT_EQ(out->num_images(), 7u);
+  const MergeSummary again = out->MergeShards({a.get(), b.get()}, tmp / "scratch");
+  EXPECT_EQ(again.added, 0u);
+  EXPECT_TRUE(again.shards[0].already_merged && again.shards[1].already_merged);
+  EXPECT_EQ(out->num_images(), 7u);
+}
+
+TEST(StoreMergeTest, UnknownKeyFailsLoudlyAndChangesNothing) {
+  for (const std::string key : {std::string("y:1"), std::string("m:future"), std::string("zz")}) {
+    SCOPED_TRACE(key);
+    TempDir tmp;
+    MergeInput(tmp / "out", {"/o/1.jpg"}, 10);
+    MergeInput(tmp / "a", {"/a/1.jpg"}, 20);
+    OpenRaw(tmp / "a")->Put(rocksdb::WriteOptions(), key, "a key space of a newer build");
+    const auto before = DumpRaw(tmp / "out");
+    auto out = Store::Open(tmp / "out", Store::Mode::kReadWrite);
+    auto a = Store::Open(tmp / "a", Store::Mode::kReadOnly);
+    try {
+      out->MergeShards({a.get()}, tmp / "scratch");
+      ADD_FAILURE() << "merged a shard holding " << key;
+    } catch (const StoreError& e) {
+      EXPECT_EQ(e.kind(), StoreError::Kind::kSchema);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(tmp / "a"), std::string::npos) << e.what();
+    }
+    out.reset();
+    EXPECT_EQ(DumpRaw(tmp / "out"), before);
+  }
+}
+
+TEST(StoreMergeTest, FingerprintCoversModelProjectionAndQuantizer) {
+  TempDir tmp;
+  const ProjectionRecord p = AxisProjection(4);
+  auto base = Store::Create(tmp / "base", MakeModel(), &p, kSchemaVersion, "quantizer");
+  const ProjectionRecord stored = *base->GetProjection();
+  auto copy = Store::Create(tmp / "copy", base->model(), &stored, kSchemaVersion,
+                            *base->GetDescriptorQuantizer());
+  EXPECT_EQ(base->ModelFingerprint(), copy->ModelFingerprint());
+  EXPECT_NO_THROW(Store::CheckSameModel({base.get(), copy.get()}));
+  auto seed = Store::Create(tmp / "seed", MakeModel(8), &p, kSchemaVersion, "quantizer");
+  auto quant = Store::Create(tmp / "quant", MakeModel(), &p, kSchemaVersion, "other quantizer");
+  auto nopca = Store::Create(tmp / "nopca", MakeModel(), nullptr, kSchemaVersion, "quantizer");
+  for (Store* other : {seed.get(), quant.get(), nopca.get()}) {
+    EXPECT_NE(other->ModelFingerprint(), base->ModelFingerprint()) << other->path();
+    try {
+      Store::CheckSameModel({base.get(), other});
+      ADD_FAILURE() << other->path() << " accepted";
+    } catch (const StoreError& e) {
+      EXPECT_NE(std::string(e.what()).find(other->path()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(base->path()), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lookalike

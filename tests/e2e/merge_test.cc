@@ -1,0 +1,366 @@
+// `train`, `index --model-from --shard` and `merge` against the real binary:
+// shards merged (at once or one after another) search exactly like one
+// `index --model-from` run over the whole folder; refusals (another model,
+// another schema, a path in two shards) exit 2 naming both and leave OUT byte
+// for byte as it was; a merge SIGKILLed at each of its steps (frozen there by
+// LOOKALIKE_TEST_STOP_AT, waited for with waitpid, never a timed sleep)
+// leaves OUT as it was or fully merged, verifying, and a re-run finishes it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "indexer/file_walker.h"
+#include "storage/store.h"
+#include "tests/subprocess.h"
+#include "tests/test_images.h"
+
+namespace lookalike {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kShards = 3;
+constexpr int kImages = 36;
+
+testing::ProcessResult Lookalike(std::vector<std::string> args) {
+  testing::ProcessOptions o;
+  o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, std::move(args));
+  o.timeout_seconds = 600;
+  return testing::RunProcess(o);
+}
+
+// query -> ranked (path, score)
+using Results = std::map<std::string, std::vector<std::pair<std::string, double>>>;
+
+// Every stage of search (verification, expansion) unless `quick`.
+Results Search(const std::string& db, const std::string& queries, bool quick = false) {
+  std::vector<std::string> args = {"search", "--db", db, queries, "--format", "tsv", "-k", "10"};
+  if (quick) args.insert(args.end(), {"--rerank", "0", "--rerank-vlad", "0", "--expansion", "0"});
+  const auto r = Lookalike(args);
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  Results out;
+  for (const std::string& line : testing::SplitLines(r.out)) {
+    const auto f = testing::SplitOn(line, '\t');
+    if (f.size() != 4) continue;
+    out[f[0]].emplace_back(testing::UnescapeField(f[2]), std::stod(f[3]));
+  }
+  return out;
+}
+
+// Same queries, same ranked paths, scores within 1e-5.
+void ExpectSameResults(const Results& a, const Results& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [query, hits] : a) {
+    ASSERT_TRUE(b.count(query)) << what << ": " << query;
+    const auto& other = b.at(query);
+    ASSERT_EQ(hits.size(), other.size()) << what << ": " << query;
+    for (size_t i = 0; i < hits.size(); ++i) {
+      EXPECT_EQ(hits[i].first, other[i].first) << what << ": " << query << " rank " << i + 1;
+      EXPECT_NEAR(hits[i].second, other[i].second, 1e-5) << what << ": " << query;
+    }
+  }
+}
+
+// Every file of a folder and its bytes.
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  if (!fs::exists(dir)) return files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) files[e.path().string()] = testing::ReadFileBytes(e.path().string());
+  return files;
+}
+
+void ExpectVerifies(const std::string& db) {
+  const auto v = Lookalike({"verify", "--db", db});
+  EXPECT_EQ(v.exit_code, 0) << db << ": " << v.Describe();
+}
+
+int64_t NumImages(const std::string& db) {
+  const auto r = Lookalike({"info", "--db", db, "--format", "json"});
+  const size_t at = r.out.find("\"images\":");
+  return at == std::string::npos ? -1 : std::stoll(r.out.substr(at + 9));
+}
+
+void Copy(const std::string& from, const std::string& to) {
+  fs::remove_all(to);
+  fs::copy(from, to, fs::copy_options::recursive);
+}
+
+// Photos, a model, the shards and the single-run reference, made once.
+class MergeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new testing::TempDir();
+    const std::string photos = Dir("photos");
+    // Two folders, so relative paths have a slash in them.
+    testing::WriteSyntheticSet(photos + "/a", kImages / 2, 1, 320, 240);
+    testing::WriteSyntheticSet(photos + "/b", kImages - kImages / 2, 500, 320, 240);
+    auto train = Model();
+    train.insert(train.begin(), {"train", photos, "--db", Dir("base"), "-q"});
+    const auto t = Lookalike(train);
+    ASSERT_EQ(t.exit_code, 0) << t.Describe();
+    const auto single =
+        Lookalike({"index", photos, "--db", Dir("single"), "--model-from", Dir("base"), "-q"});
+    ASSERT_EQ(single.exit_code, 0) << single.Describe();
+    for (int i = 0; i < kShards; ++i) {
+      const auto s =
+          Lookalike({"index", photos, "--db", Shard(i), "--model-from", Dir("base"), "--shard",
+                     std::to_string(i) + "/" + std::to_string(kShards), "-q"});
+      ASSERT_EQ(s.exit_code, 0) << s.Describe();
+    }
+    // A few queries for the many comparisons of the kill test.
+    fs::create_directories(Dir("queries"));
+    for (const char* name : {"a/img_000.png", "a/img_007.png", "b/img_003.png"})
+      fs::copy_file(photos + "/" + name, Dir("queries") + "/" + fs::path(name).filename().string() +
+                                             "-" + std::string(1, name[0]) + ".png");
+    quick_reference_ = new Results(Search(Dir("single"), Dir("queries"), true));
+    ASSERT_EQ(quick_reference_->size(), 3u);
+  }
+  static void TearDownTestSuite() {
+    delete reference_;
+    delete quick_reference_;
+    delete tmp_;
+  }
+  // Every photo as a query, full search, on the single run (made once, by
+  // the tests that compare with it).
+  static const Results& Reference() {
+    if (!reference_) {
+      reference_ = new Results(Search(Dir("single"), Dir("photos")));
+      EXPECT_EQ(reference_->size(), static_cast<size_t>(kImages));
+    }
+    return *reference_;
+  }
+  // The model flags every database of the suite is trained with.
+  static std::vector<std::string> Model() {
+    return {"--clusters", "16", "--pca-dim", "8", "--pca-min-images", "10", "--train-images", "20"};
+  }
+  // Shards of another model (seed) and another schema, for the refusals;
+  // made by the tests that need them only.
+  static void MakeOtherModels() {
+    const std::string photos = Dir("photos");
+    const auto model = Model();
+    auto other = model;
+    other.insert(other.begin(), {"train", photos, "--db", Dir("base-seed"), "--seed", "99", "-q"});
+    ASSERT_EQ(Lookalike(other).exit_code, 0);
+    auto older = model;
+    older.insert(older.begin(),
+                 {"train", photos, "--db", Dir("base-schema2"), "--descriptor-bytes", "0", "-q"});
+    ASSERT_EQ(Lookalike(older).exit_code, 0);
+    for (const char* base : {"base-seed", "base-schema2"}) {
+      const auto s =
+          Lookalike({"index", photos, "--db", Dir(std::string(base) + "-shard"), "--model-from",
+                     Dir(base), "--shard", "1/" + std::to_string(kShards), "-q"});
+      ASSERT_EQ(s.exit_code, 0) << s.Describe();
+    }
+  }
+  static std::string Dir(const std::string& name) { return *tmp_ / name; }
+  static std::string Shard(int i) { return Dir("shard" + std::to_string(i)); }
+  static std::vector<std::string> MergeArgs(const std::string& out, std::vector<int> shards) {
+    std::vector<std::string> args = {"merge", "--db", out};
+    for (int i : shards) args.push_back(Shard(i));
+    return args;
+  }
+
+  static testing::TempDir* tmp_;
+  static Results* reference_;
+  static Results* quick_reference_;
+};
+testing::TempDir* MergeTest::tmp_ = nullptr;
+Results* MergeTest::reference_ = nullptr;
+Results* MergeTest::quick_reference_ = nullptr;
+
+TEST_F(MergeTest, ShardsSplitTheFolderExactlyOnce) {
+  std::set<std::string> seen;
+  int64_t total = 0;
+  for (int i = 0; i < kShards; ++i) {
+    std::set<std::string> mine;
+    Store::Open(Shard(i), Store::Mode::kReadOnly)->ForEachImage([&](const ImageRecord& r) {
+      mine.insert(r.path);
+    });
+    const int64_t n = NumImages(Shard(i));
+    EXPECT_EQ(static_cast<int64_t>(mine.size()), n) << Shard(i);
+    EXPECT_GT(n, 0) << "shard " << i << " is empty; the hash does not spread " << kImages
+                    << " files";
+    for (const std::string& p : mine) {
+      EXPECT_TRUE(seen.insert(p).second) << p << " in two shards";
+      const std::string relative = p.substr(Dir("photos").size() + 1);
+      EXPECT_EQ(ShardOf(relative, kShards), static_cast<uint32_t>(i)) << p;
+    }
+    total += n;
+  }
+  EXPECT_EQ(total, kImages);
+  // A re-run of a shard agrees with itself: nothing to do.
+  const auto again =
+      Lookalike({"index", Dir("photos"), "--db", Shard(0), "--model-from", Dir("base"), "--shard",
+                 "0/" + std::to_string(kShards), "--format", "json"});
+  EXPECT_EQ(again.exit_code, 0) << again.Describe();
+  EXPECT_NE(again.out.find("\"indexed\":0"), std::string::npos) << again.out;
+}
+
+TEST_F(MergeTest, MergedShardsSearchLikeOneRun) {
+  const std::string out = Dir("merged-all");
+  const auto m = Lookalike(MergeArgs(out, {0, 1, 2}));
+  ASSERT_EQ(m.exit_code, 0) << m.Describe();
+  ExpectVerifies(out);
+  EXPECT_EQ(NumImages(out), kImages);
+  ExpectSameResults(Search(out, Dir("photos")), Reference(), "merged at once");
+  // A re-run finds everything merged and changes nothing that search sees.
+  const auto again = Lookalike(MergeArgs(out, {0, 1, 2}));
+  EXPECT_EQ(again.exit_code, 0) << again.Describe();
+  EXPECT_NE(again.err.find("already"), std::string::npos) << again.err;
+  EXPECT_EQ(NumImages(out), kImages);
+}
+
+TEST_F(MergeTest, GrowsIncrementally) {
+  const std::string out = Dir("merged-grow");
+  ASSERT_EQ(Lookalike(MergeArgs(out, {1})).exit_code, 0);
+  ExpectVerifies(out);
+  const auto more = Lookalike(MergeArgs(out, {0, 2}));
+  ASSERT_EQ(more.exit_code, 0) << more.Describe();
+  ExpectVerifies(out);
+  EXPECT_EQ(NumImages(out), kImages);
+  ExpectSameResults(Search(out, Dir("photos")), Reference(), "merged one after another");
+  // OUT can also be a database indexed directly with the same model.
+  const std::string direct = Dir("direct");
+  Copy(Shard(2), direct);
+  ASSERT_EQ(Lookalike(MergeArgs(direct, {0, 1})).exit_code, 0);
+  ExpectVerifies(direct);
+  ExpectSameResults(Search(direct, Dir("queries"), true), *quick_reference_, "merged into a shard");
+}
+
+TEST_F(MergeTest, RefusalsNameBothAndChangeNothing) {
+  MakeOtherModels();
+  const std::string out = Dir("merged-refusals");
+  ASSERT_EQ(Lookalike(MergeArgs(out, {0})).exit_code, 0);
+  const auto before = Snapshot(out);
+  struct Case {
+    std::vector<std::string> shards;
+    std::string words, first, second;
+  };
+  const std::vector<Case> cases = {
+      {{Dir("base-seed-shard")}, "model mismatch", Dir("base-seed-shard"), out},
+      {{Dir("base-schema2-shard")}, "schema mismatch", Dir("base-schema2-shard"), out},
+      {{Shard(1), Dir("single")}, "is in both", Shard(1), Dir("single")},
+      {{Dir("single")}, "is in both", out, Dir("single")},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"merge", "--db", out};
+    args.insert(args.end(), c.shards.begin(), c.shards.end());
+    const auto r = Lookalike(args);
+    EXPECT_EQ(r.exit_code, 2) << r.Describe();
+    EXPECT_NE(r.err.find(c.words), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.first), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.second), std::string::npos) << r.err;
+    EXPECT_TRUE(Snapshot(out) == before) << "OUT changed by a refused merge: " << r.err;
+  }
+  // Into a new OUT: shards that disagree create nothing.
+  const std::string fresh = Dir("never-created");
+  const auto r = Lookalike({"merge", "--db", fresh, Shard(0), Dir("base-seed-shard")});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_NE(r.err.find("model mismatch"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(fresh));
+  for (const auto& e : fs::directory_iterator(tmp_->path()))
+    EXPECT_EQ(e.path().filename().string().find("never-created"), std::string::npos)
+        << e.path() << " left behind";
+}
+
+// Runs merge frozen at `stop`, SIGKILLs it there; false if it never got there.
+bool KillMergeAt(const std::vector<std::string>& args, const std::string& stop,
+                 std::string* describe) {
+  ::setenv("LOOKALIKE_TEST_STOP_AT", stop.c_str(), 1);
+  testing::ProcessOptions o;
+  o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, args);
+  o.timeout_seconds = 600;
+  testing::ChildProcess child(o);
+  ::unsetenv("LOOKALIKE_TEST_STOP_AT");
+  int status = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(child.pid(), &status, WUNTRACED);
+  } while (r < 0 && errno == EINTR);
+  const bool stopped = r == child.pid() && WIFSTOPPED(status);
+  if (stopped) ::kill(child.pid(), SIGKILL);
+  if (!stopped) {
+    // It exited instead: the result is the one waitpid consumed.
+    *describe = "merge never reached " + stop + " (status " + std::to_string(status) + ")";
+  }
+  return stopped;
+}
+
+TEST_F(MergeTest, KilledAtEveryStepLeavesOutWholeAndReRunFinishes) {
+  // New OUT: created -> tables written -> ingested -> search index -> rename.
+  // Existing OUT: tables written -> ingested (search index not yet updated).
+  struct Step {
+    std::string stop;
+    bool existing;
+  };
+  const std::vector<Step> steps = {{"merge-created", false},       {"merge-tables-written", false},
+                                   {"merge-ingested", false},      {"merge-before-rename", false},
+                                   {"merge-tables-written", true}, {"merge-ingested", true}};
+  const std::string start = Dir("kill-start");
+  ASSERT_EQ(Lookalike(MergeArgs(start, {0})).exit_code, 0);
+  const int64_t start_images = NumImages(start);
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.stop + (step.existing ? " (existing OUT)" : " (new OUT)"));
+    const std::string out = Dir("kill-out");
+    fs::remove_all(out);
+    if (step.existing) Copy(start, out);
+    const std::vector<std::string> args =
+        step.existing ? MergeArgs(out, {1, 2}) : MergeArgs(out, {0, 1, 2});
+    std::string why;
+    ASSERT_TRUE(KillMergeAt(args, step.stop, &why)) << why;
+    if (!step.existing) {
+      EXPECT_FALSE(fs::exists(out)) << "a killed merge into a new OUT left one";
+    } else {
+      ExpectVerifies(out);
+      const int64_t n = NumImages(out);
+      EXPECT_TRUE(n == start_images || n == kImages) << n << " images: neither as it was nor "
+                                                     << "fully merged";
+    }
+    const auto rerun = Lookalike(args);
+    ASSERT_EQ(rerun.exit_code, 0) << rerun.Describe();
+    ExpectVerifies(out);
+    EXPECT_EQ(NumImages(out), kImages);
+    ExpectSameResults(Search(out, Dir("queries"), true), *quick_reference_, "re-run after a kill");
+    // Nothing of the killed run is left beside OUT.
+    for (const auto& e : fs::directory_iterator(tmp_->path())) {
+      const std::string name = e.path().filename().string();
+      EXPECT_TRUE(name.find("kill-out.merg") == std::string::npos &&
+                  name.find(".kill-out.lock") == std::string::npos)
+          << name << " left behind";
+    }
+  }
+}
+
+TEST_F(MergeTest, UsageErrors) {
+  MakeOtherModels();
+  EXPECT_EQ(Lookalike({"merge", "--db", Dir("x")}).exit_code, 2);
+  EXPECT_EQ(Lookalike({"merge", Shard(0)}).exit_code, 2);
+  EXPECT_EQ(Lookalike({"merge", "--db", Dir("x"), Shard(0), Shard(0)}).exit_code, 2);
+  const auto no_base = Lookalike({"index", Dir("photos"), "--db", Dir("y"), "--shard", "0/2"});
+  EXPECT_EQ(no_base.exit_code, 2);
+  EXPECT_NE(no_base.err.find("--model-from"), std::string::npos) << no_base.err;
+  for (const char* bad : {"2/2", "1", "a/b", "0/0"})
+    EXPECT_EQ(Lookalike({"index", Dir("photos"), "--db", Dir("y"), "--model-from", Dir("base"),
+                         "--shard", bad})
+                  .exit_code,
+              2)
+        << bad;
+  EXPECT_FALSE(fs::exists(Dir("y")));
+  // index --model-from on an existing database of another model: exit 2, both named.
+  const auto other = Lookalike({"index", Dir("photos"), "--db", Shard(0), "--model-from",
+                                Dir("base-seed"), "--shard", "0/3"});
+  EXPECT_EQ(other.exit_code, 2) << other.Describe();
+  EXPECT_NE(other.err.find(Dir("base-seed")), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("shard0"), std::string::npos) << other.err;
+}
+
+}  // namespace
+}  // namespace lookalike
