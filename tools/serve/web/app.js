@@ -154,6 +154,8 @@ async function showMatch(a, b) {
       ctx.stroke();
     });
     canvas.dataset.lines = String(data.lines.length);
+    canvas.dataset.gapX = String(wa);  // the strip between the pictures, which only lines cross
+    canvas.dataset.gapWidth = String(gap);
     const name = data.a.path || data.a.query;
     setStatus('match-status', data.inliers + ' inliers of ' + data.matches + ' matches' +
       (data.verified ? ' (verified)' : ' (not enough to count as verified)') + ': ' +
