@@ -22,6 +22,8 @@ const char* OutputFormatName(OutputFormat format) {
       return "json";
     case OutputFormat::kPairs:
       return "pairs";
+    case OutputFormat::kHtml:
+      return "html";
   }
   return "?";
 }

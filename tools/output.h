@@ -25,7 +25,9 @@ namespace lookalike {
 
 using Json = nlohmann::ordered_json;
 
-enum class OutputFormat { kTable, kTsv, kJson, kPairs };
+// kHtml: the self-contained reports of tools/html_report.h, whole documents
+// written by their own functions, not by the per-record writers below.
+enum class OutputFormat { kTable, kTsv, kJson, kPairs, kHtml };
 const char* OutputFormatName(OutputFormat format);
 // Parses --format; throws std::invalid_argument listing `allowed` if `text`
 // is not one of them ("--format must be table, tsv or json, got 'x'").

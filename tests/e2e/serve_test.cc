@@ -32,6 +32,8 @@ using nlohmann::json;
 using namespace lookalike::testing;
 
 constexpr int kImages = 14;
+// The byte-identical copy of the first image; its name needs HTML escaping.
+constexpr char kCopyName[] = "img_000 <copy> & 'x'.png";
 
 // Percent-escapes what a query string cannot hold as is.
 std::string Escape(const std::string& s) {
@@ -57,7 +59,7 @@ class ServeApiTest : public ::testing::Test {
         new std::vector<std::string>(WriteSyntheticSet(root + "/photos", kImages, 700, 480, 360));
     // A byte-identical copy (a certain duplicate group) and, outside the
     // folder, a rotated JPEG copy of another image to search with.
-    fs::copy_file(photos_->at(0), root + "/photos/img_000_copy.png");
+    fs::copy_file(photos_->at(0), root + "/photos/" + kCopyName);
     query_ = new std::string(root + "/query.jpg");
     WriteImage(*query_,
                ApplyTransform(cv::imread(photos_->at(5), cv::IMREAD_COLOR), Transform::kRotate));
@@ -217,7 +219,7 @@ TEST_F(ServeApiTest, SimilarEqualsCliJsonOfTheIndexedFile) {
 
 TEST_F(ServeApiTest, MatchesDrawTheVerifiedInliers) {
   const uint64_t a = IdOf(photos_->at(0));
-  const uint64_t copy = IdOf(fs::path(photos_->at(0)).parent_path() / "img_000_copy.png");
+  const uint64_t copy = IdOf(fs::path(photos_->at(0)).parent_path() / kCopyName);
   const uint64_t other = IdOf(photos_->at(7));
   auto check_lines = [](const json& m) {
     EXPECT_EQ(m["lines"].size(), m["inliers"].get<size_t>());
@@ -261,7 +263,7 @@ TEST_F(ServeApiTest, MatchesDrawTheVerifiedInliers) {
 TEST_F(ServeApiTest, DedupGroupsTheByteIdenticalCopyWithTheKeeperFirst) {
   const json d = GetJson("/api/dedup");
   EXPECT_EQ(d["images"], kImages + 1);
-  const std::string copy = (fs::path(photos_->at(0)).parent_path() / "img_000_copy.png").string();
+  const std::string copy = (fs::path(photos_->at(0)).parent_path() / kCopyName).string();
   bool found = false;
   for (const json& g : d["groups"]) {
     std::set<std::string> paths;
@@ -271,7 +273,7 @@ TEST_F(ServeApiTest, DedupGroupsTheByteIdenticalCopyWithTheKeeperFirst) {
       found = true;
       EXPECT_TRUE(g["pairs"][0]["identical"]);
       // Same pixels, same size: the keeper is the smaller path.
-      EXPECT_EQ(g["members"][0]["path"], photos_->at(0));
+      EXPECT_EQ(g["members"][0]["path"], std::min(photos_->at(0), copy));
     }
   }
   EXPECT_TRUE(found) << d.dump();
@@ -485,6 +487,70 @@ TEST_F(ServeApiTest, SlowClientIsCutOffWhileOthersAreServed) {
   EXPECT_EQ(rest.find("\"images\""), std::string::npos) << rest;
   ::close(fd);
   EXPECT_EQ(GetJson("/api/info")["images"], kImages + 1);
+}
+
+// The embedded thumbnails of an HTML report, decoded.
+std::vector<cv::Mat> EmbeddedImages(const std::string& html) {
+  static const std::string kPrefix = "src=\"data:image/jpeg;base64,";
+  std::vector<cv::Mat> out;
+  for (size_t at = html.find(kPrefix); at != std::string::npos; at = html.find(kPrefix, at + 1)) {
+    const size_t begin = at + kPrefix.size(), end = html.find('"', begin);
+    std::string bytes;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = begin; i < end && html[i] != '='; ++i) {
+      const char c = html[i];
+      const int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+                    : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                    : c >= '0' && c <= '9' ? c - '0' + 52
+                    : c == '+'             ? 62
+                                           : 63;
+      acc = (acc << 6) | v;
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        bytes += static_cast<char>((acc >> bits) & 0xff);
+      }
+    }
+    out.push_back(cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, bytes.data()),
+                               cv::IMREAD_COLOR));
+  }
+  return out;
+}
+
+// What a self-contained report must not hold: references to other files.
+void ExpectSelfContained(const std::string& html) {
+  EXPECT_EQ(html.rfind("<!doctype html>", 0), 0u);
+  for (const char* outside : {"http://", "https://", "src=\"/", "src=\"file", "href=", "<script"})
+    EXPECT_EQ(html.find(outside), std::string::npos) << outside;
+}
+
+TEST_F(ServeApiTest, HtmlReportsAreSelfContainedWithEmbeddedThumbnails) {
+  const ProcessResult search =
+      RunLookalike({"search", "--db", *db_, *query_, "-k", "4", "--format", "html"});
+  ASSERT_EQ(search.exit_code, 0) << search.Describe();
+  ExpectSelfContained(search.out);
+  const std::vector<cv::Mat> pictures = EmbeddedImages(search.out);
+  ASSERT_EQ(pictures.size(), 5u);  // the query and 4 hits
+  for (const cv::Mat& p : pictures) {
+    ASSERT_FALSE(p.empty());
+    EXPECT_EQ(std::max(p.cols, p.rows), 160);
+  }
+  // The original is the first hit: the first path after "#1".
+  const size_t first_hit = search.out.find("<b>#1</b>");
+  ASSERT_NE(first_hit, std::string::npos);
+  EXPECT_EQ(search.out.find("class=\"path\">", first_hit),
+            search.out.find("class=\"path\">" + photos_->at(5), first_hit));
+
+  const ProcessResult dedup = RunLookalike({"dedup", "--db", *db_, "--format", "html"});
+  ASSERT_EQ(dedup.exit_code, 0) << dedup.Describe();
+  ExpectSelfContained(dedup.out);
+  EXPECT_NE(dedup.out.find("img_000 &lt;copy&gt; &amp; &#39;x&#39;.png"), std::string::npos);
+  EXPECT_EQ(dedup.out.find("<copy>"), std::string::npos);
+  EXPECT_NE(dedup.out.find(">keep<"), std::string::npos);
+  const std::vector<cv::Mat> members = EmbeddedImages(dedup.out);
+  EXPECT_GE(members.size(), 2u);
+  for (const cv::Mat& m : members) EXPECT_FALSE(m.empty());
 }
 
 // A server of its own: new images are picked up without a restart, and
