@@ -336,7 +336,7 @@ TEST_F(ServeApiTest, PathTraversalInEveryFormOnEveryRouteIsRefused) {
       std::string target = t;
       target.replace(target.find("{}"), 2, e);
       const std::string response =
-          RawRequest(server_->port(), "GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
+          RawRequest(server_->port(), "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
       const int status = StatusOf(response);
       EXPECT_GE(status, 400) << target << "\n" << response.substr(0, 300);
       EXPECT_LT(status, 500) << target << "\n" << response.substr(0, 300);
@@ -352,7 +352,7 @@ TEST_F(ServeApiTest, PathTraversalInEveryFormOnEveryRouteIsRefused) {
        {std::string("/api/images/1\0/thumbnail", 24), std::string("/\0../../etc/passwd", 18),
         std::string("/..\\..\\etc\\passwd"), std::string("/api/images/../../etc/passwd")}) {
     const std::string response =
-        RawRequest(server_->port(), "GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
+        RawRequest(server_->port(), "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     const int status = StatusOf(response);
     EXPECT_TRUE(status == 0 || (status >= 400 && status < 500)) << response.substr(0, 300);
     EXPECT_EQ(response.find("root:"), std::string::npos);
@@ -367,6 +367,25 @@ TEST_F(ServeApiTest, PathTraversalInEveryFormOnEveryRouteIsRefused) {
   EXPECT_GT(checked, 200);
   // Still serving.
   EXPECT_EQ(GetJson("/api/info")["images"], kImages + 1);
+}
+
+TEST_F(ServeApiTest, RequestsNamingAnotherHostAreRefused) {
+  // A page whose DNS name rebinds to 127.0.0.1 sends its own name as Host.
+  const std::string port = std::to_string(server_->port());
+  for (const std::string& host : std::vector<std::string>{
+           "evil.example", "evil.example:" + port, "127.0.0.1.evil.example", "", "localhost:1"}) {
+    const std::string response =
+        RawRequest(server_->port(), "GET /api/info HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+    EXPECT_EQ(StatusOf(response), 403) << host << "\n" << response.substr(0, 300);
+    EXPECT_EQ(BodyOf(response).find("\"images\""), std::string::npos) << host;
+  }
+  EXPECT_EQ(StatusOf(RawRequest(server_->port(), "GET /api/info HTTP/1.1\r\n\r\n")), 403);
+  for (const std::string& host :
+       std::vector<std::string>{"localhost:" + port, "127.0.0.1:" + port, "localhost", "[::1]"})
+    EXPECT_EQ(StatusOf(RawRequest(server_->port(),
+                                  "GET /api/info HTTP/1.1\r\nHost: " + host + "\r\n\r\n")),
+              200)
+        << host;
 }
 
 TEST_F(ServeApiTest, UnknownIdsAndBadParametersGet4xxJson) {
@@ -421,7 +440,8 @@ TEST_F(ServeApiTest, BadUploadsGet4xxJson) {
                 400, "no image field");
   expect_status(Client().Post("/api/search", jpeg, "image/jpeg"), 400, "raw body");
   const std::string head =
-      "POST /api/search HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=XyZ\r\n";
+      "POST /api/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; "
+      "boundary=XyZ\r\n";
   for (const std::string& body :
        {std::string("--XyZ\r\nContent-Disposition: form-data; name=\"image\"; "
                     "filename=\"a.jpg\"\r\n\r\nabc"),  // never closed
@@ -437,7 +457,7 @@ TEST_F(ServeApiTest, BadUploadsGet4xxJson) {
     EXPECT_LT(status, 500) << body << "\n" << response.substr(0, 300);
   }
   const std::string no_boundary =
-      "POST /api/search HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data\r\n"
+      "POST /api/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data\r\n"
       "Content-Length: 5\r\n\r\nhello";
   const int status = StatusOf(RawRequest(server_->port(), no_boundary));
   EXPECT_GE(status, 400);
@@ -452,7 +472,7 @@ TEST_F(ServeApiTest, SlowClientIsCutOffWhileOthersAreServed) {
   // A request that would take 200 s at one byte per second; the server gives
   // a request 3 s (--request-timeout 3).
   const std::string request =
-      "GET /api/info HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(200, 'a') + "\r\n\r\n";
+      "GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + std::string(200, 'a') + "\r\n\r\n";
   const int fd = Connect(server_->port());
   ASSERT_GE(fd, 0);
   std::atomic<bool> closed{false};

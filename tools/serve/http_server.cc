@@ -176,6 +176,7 @@ HttpServer::HttpServer(const HttpOptions& options) : options_(options) {
   new_task_queue = [threads] { return new Pool(threads); };
   set_payload_max_length(options_.max_body_bytes);
   set_keep_alive_max_count(1);
+  set_default_headers({{"X-Content-Type-Options", "nosniff"}});
   // httplib's own answers (400 for a malformed request, 404 without a
   // route, 413 for a body over the limit) in the API's JSON form.
   set_error_handler([](const httplib::Request&, httplib::Response& res) {
@@ -195,19 +196,35 @@ HttpServer::HttpServer(const HttpOptions& options) : options_(options) {
 }
 
 int HttpServer::Bind() {
-  if (options_.port == 0) {
-    const int port = bind_to_any_port(options_.bind);
+  int port = options_.port;
+  if (port == 0) {
+    port = bind_to_any_port(options_.bind);
     if (port <= 0)
       throw std::runtime_error("cannot listen on " + options_.bind +
                                ": check --bind names an address of this machine");
-    return port;
-  }
-  if (!bind_to_port(options_.bind, options_.port))
-    throw std::runtime_error("cannot listen on " + options_.bind + ":" +
-                             std::to_string(options_.port) +
+  } else if (!bind_to_port(options_.bind, port)) {
+    throw std::runtime_error("cannot listen on " + options_.bind + ":" + std::to_string(port) +
                              ": the port is in use or the address is not this machine's; choose "
                              "another --port or --bind");
-  return options_.port;
+  }
+  const std::string& b = options_.bind;
+  if (b.rfind("127.", 0) == 0 || b == "::1" || b == "localhost") {
+    std::set<std::string> hosts;
+    for (const std::string& name :
+         {std::string("localhost"), std::string("127.0.0.1"), std::string("[::1]"),
+          b.find(':') != std::string::npos ? "[" + b + "]" : b}) {
+      hosts.insert(name);
+      hosts.insert(name + ":" + std::to_string(port));
+    }
+    set_pre_routing_handler([hosts](const httplib::Request& req, httplib::Response& res) {
+      if (hosts.count(req.get_header_value("Host"))) return HandlerResponse::Unhandled;
+      SetJsonError(&res, 403,
+                   "the Host header must name this machine (localhost or 127.0.0.1): a page "
+                   "from elsewhere may not use this server");
+      return HandlerResponse::Handled;
+    });
+  }
+  return port;
 }
 
 void HttpServer::Serve() { listen_after_bind(); }

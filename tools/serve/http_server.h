@@ -38,7 +38,11 @@ class HttpServer : public httplib::Server {
   explicit HttpServer(const HttpOptions& options);
 
   // Binds; returns the port (the chosen one for port 0). Throws
-  // std::runtime_error naming the address when it cannot bind.
+  // std::runtime_error naming the address when it cannot bind. On a
+  // loopback address, requests must then name this machine in their Host
+  // header (localhost, 127.0.0.1, [::1] or the bound address, with or
+  // without the port; 403 otherwise), so a web page whose DNS name
+  // rebinds to 127.0.0.1 cannot read the API from the browser.
   int Bind();
   // Serves until Stop(); call from one thread.
   void Serve();
