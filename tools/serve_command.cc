@@ -1,6 +1,7 @@
 // `lookalike serve`: the web UI and JSON API over a database, until SIGINT
 // or SIGTERM.
 #include <chrono>
+#include <memory>
 #include <ostream>
 #include <thread>
 
@@ -71,24 +72,25 @@ int RunServeCommand(const std::vector<std::string>& args, std::ostream& out, std
   c.catalog.search.k = kMaxApiK;
   // The multipart envelope around the largest accepted image.
   c.http.max_body_bytes = c.catalog.limits.max_file_bytes + (1 << 20);
+  // The option structs are validated by their constructors, once.
+  std::unique_ptr<HttpServer> server;
+  std::unique_ptr<Catalog> catalog;
   try {
-    c.http.Validate();
-    c.catalog.Validate();
+    server = std::make_unique<HttpServer>(c.http);
+    catalog = std::make_unique<Catalog>(c.catalog);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  Catalog catalog(c.catalog);
-  HttpServer server(c.http);
-  RegisterRoutes(&server, &catalog);
-  const int port = server.Bind();
-  std::thread serving([&server] { server.Serve(); });
+  RegisterRoutes(server.get(), catalog.get());
+  const int port = server->Bind();
+  std::thread serving([&server] { server->Serve(); });
   const std::string host =
       c.http.bind.find(':') != std::string::npos ? "[" + c.http.bind + "]" : c.http.bind;
   out << "lookalike serve: http://" << host << ":" << port << "/ ("
-      << catalog.Current()->searcher().num_indexed() << " images; Ctrl-C stops)" << std::endl;
+      << catalog->Current()->searcher().num_indexed() << " images; Ctrl-C stops)" << std::endl;
   // The signal handler only sets the flag; stopping happens here.
   while (!(cancel && cancel->load())) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  server.Stop();
+  server->Stop();
   serving.join();
   err << "lookalike serve: stopped\n";
   return kExitOk;

@@ -605,6 +605,25 @@ TEST(ServeLifecycleTest, PicksUpNewImagesAndStopsOnSigterm) {
   EXPECT_EQ(client.Get(("/api/images/" + std::to_string(newest) + "/thumbnail").c_str())->status,
             200);
 
+  // An indexed file replaced by a link to a file outside the collection,
+  // and one rewritten with other bytes: neither is shown or searched.
+  const json first = page["images"][0];
+  const json second = page["images"][1];
+  fs::remove(first["path"].get<std::string>());
+  fs::create_symlink("/etc/passwd", first["path"].get<std::string>());
+  WriteImage(second["path"].get<std::string>(), MakeSyntheticImage(4242, 320, 240));
+  for (const json& m : {first, second}) {
+    const std::string id = std::to_string(m["id"].get<uint64_t>());
+    for (const std::string& route :
+         {"/api/images/" + id + "/thumbnail", "/api/images/" + id + "/similar"}) {
+      auto res = client.Get(route.c_str());
+      ASSERT_TRUE(res) << route;
+      EXPECT_TRUE(res->status == 409 || res->status == 410) << route << ": " << res->status;
+      EXPECT_EQ(res->body.find("root:"), std::string::npos) << route;
+      EXPECT_EQ(res->get_header_value("Content-Type"), "application/json") << route;
+    }
+  }
+
   ::kill(server.child().pid(), SIGTERM);
   const ProcessResult stopped = server.child().Wait();
   EXPECT_EQ(stopped.exit_code, 0) << stopped.Describe();

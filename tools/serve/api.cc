@@ -157,8 +157,6 @@ Json Matches(const Snapshot& s, const LocalFeatures& query, const ImageRecord& o
 }
 
 void RegisterApi(HttpServer* server, Catalog* catalog) {
-  const CatalogOptions& opt = catalog->options();
-
   server->Get("/api/info", Guard([catalog](const httplib::Request&, httplib::Response& res) {
                 auto s = catalog->Current();
                 Json j = InfoJson(s->Info());
@@ -257,7 +255,6 @@ void RegisterApi(HttpServer* server, Catalog* catalog) {
                 }
                 SendJson(&res, j);
               }));
-  (void)opt;
 }
 
 }  // namespace

@@ -22,9 +22,9 @@ Version VersionOf(const Store& store) { return Version{store.num_images(), store
 }  // namespace
 
 void CatalogOptions::Validate() const {
+  // search and dedup are validated where they are used, once: by
+  // Searcher::Open and FindDuplicates.
   if (db.empty()) throw std::invalid_argument("--db is required: the database to serve");
-  search.Validate();
-  dedup.Validate();
   if (!(reload_seconds > 0))
     throw std::invalid_argument("--reload-seconds must be > 0, got " +
                                 std::to_string(reload_seconds));

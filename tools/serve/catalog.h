@@ -37,7 +37,8 @@ struct CatalogOptions {
   double reload_seconds = 2.0;
   // Bytes of thumbnails kept in memory, >= 0.
   uint64_t thumbnail_cache_bytes = 64ull << 20;
-  // Throws std::invalid_argument naming the field.
+  // Throws std::invalid_argument naming the field (search and dedup are
+  // checked by Searcher::Open and FindDuplicates).
   void Validate() const;
 };
 
@@ -79,8 +80,9 @@ class Snapshot {
 
 class Catalog {
  public:
-  // Validates the options, opens the first snapshot (throws StoreError or
-  // std::runtime_error like Searcher::Open) and starts the reload thread.
+  // Validates the options (std::invalid_argument naming the flag), opens
+  // the first snapshot (throws StoreError or std::runtime_error like
+  // Searcher::Open) and starts the reload thread.
   explicit Catalog(const CatalogOptions& options);
   ~Catalog();  // stops the reload thread
   Catalog(const Catalog&) = delete;

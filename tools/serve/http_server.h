@@ -35,6 +35,7 @@ void SetJsonError(httplib::Response* res, int status, const std::string& message
 
 class HttpServer : public httplib::Server {
  public:
+  // Validates `options` (std::invalid_argument naming the flag).
   explicit HttpServer(const HttpOptions& options);
 
   // Binds; returns the port (the chosen one for port 0). Throws
