@@ -7,10 +7,11 @@ usage: serve_browser.py URL QUERY_FILE EXPECTED_PATH PROFILE_DIR
 Uploads QUERY_FILE, expects EXPECTED_PATH ranked first with its thumbnail
 rendered, opens the match view and checks that inlier lines were drawn
 (pixels in the strip between the two pictures, which only lines cross),
-opens the duplicates page (groups with a keeper and rendered thumbnails) and
-the collection, and checks the page loaded nothing from another origin.
+opens the duplicates page (groups with a keeper and rendered thumbnails,
+exported as CSV and JSON) and the collection, and checks the page loaded nothing from another origin.
 Prints "ok" and exits 0, or names the failed step and exits 1.
 """
+import json
 import sys
 
 from selenium import webdriver
@@ -79,6 +80,31 @@ def main():
         wait.until(lambda d: d.execute_script(
             "const imgs = [...document.querySelectorAll('#groups img')];"
             "return imgs.length >= 2 && imgs.every(i => i.complete && i.naturalWidth > 0);"))
+
+        step = "export the groups as CSV and JSON"
+        # Downloads are caught in the page: each exported blob is read back
+        # (Blob.text) and the link's click, which would save it, is dropped.
+        driver.execute_script(
+            "window.__downloads = [];"
+            "const create = URL.createObjectURL;"
+            "URL.createObjectURL = (blob) => {"
+            "  blob.text().then(text => window.__downloads.push({type: blob.type, text}));"
+            "  return create.call(URL, blob);"
+            "};"
+            "HTMLAnchorElement.prototype.click = function () {};")
+        driver.find_element(By.ID, "export-csv").click()
+        driver.find_element(By.ID, "export-json").click()
+        wait.until(lambda d: d.execute_script("return window.__downloads.length") == 2)
+        files = {f["type"]: f["text"] for f in driver.execute_script("return window.__downloads")}
+        groups = len(driver.find_elements(By.CSS_SELECTOR, "#groups .group"))
+        rows = files["text/csv"].splitlines()
+        if rows[0] != "group,keep,id,path,width,height,bytes,score":
+            raise AssertionError("CSV header: " + rows[0])
+        keepers = [r for r in rows[1:] if r.split(",")[1] == "1"]
+        exported = json.loads(files["application/json"])
+        if len(keepers) != groups or len(exported) != groups or len(rows) < 1 + 2 * groups:
+            raise AssertionError("%d groups shown, CSV %d rows with %d keepers, JSON %d groups" %
+                                 (groups, len(rows) - 1, len(keepers), len(exported)))
 
         step = "open the collection"
         driver.find_element(By.ID, "nav-collection").click()
