@@ -70,8 +70,23 @@ ImageEncoder::ImageEncoder(const ModelRecord& model, Backend backend,
 
 ImageEncoder::Result ImageEncoder::EncodeFile(const std::string& path,
                                               const ImageFileLimits& limits) {
+  return Encode(path, LoadImageFile(path, settings_.max_side, limits));
+}
+
+ImageEncoder::Result ImageEncoder::EncodeBytes(const std::string& name, const std::string& bytes,
+                                               const ImageFileLimits& limits) {
+  if (bytes.size() > limits.max_file_bytes) {
+    Result result;
+    result.error = FileError{FileErrorCode::kFileTooLarge, name,
+                             std::to_string(bytes.size()) + " bytes, more than the limit of " +
+                                 std::to_string(limits.max_file_bytes)};
+    return result;
+  }
+  return Encode(name, DecodeImageBytes(name, bytes, settings_.max_side, limits));
+}
+
+ImageEncoder::Result ImageEncoder::Encode(const std::string& path, LoadResult loaded) {
   Result result;
-  LoadResult loaded = LoadImageFile(path, settings_.max_side, limits);
   if (loaded.error) {
     result.error = std::move(loaded.error);
     return result;

@@ -61,8 +61,15 @@ class ImageEncoder {
     std::optional<FileError> error;
   };
   Result EncodeFile(const std::string& path, const ImageFileLimits& limits);
+  // The same for a file's bytes already in memory (an upload), through the
+  // same size, pixel and decoder checks as DecodeImageBytes; `name` is used
+  // in errors. Bytes equal to a file's give EncodeFile's result exactly.
+  Result EncodeBytes(const std::string& name, const std::string& bytes,
+                     const ImageFileLimits& limits);
 
  private:
+  Result Encode(const std::string& name, LoadResult loaded);
+
   const DescriptorQuantizer* quantizer_;
   EncodingSettings settings_;
   std::unique_ptr<DescriptorExtractor> extractor_;

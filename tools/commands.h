@@ -28,6 +28,10 @@ int RunSearchCommand(const std::vector<std::string>& args, std::ostream& out, st
 int RunDedupCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `lookalike info --db DB`: what a database holds and how it was built.
 int RunInfoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `lookalike serve --db DB`: the web UI and JSON API until `cancel` is set
+// (SIGINT, SIGTERM).
+int RunServeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                    const std::atomic<bool>* cancel);
 // `lookalike verify --db DB`: full consistency check (exit 2 when corrupt).
 int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

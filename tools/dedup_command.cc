@@ -7,13 +7,14 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/html_report.h"
 #include "tools/output.h"
 
 namespace lookalike {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: lookalike dedup --db DB [--threshold T] [--format tsv|json|pairs]\n\n"
+    "usage: lookalike dedup --db DB [--threshold T] [--format tsv|json|pairs|html]\n\n"
     "Finds groups of near-duplicate images in a database: the same picture re-encoded,\n"
     "resized, cropped, rotated, recoloured or with an overlay (not other photos of the\n"
     "same scene). Every image is compared with its most similar images (VLAD), each\n"
@@ -48,14 +49,15 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
   g->Number("min-spread", &o->min_spread, d.min_spread,
             "share of one image's area the inliers' convex hull must cover (a shared logo or "
             "caption covers little)");
-  g->Text(
-      "format", "tsv",
-      "tsv (group<TAB>path<TAB>score, one line per member) | json (one object per group per "
-      "line) | pairs (one line per candidate pair, tab-separated: path a, path b, "
-      "similarity, matches, inliers, score, spread, duplicate 0/1)",
-      [c](const std::string& v) {
-        c->format = ParseFormat(v, {OutputFormat::kTsv, OutputFormat::kJson, OutputFormat::kPairs});
-      });
+  g->Text("format", "tsv",
+          "tsv (group<TAB>path<TAB>score, one line per member) | json (one object per group per "
+          "line) | pairs (one line per candidate pair, tab-separated: path a, path b, "
+          "similarity, matches, inliers, score, spread, duplicate 0/1) | html (one self-contained "
+          "page of thumbnails, the member to keep marked)",
+          [c](const std::string& v) {
+            c->format = ParseFormat(v, {OutputFormat::kTsv, OutputFormat::kJson,
+                                        OutputFormat::kPairs, OutputFormat::kHtml});
+          });
   g->Switch("verbose,v", &c->verbose, "print counts and timings on stderr");
 }
 
@@ -79,7 +81,10 @@ int RunDedupCommand(const std::vector<std::string>& args, std::ostream& out, std
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  WriteDedup(out, r, c.format);
+  if (c.format == OutputFormat::kHtml)
+    WriteDedupHtml(out, r, *store, ImageFileLimits());
+  else
+    WriteDedup(out, r, c.format);
   out.flush();
   if (r.num_unverified > 0)
     err << "lookalike: warning: " << r.num_unverified

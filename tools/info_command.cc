@@ -19,6 +19,8 @@ constexpr char kUsage[] =
     "Describes a database: images, model settings, schema version, size on disk,\n"
     "and which VLAD backend this machine would use.\n\n";
 
+}  // namespace
+
 InfoReport MakeInfoReport(const Store& store, const std::string& db) {
   InfoReport r;
   r.path = AbsolutePath(db);
@@ -70,8 +72,6 @@ InfoReport MakeInfoReport(const Store& store, const std::string& db) {
   r.backend_detail = backend.detail;
   return r;
 }
-
-}  // namespace
 
 int RunInfoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
   DbCommandOptions c;

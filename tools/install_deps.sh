@@ -5,7 +5,8 @@ set -eu
 packages="build-essential cmake pkg-config git ca-certificates python3 \
   libfaiss-dev libopenblas-dev libopencv-dev librocksdb-dev \
   libboost-program-options-dev libgtest-dev libvlfeat-dev libjpeg-dev zlib1g-dev \
-  libxxhash-dev nlohmann-json3-dev clang-format \
+  libxxhash-dev nlohmann-json3-dev clang-format libcpp-httplib-dev \
+  chromium chromium-driver python3-selenium \
   slurmctld slurmd slurm-client munge"
 missing=""
 for p in $packages; do

@@ -22,6 +22,8 @@ const char* OutputFormatName(OutputFormat format) {
       return "json";
     case OutputFormat::kPairs:
       return "pairs";
+    case OutputFormat::kHtml:
+      return "html";
   }
   return "?";
 }
@@ -312,6 +314,27 @@ void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat for
 
 // -------------------------------------------------------------------- search
 
+Json QueryResultJson(const QueryResult& r, bool with_ids) {
+  Json j;
+  PutPath(&j, "query", r.query);
+  j["seconds"] = Rounded(r.seconds, 4);
+  j["results"] = Json::array();
+  for (size_t i = 0; i < r.hits.size(); ++i) {
+    const Hit& h = r.hits[i];
+    Json hit;
+    hit["rank"] = i + 1;
+    if (with_ids) hit["id"] = h.id;
+    PutPath(&hit, "path", h.path);
+    hit["score"] = Rounded(h.score, 6);
+    hit["similarity"] = Rounded(h.similarity, 6);
+    if (h.inliers >= 0) hit["inliers"] = h.inliers;
+    if (h.colour >= 0) hit["colour"] = Rounded(h.colour, 4);
+    if (h.words >= 0) hit["words"] = Rounded(h.words, 4);
+    j["results"].push_back(std::move(hit));
+  }
+  return j;
+}
+
 void WriteQueryError(std::ostream& out, const QueryResult& r, OutputFormat format) {
   if (format != OutputFormat::kJson || !r.error) return;
   Json j;
@@ -327,23 +350,7 @@ void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat form
       out << EscapeField(r.query) << '\t' << i + 1 << '\t' << EscapeField(r.hits[i].path) << '\t'
           << Fixed(r.hits[i].score, 6) << '\n';
   } else if (format == OutputFormat::kJson) {
-    Json j;
-    PutPath(&j, "query", r.query);
-    j["seconds"] = Rounded(r.seconds, 4);
-    j["results"] = Json::array();
-    for (size_t i = 0; i < r.hits.size(); ++i) {
-      const Hit& h = r.hits[i];
-      Json hit;
-      hit["rank"] = i + 1;
-      PutPath(&hit, "path", h.path);
-      hit["score"] = Rounded(h.score, 6);
-      hit["similarity"] = Rounded(h.similarity, 6);
-      if (h.inliers >= 0) hit["inliers"] = h.inliers;
-      if (h.colour >= 0) hit["colour"] = Rounded(h.colour, 4);
-      if (h.words >= 0) hit["words"] = Rounded(h.words, 4);
-      j["results"].push_back(std::move(hit));
-    }
-    WriteJsonLine(out, j);
+    WriteJsonLine(out, QueryResultJson(r));
   } else {
     out << "query " << EscapeField(r.query) << "\n";
     if (r.hits.empty()) out << "  (no results)\n";
@@ -359,14 +366,13 @@ void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat form
 
 // --------------------------------------------------------------------- dedup
 
-namespace {
-
-Json DedupGroupJson(size_t number, const DedupGroup& group) {
+Json DedupGroupJson(size_t number, const DedupGroup& group, bool with_ids) {
   Json j;
   j["group"] = number;
   j["members"] = Json::array();
   for (const DedupMember& m : group.members) {
     Json member;
+    if (with_ids) member["id"] = m.id;
     PutPath(&member, "path", m.path);
     member["width"] = m.width;
     member["height"] = m.height;
@@ -377,6 +383,10 @@ Json DedupGroupJson(size_t number, const DedupGroup& group) {
   j["pairs"] = Json::array();
   for (const DedupPair& p : group.pairs) {
     Json pair;
+    if (with_ids) {
+      pair["id_a"] = p.a;
+      pair["id_b"] = p.b;
+    }
     PutPath(&pair, "a", p.path_a);
     PutPath(&pair, "b", p.path_b);
     pair["similarity"] = Rounded(p.similarity, 4);
@@ -389,8 +399,6 @@ Json DedupGroupJson(size_t number, const DedupGroup& group) {
   return j;
 }
 
-}  // namespace
-
 void WriteDedup(std::ostream& out, const DedupResult& r, OutputFormat format) {
   if (format == OutputFormat::kPairs) {
     for (const DedupPair& p : r.candidates)
@@ -402,7 +410,7 @@ void WriteDedup(std::ostream& out, const DedupResult& r, OutputFormat format) {
   }
   for (size_t g = 0; g < r.groups.size(); ++g) {
     if (format == OutputFormat::kJson) {
-      WriteJsonLine(out, DedupGroupJson(g + 1, r.groups[g]));
+      WriteJsonLine(out, DedupGroupJson(g + 1, r.groups[g], false));
       continue;
     }
     for (const DedupMember& m : r.groups[g].members)
@@ -420,7 +428,9 @@ std::string Hex16(uint64_t v) {
   return hash;
 }
 
-void WriteInfoJson(std::ostream& out, const InfoReport& i) {
+}  // namespace
+
+Json InfoJson(const InfoReport& i) {
   Json j;
   PutPath(&j, "path", i.path);
   j["schema_version"] = i.schema_version;
@@ -460,8 +470,10 @@ void WriteInfoJson(std::ostream& out, const InfoReport& i) {
   j["backend"] = {{"auto", i.backend_auto},
                   {"cuda_compiled", i.cuda_compiled},
                   {"detail", Utf8ForJson(i.backend_detail)}};
-  WriteJsonLine(out, j);
+  return j;
 }
+
+namespace {
 
 void WriteInfoTable(std::ostream& out, const InfoReport& i) {
   const std::string pca = i.has_pca ? std::to_string(i.pca_out_dim) + "-d" +
@@ -503,7 +515,7 @@ void WriteInfoTable(std::ostream& out, const InfoReport& i) {
 
 void WriteInfo(std::ostream& out, const InfoReport& info, OutputFormat format) {
   if (format == OutputFormat::kJson)
-    WriteInfoJson(out, info);
+    WriteJsonLine(out, InfoJson(info));
   else
     WriteInfoTable(out, info);
 }

@@ -25,7 +25,9 @@ namespace lookalike {
 
 using Json = nlohmann::ordered_json;
 
-enum class OutputFormat { kTable, kTsv, kJson, kPairs };
+// kHtml: the self-contained reports of tools/html_report.h, whole documents
+// written by their own functions, not by the per-record writers below.
+enum class OutputFormat { kTable, kTsv, kJson, kPairs, kHtml };
 const char* OutputFormatName(OutputFormat format);
 // Parses --format; throws std::invalid_argument listing `allowed` if `text`
 // is not one of them ("--format must be table, tsv or json, got 'x'").
@@ -80,10 +82,16 @@ void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat for
 // One query's ranked hits (table, TSV or JSON). A query that failed is written
 // by WriteQueryError (JSON only; table and TSV print nothing for it).
 void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat format);
+// The JSON object of one query's hits that --format json writes; with_ids
+// adds each hit's image id (the web API's address of an image).
+Json QueryResultJson(const QueryResult& r, bool with_ids = false);
 void WriteQueryError(std::ostream& out, const QueryResult& r, OutputFormat format);
 
 // `dedup`'s groups (TSV, JSON) or every candidate pair (pairs).
 void WriteDedup(std::ostream& out, const DedupResult& r, OutputFormat format);
+// The JSON object of group `number` (from 1) that --format json writes;
+// with_ids adds the image ids of members and pairs.
+Json DedupGroupJson(size_t number, const DedupGroup& group, bool with_ids);
 
 // What `info` reports about a database.
 struct InfoReport {
@@ -109,7 +117,12 @@ struct InfoReport {
   std::string backend_auto, backend_detail;
   bool cuda_compiled = false;
 };
+// What `info` says about an open database (`db`: the path as given).
+// Implemented with the command, in info_command.cc.
+InfoReport MakeInfoReport(const Store& store, const std::string& db);
 void WriteInfo(std::ostream& out, const InfoReport& info, OutputFormat format);
+// The JSON object `info --format json` writes.
+Json InfoJson(const InfoReport& info);
 
 // `verify`'s verdict: the table form goes to `out` when consistent, the
 // problems to `err` otherwise; JSON always to `out`.

@@ -2,9 +2,11 @@
 #include <ostream>
 
 #include "search/searcher.h"
+#include "storage/store.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/flags.h"
+#include "tools/html_report.h"
 #include "tools/output.h"
 
 namespace lookalike {
@@ -29,13 +31,13 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Help();
   g->Path("db", &c->db, "database folder built by 'lookalike index'");
   g->Value(",k", &o->k, d.k, "results per query");
-  g->Text(
-      "format", "table",
-      "table | tsv (query<TAB>rank<TAB>path<TAB>score, one line per hit) | json (one object "
-      "per query per line)",
-      [c](const std::string& v) {
-        c->format = ParseFormat(v, {OutputFormat::kTable, OutputFormat::kTsv, OutputFormat::kJson});
-      });
+  g->Text("format", "table",
+          "table | tsv (query<TAB>rank<TAB>path<TAB>score, one line per hit) | json (one object "
+          "per query per line) | html (one self-contained page with thumbnails)",
+          [c](const std::string& v) {
+            c->format = ParseFormat(v, {OutputFormat::kTable, OutputFormat::kTsv,
+                                        OutputFormat::kJson, OutputFormat::kHtml});
+          });
   g->Text("backend", BackendName(d.backend), "VLAD encoder: auto | cpu | cuda",
           [o](const std::string& v) { o->backend = ParseBackend(v); });
   g->Value("rerank", &o->rerank, d.rerank,
@@ -101,14 +103,16 @@ int RunSearchCommand(const std::vector<std::string>& args, std::ostream& out, st
       ++failed;
       err << "lookalike: query skipped: " << EscapeField(r.query) << ": "
           << FileErrorCodeName(r.error->code) << ": " << r.error->message << "\n";
-      WriteQueryError(out, r, c.format);
+      if (c.format != OutputFormat::kHtml) WriteQueryError(out, r, c.format);
       continue;
     }
     if (r.error)
       err << "lookalike: warning: " << EscapeField(r.query)
           << ": no keypoints found, so nothing can match it\n";
-    WriteQueryResult(out, r, c.format);
+    if (c.format != OutputFormat::kHtml) WriteQueryResult(out, r, c.format);
   }
+  if (c.format == OutputFormat::kHtml)
+    WriteSearchHtml(out, results, *Store::Open(c.db, Store::Mode::kReadOnly), c.search.limits);
   out.flush();
   return failed > 0 ? kExitPartial : kExitOk;
 }

@@ -1,0 +1,287 @@
+#include "tools/serve/api.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "tools/serve/assets.h"
+
+namespace lookalike {
+namespace {
+
+// A request the API refuses: its status and what to do.
+struct ApiError : std::runtime_error {
+  ApiError(int status, const std::string& message) : std::runtime_error(message), status(status) {}
+  int status;
+};
+
+using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+// Turns exceptions into JSON errors: ApiError as given, a corrupt or
+// unreadable database as 500 (the server stays up).
+Handler Guard(Handler fn) {
+  return [fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      fn(req, res);
+    } catch (const ApiError& e) {
+      SetJsonError(&res, e.status, e.what());
+    } catch (const std::exception& e) {
+      SetJsonError(&res, 500, std::string("the database could not be read: ") + e.what());
+    }
+  };
+}
+
+void SendJson(httplib::Response* res, const Json& j) {
+  res->set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                   "application/json");
+}
+
+// A decimal integer in [lo, hi]; anything else (signs, spaces, overflow,
+// other characters) is a 400 naming the parameter.
+int64_t ParseInteger(const std::string& name, const std::string& text, int64_t lo, int64_t hi) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  bool digits = !text.empty() && text.size() <= 18;
+  for (char c : text) digits = digits && c >= '0' && c <= '9';
+  if (!digits)
+    throw ApiError(400, "'" + name + "' must be an integer in " + range + ", got '" +
+                            Utf8ForJson(text.substr(0, 40)) + "'");
+  const int64_t v = std::stoll(text);
+  if (v < lo || v > hi)
+    throw ApiError(400, "'" + name + "' must be in " + range + ", got " + std::to_string(v));
+  return v;
+}
+
+int64_t Param(const httplib::Request& req, const std::string& name, int64_t fallback, int64_t lo,
+              int64_t hi) {
+  if (req.has_param(name.c_str()))
+    return ParseInteger(name, req.get_param_value(name.c_str()), lo, hi);
+  if (req.has_file(name)) return ParseInteger(name, req.get_file_value(name).content, lo, hi);
+  return fallback;
+}
+
+// The record of the image a route's id names; 404 if there is none.
+ImageRecord Image(const Snapshot& s, const std::string& id_text) {
+  uint64_t id = 0;
+  if (id_text.size() > 19 || id_text.empty())
+    throw ApiError(404, "no image with id " + id_text.substr(0, 24));
+  id = std::stoull(id_text);
+  std::optional<ImageRecord> record = s.Find(id);
+  if (!record) throw ApiError(404, "no image with id " + id_text);
+  return std::move(*record);
+}
+
+Json ImageJson(const ImageRecord& r) {
+  Json j;
+  j["id"] = r.id;
+  PutPath(&j, "path", r.path);
+  j["width"] = r.width;
+  j["height"] = r.height;
+  j["bytes"] = r.size_bytes;
+  j["descriptors"] = r.num_descriptors;
+  j["features"] = r.status == ImageStatus::kOk;
+  return j;
+}
+
+// The uploaded file of field `image`; 400 without one.
+httplib::MultipartFormData Upload(const httplib::Request& req) {
+  if (!req.is_multipart_form_data() || !req.has_file("image"))
+    throw ApiError(400, "send the image as multipart/form-data in a file field named 'image'");
+  return req.get_file_value("image");
+}
+
+// 4xx for a query the decoder refused, as `index` would have skipped it.
+[[noreturn]] void RefuseQuery(const FileError& e) {
+  const int status =
+      e.code == FileErrorCode::kFileTooLarge || e.code == FileErrorCode::kTooManyPixels ? 413 : 422;
+  throw ApiError(status, std::string(FileErrorCodeName(e.code)) + ": " + e.message);
+}
+
+// Encodes the query bytes and ranks: the same steps as Searcher::SearchFiles
+// (encode, then SearchQuery), so results equal `lookalike search`.
+Json Search(const Snapshot& s, const std::string& name, const std::string& bytes, int k) {
+  const auto start = std::chrono::steady_clock::now();
+  QueryResult r;
+  r.query = name;
+  ImageEncoder::Result enc = s.Encode(name, bytes);
+  if (enc.error && enc.error->code != FileErrorCode::kNoFeatures) RefuseQuery(*enc.error);
+  if (!enc.error) r.hits = s.searcher().SearchQuery(enc.vlad.data(), enc.features, enc.colour);
+  if (static_cast<int>(r.hits.size()) > k) r.hits.resize(k);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Json j = QueryResultJson(r, /*with_ids=*/true);
+  if (enc.error) j["warning"] = "no keypoints found, so nothing can match it";
+  return j;
+}
+
+// The bytes of an indexed file, as long as they are still the indexed ones.
+std::string IndexedBytes(const Snapshot& s, const ImageRecord& r, const ImageFileLimits& limits) {
+  ReadResult read = ReadImageBytes(r.path, limits);
+  if (read.error)
+    throw ApiError(410, "image " + std::to_string(r.id) + " cannot be read any more (" +
+                            read.error->message + "); run 'lookalike index' again");
+  if (s.store().ContentHash(read.bytes.data(), read.bytes.size()) != r.content_hash)
+    throw ApiError(409, "image " + std::to_string(r.id) +
+                            " changed since it was indexed; run 'lookalike index' again");
+  return std::move(read.bytes);
+}
+
+// Verified correspondences of `query` with stored image `other`: each
+// inlier as [xa, ya, xb, yb], fractions of each frame's width and height.
+Json Matches(const Snapshot& s, const LocalFeatures& query, const ImageRecord& other,
+             const SearchOptions& options) {
+  std::optional<LocalFeatures> b = s.features().Read(other.id);
+  Json j;
+  j["b"] = ImageJson(other);
+  j["lines"] = Json::array();
+  if (!b) {
+    j["matches"] = 0;
+    j["inliers"] = 0;
+    j["verified"] = false;
+    return j;
+  }
+  const Verification v = VerifyPair(query, *b, options.verify);
+  j["matches"] = v.matches;
+  j["inliers"] = v.inliers;
+  j["verified"] = v.inliers >= options.min_inliers;
+  const float wa = std::max(1u, query.width), ha = std::max(1u, query.height);
+  const float wb = std::max(1u, b->width), hb = std::max(1u, b->height);
+  for (const auto& [qa, qb] : v.inlier_pairs) {
+    const Keypoint& ka = query.keypoints[qa];
+    const Keypoint& kb = b->keypoints[qb];
+    j["lines"].push_back({Rounded(ka.x / wa, 5), Rounded(ka.y / ha, 5), Rounded(kb.x / wb, 5),
+                          Rounded(kb.y / hb, 5)});
+  }
+  return j;
+}
+
+void RegisterApi(HttpServer* server, Catalog* catalog) {
+  server->Get("/api/info", Guard([catalog](const httplib::Request&, httplib::Response& res) {
+                auto s = catalog->Current();
+                Json j = InfoJson(s->Info());
+                j["searchable"] = s->searcher().num_indexed();
+                SendJson(&res, j);
+              }));
+
+  server->Get("/api/images", Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                auto s = catalog->Current();
+                const std::vector<ImageRecord>& images = s->Images();
+                const int64_t offset = Param(req, "offset", 0, 0, int64_t{1} << 40);
+                const int64_t limit = Param(req, "limit", 100, 1, 1000);
+                Json j;
+                j["total"] = images.size();
+                j["offset"] = offset;
+                j["limit"] = limit;
+                j["images"] = Json::array();
+                for (int64_t i = offset; i < offset + limit && i < int64_t(images.size()); ++i)
+                  j["images"].push_back(ImageJson(images[i]));
+                SendJson(&res, j);
+              }));
+
+  server->Get(R"(/api/images/(\d+))",
+              Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                auto s = catalog->Current();
+                SendJson(&res, ImageJson(Image(*s, req.matches[1])));
+              }));
+
+  server->Get(R"(/api/images/(\d+)/thumbnail)",
+              Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                auto s = catalog->Current();
+                const ImageRecord r = Image(*s, req.matches[1]);
+                const int size =
+                    static_cast<int>(Param(req, "size", 256, kMinThumbnailSide, kMaxThumbnailSide));
+                Thumbnail t = catalog->ThumbnailOf(*s, r, size);
+                if (t.jpeg.empty()) throw ApiError(410, t.error);
+                res.set_header("Cache-Control", "private, max-age=300");
+                res.set_content(std::move(t.jpeg), "image/jpeg");
+              }));
+
+  server->Get(R"(/api/images/(\d+)/similar)",
+              Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                auto s = catalog->Current();
+                const ImageRecord r = Image(*s, req.matches[1]);
+                const int k = static_cast<int>(Param(req, "k", kDefaultApiK, 1, kMaxApiK));
+                const std::string bytes = IndexedBytes(*s, r, catalog->options().limits);
+                Json j = Search(*s, r.path, bytes, k);
+                j["query_id"] = r.id;
+                SendJson(&res, j);
+              }));
+
+  server->Get(R"(/api/images/(\d+)/matches/(\d+))",
+              Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                auto s = catalog->Current();
+                const ImageRecord a = Image(*s, req.matches[1]);
+                const ImageRecord b = Image(*s, req.matches[2]);
+                std::optional<LocalFeatures> fa = s->features().Read(a.id);
+                Json j = Matches(*s, fa ? *fa : LocalFeatures{}, b, catalog->options().search);
+                j["a"] = ImageJson(a);
+                SendJson(&res, j);
+              }));
+
+  server->Post("/api/search", Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                 const httplib::MultipartFormData file = Upload(req);
+                 const int k = static_cast<int>(Param(req, "k", kDefaultApiK, 1, kMaxApiK));
+                 auto s = catalog->Current();
+                 SendJson(&res, Search(*s, file.filename.empty() ? "upload" : file.filename,
+                                       file.content, k));
+               }));
+
+  server->Post(R"(/api/matches/(\d+))",
+               Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                 const httplib::MultipartFormData file = Upload(req);
+                 auto s = catalog->Current();
+                 const ImageRecord b = Image(*s, req.matches[1]);
+                 ImageEncoder::Result enc = s->Encode(file.filename, file.content);
+                 if (enc.error && enc.error->code != FileErrorCode::kNoFeatures)
+                   RefuseQuery(*enc.error);
+                 Json j = Matches(*s, enc.features, b, catalog->options().search);
+                 j["a"] = {{"query", Utf8ForJson(file.filename)}};
+                 SendJson(&res, j);
+               }));
+
+  server->Get("/api/dedup", Guard([catalog](const httplib::Request&, httplib::Response& res) {
+                auto s = catalog->Current();
+                const DedupResult& r = s->Duplicates();
+                Json j;
+                j["images"] = r.num_images;
+                j["images_without_features"] = r.num_without_features;
+                j["groups"] = Json::array();
+                for (size_t g = 0; g < r.groups.size(); ++g) {
+                  Json group = DedupGroupJson(g + 1, r.groups[g], /*with_ids=*/true);
+                  // dedup's rule: the first member (most pixels, then largest file).
+                  group["keep"] = r.groups[g].members.front().id;
+                  j["groups"].push_back(std::move(group));
+                }
+                SendJson(&res, j);
+              }));
+}
+
+}  // namespace
+
+void RegisterRoutes(HttpServer* server, Catalog* catalog) {
+  RegisterApi(server, catalog);
+  // The page: fixed names served from memory, nothing from the disk.
+  server->Get(R"(/([a-z]+\.[a-z]+)?)", [](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1].length() ? std::string(req.matches[1]) : "index.html";
+    const Asset* asset = FindAsset(name);
+    if (!asset) {
+      SetJsonError(&res, 404, "no such page: the web app is at /");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; "
+                   "script-src 'self'; connect-src 'self'");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(reinterpret_cast<const char*>(asset->data), asset->size, asset->content_type);
+  });
+  // Any other route: a JSON 404, also for other methods.
+  auto not_found = [](const httplib::Request&, httplib::Response& res) {
+    SetJsonError(&res, 404, "no such page or API route; the API is described in the README");
+  };
+  server->Get(".*", not_found);
+  server->Post(".*", not_found);
+}
+
+}  // namespace lookalike

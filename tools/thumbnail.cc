@@ -1,0 +1,83 @@
+#include "tools/thumbnail.h"
+
+#include <algorithm>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <vector>
+
+namespace lookalike {
+
+Thumbnail ThumbnailOfBytes(const std::string& name, const std::string& bytes, int max_side,
+                           const ImageFileLimits& limits) {
+  Thumbnail t;
+  const auto* d = reinterpret_cast<const unsigned char*>(bytes.data());
+  const ImageFormat format = DetectImageFormat(d, bytes.size());
+  if (format == ImageFormat::kUnknown) {
+    t.error = name + ": not an image lookalike reads";
+    return t;
+  }
+  const auto header = ReadHeaderSize(format, d, bytes.size());
+  if (header && uint64_t{header->width} * header->height > limits.max_pixels) {
+    t.error = name + ": more pixels than the limit of " + std::to_string(limits.max_pixels);
+    return t;
+  }
+  int flags = cv::IMREAD_COLOR;
+  if (format == ImageFormat::kJpeg && header) {
+    // libjpeg's DCT scaling: decode at 1/f when that still covers max_side.
+    const uint32_t longest = std::max(header->width, header->height);
+    if (longest >= 8u * max_side)
+      flags = cv::IMREAD_REDUCED_COLOR_8;
+    else if (longest >= 4u * max_side)
+      flags = cv::IMREAD_REDUCED_COLOR_4;
+    else if (longest >= 2u * max_side)
+      flags = cv::IMREAD_REDUCED_COLOR_2;
+  }
+  cv::Mat image;
+  try {
+    const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data()));
+    image = cv::imdecode(buffer, flags);
+    if (image.empty()) {
+      t.error = name + ": the decoder rejected the data";
+      return t;
+    }
+    if (image.depth() != CV_8U) image.convertTo(image, CV_8U, 1.0 / 256.0);
+    const int longest = std::max(image.cols, image.rows);
+    if (longest > max_side) {
+      const double scale = static_cast<double>(max_side) / longest;
+      cv::Mat small;
+      cv::resize(image, small,
+                 cv::Size(std::max(1, static_cast<int>(image.cols * scale + 0.5)),
+                          std::max(1, static_cast<int>(image.rows * scale + 0.5))),
+                 0, 0, cv::INTER_AREA);
+      image = small;
+    }
+    std::vector<uchar> out;
+    if (!cv::imencode(".jpg", image, out, {cv::IMWRITE_JPEG_QUALITY, 85})) {
+      t.error = name + ": could not encode the thumbnail";
+      return t;
+    }
+    t.jpeg.assign(out.begin(), out.end());
+  } catch (const cv::Exception& e) {
+    t.error = name + ": decoder error: " + e.what();
+  }
+  return t;
+}
+
+Thumbnail ThumbnailOfRecord(const Store& store, const ImageRecord& record, int max_side,
+                            const ImageFileLimits& limits) {
+  ReadResult read = ReadImageBytes(record.path, limits);
+  if (read.error) {
+    Thumbnail t;
+    t.error = record.path + ": " + read.error->message;
+    return t;
+  }
+  if (store.ContentHash(read.bytes.data(), read.bytes.size()) != record.content_hash) {
+    Thumbnail t;
+    t.error = record.path + ": the file changed since it was indexed; run 'lookalike index' again";
+    return t;
+  }
+  return ThumbnailOfBytes(record.path, read.bytes, max_side, limits);
+}
+
+}  // namespace lookalike
