@@ -325,11 +325,19 @@ class WordSource {
     // over the collection: enough for 16 sub-words each.
     constexpr int64_t kSampleImages = 400;
     const int64_t max_sample = int64_t{codebook.num_clusters()} * 512;
-    const size_t step = std::max<size_t>(1, manifest.size() / kSampleImages);
+    // Chosen in content-hash order, not id order, so that the same images
+    // give the same vocabulary whatever ids they got (a merged database and
+    // one run over the same files).
+    std::vector<IndexedImage> by_content = manifest;
+    std::sort(
+        by_content.begin(), by_content.end(), [](const IndexedImage& a, const IndexedImage& b) {
+          return a.content_hash != b.content_hash ? a.content_hash < b.content_hash : a.id < b.id;
+        });
+    const size_t step = std::max<size_t>(1, by_content.size() / kSampleImages);
     std::vector<float> sample;
-    for (size_t i = 0; i < manifest.size(); i += step) {
+    for (size_t i = 0; i < by_content.size(); i += step) {
       if (static_cast<int64_t>(sample.size()) >= max_sample * codebook.dim()) break;
-      const std::vector<float> d = Descriptors(manifest[i].id);
+      const std::vector<float> d = Descriptors(by_content[i].id);
       sample.insert(sample.end(), d.begin(), d.end());
     }
     const int64_t n =
@@ -361,6 +369,7 @@ void SyncWords(const Store& store, const VectorIndexOptions& options,
     return;
   }
   const WordSource source(store);
+  if (sync->words && options.relearn_words) sync->words.reset();
   if (sync->words && to_remove) {
     sync->words->Remove(*to_remove);
     // An image the index somehow still holds is re-encoded, not doubled.

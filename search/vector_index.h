@@ -59,6 +59,10 @@ struct VectorIndexOptions {
   // persisted search index: the selective first stage. Off: no word stage
   // (and an existing word index is dropped at the next save).
   bool words = true;
+  // Learn the word vocabulary again from the whole collection even when a
+  // persisted word index is usable (merge: a database grown shard by shard
+  // then holds the word index one run over all of it would have built).
+  bool relearn_words = false;
 
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;

@@ -95,7 +95,9 @@ void MergeInto(Store* store, const std::vector<const Store*>& shards, const Merg
   report->merge_seconds = std::chrono::duration<double>(merged - start).count();
   SetLibraryThreads(ResolveThreads(c.threads));
   const SearchVectors vectors(*store);
-  const SearchIndexSync sync = UpdateSearchIndex(store, vectors, c.search_index);
+  VectorIndexOptions index = c.search_index;
+  index.relearn_words = true;  // the vocabulary of the whole, as one run would learn it
+  const SearchIndexSync sync = UpdateSearchIndex(store, vectors, index);
   SetLibraryThreads(1);
   report->search_index = sync.Summary();
   report->index_seconds =
