@@ -257,6 +257,23 @@ class Store {
   // Atomically removes an image's record, vector and path entry.
   void RemoveImage(const ImageRecord& record);
 
+  // Stores an image under the id it already has (record.id != 0), as a
+  // database filled from another one keeps its ids: record, vector, path
+  // entry, local features and counters in one atomic WriteBatch, like
+  // PutImage. A stored image of that id is replaced (its path entry dropped
+  // if the path changed); the id allocator is raised past the id. vector
+  // must have vector_dim() finite floats (not read when vector_dim() is 0).
+  // Throws StoreError(kIo).
+  void PutImageWithId(const ImageRecord& record, const float* vector,
+                      const std::string& features = std::string());
+
+  // The id the next new image gets.
+  uint64_t next_id() const { return next_id_; }
+  // Raises the id allocator to `next_id` (no-op if it is already there), so
+  // that ids a copied database had given out are never given out again.
+  // Throws StoreError(kIo).
+  void RaiseNextId(uint64_t next_id);
+
   // Full consistency check, for `lookalike verify`: RocksDB block checksums,
   // every record decodes and has its vector (right size, checksum, finite,
   // unit L2 norm or all zero for kNoFeatures) and its path entry, the PCA
@@ -278,6 +295,11 @@ class Store {
   struct Impl;
   Store(std::string path, std::unique_ptr<Impl> impl);
   void LoadMeta();
+  // PutImage and PutImageWithId: one image's batch; `before` is the stored
+  // image of record.id (needed for the totals and a changed path), `is_new`
+  // counts it as one more image.
+  void WriteImage(const ImageRecord& record, const float* vector, const std::string& features,
+                  const std::optional<ImageRecord>& before, bool is_new);
 
   std::string path_;
   std::unique_ptr<Impl> impl_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "indexer/image_file.h"
+#include "indexer/migration.h"
 #include "indexer/pipeline.h"
 #include "search/dedup.h"
 #include "search/searcher.h"
@@ -59,6 +60,10 @@ std::string FileErrorLine(const FileError& e);
 // `index`'s summary (table or JSON); the table's stage line when verbose.
 void WriteIndexSummary(std::ostream& out, const IndexSummary& s, const std::string& db,
                        OutputFormat format, bool verbose);
+
+// `migrate`'s summary (table or JSON).
+void WriteMigrateSummary(std::ostream& out, const MigrationSummary& s, const std::string& db,
+                         OutputFormat format);
 
 // One query's ranked hits (table, TSV or JSON). A query that failed is written
 // by WriteQueryError (JSON only; table and TSV print nothing for it).
