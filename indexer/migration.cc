@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "indexer/file_walker.h"
+#include "indexer/image_file.h"
 #include "indexer/local_features.h"
 #include "indexer/model_training.h"
 #include "indexer/projection.h"
@@ -27,11 +28,34 @@ namespace {
 
 using Clock = SteadyClock;
 
-bool SameRecord(const ImageRecord& a, const ImageRecord& b) {
+// Whether the copy's record `b` is the converted record `a` of the original.
+// A schema-1 original has neither colour nor XXH3 hashes, which the copy may
+// have gained from the file (RefreshFromFile): those are not compared.
+bool SameRecord(const ImageRecord& a, const ImageRecord& b, bool compare_content) {
   return a.id == b.id && a.path == b.path && a.size_bytes == b.size_bytes &&
-         a.mtime_ns == b.mtime_ns && a.content_hash == b.content_hash && a.width == b.width &&
-         a.height == b.height && a.num_descriptors == b.num_descriptors && a.status == b.status &&
-         a.colour == b.colour;
+         a.mtime_ns == b.mtime_ns && a.width == b.width && a.height == b.height &&
+         a.num_descriptors == b.num_descriptors && a.status == b.status &&
+         (!compare_content || (a.content_hash == b.content_hash && a.colour == b.colour));
+}
+
+// A schema-1 record gains what schema 3 keeps and it lacks, its colour
+// histogram and the XXH3 content hash, from the file, when the file still
+// holds the bytes it was indexed from (same size, mtime and FNV-1a hash).
+// Otherwise it stays as it is: no colour (colour similarity 0) and an FNV-1a
+// hash, which only makes `index` re-encode the file once its mtime changes.
+void RefreshFromFile(const Store& original, ImageRecord* rec) {
+  const ImageFileLimits limits;
+  ReadResult read = ReadImageBytes(rec->path, limits);
+  if (read.error || read.stat.size_bytes != rec->size_bytes ||
+      read.stat.mtime_ns != rec->mtime_ns ||
+      original.ContentHash(read.bytes.data(), read.bytes.size()) != rec->content_hash)
+    return;
+  const LoadResult loaded =
+      DecodeImageBytes(rec->path, read.bytes, static_cast<int>(original.model().max_side), limits);
+  if (!loaded.image) return;
+  rec->colour = loaded.image->colour;
+  rec->content_hash =
+      Hash64(HashKindForSchema(kSchemaVersion), read.bytes.data(), read.bytes.size());
 }
 
 Descriptors DescriptorsOf(LocalFeatures&& f) {
@@ -133,17 +157,20 @@ void ConvertImage(const Conversion& c, const ImageRecord& rec, std::vector<float
     // projected.
     c.projection.Apply(vlad->data(), 1, vector->data());
   }
-  c.copy->PutImageWithId(rec, vector->data(), features);
+  ImageRecord converted = rec;
+  if (!c.original.stores_colour()) RefreshFromFile(c.original, &converted);
+  c.copy->PutImageWithId(converted, vector->data(), features);
 }
 
 // Brings the copy in step with the original: drops what is gone or changed
 // there, converts what the copy lacks. Stops early when *cancel is set.
 void SyncCopy(const Conversion& c, MigrationSummary* summary, IndexObserver* observer,
               const std::atomic<bool>* cancel) {
+  const bool compare_content = c.original.stores_colour();
   std::vector<ImageRecord> stale;
   c.copy->ForEachImage([&](const ImageRecord& rec) {
     const auto now = c.original.FindById(rec.id);
-    if (!now || !SameRecord(*now, rec)) stale.push_back(rec);
+    if (!now || !SameRecord(*now, rec, compare_content)) stale.push_back(rec);
   });
   for (const ImageRecord& rec : stale) c.copy->RemoveImage(rec);
   summary->dropped = static_cast<int64_t>(stale.size());
@@ -156,7 +183,8 @@ void SyncCopy(const Conversion& c, MigrationSummary* summary, IndexObserver* obs
   int64_t done = 0;
   c.original.ForEachImage([&](const ImageRecord& rec) {
     if (cancel && cancel->load()) return;
-    if (const auto have = c.copy->FindById(rec.id); have && SameRecord(*have, rec)) {
+    if (const auto have = c.copy->FindById(rec.id);
+        have && SameRecord(rec, *have, compare_content)) {
       ++summary->reused;
     } else {
       ConvertImage(c, rec, &vector);

@@ -1,7 +1,9 @@
 // Converting a database of schema 1 or 2 to the compact layout (schema 3)
 // in place, crash-safely (`lookalike migrate`). Image ids, records (paths,
 // sizes, mtimes, content hashes, colour histograms), the model and the PCA
-// are kept as they are; what changes is what each image stores:
+// are kept as they are (a schema-1 record, which has no colour histogram,
+// gains it and the XXH3 content hash from its file when the file is
+// unchanged); what changes is what each image stores:
 //   local features  format 1 (u8 descriptors, f32 geometry) -> format 2
 //                   (product-quantiser codes, compact geometry); the
 //                   quantizer is learned as creation learns it, from a seeded
