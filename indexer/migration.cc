@@ -267,7 +267,9 @@ MigrationSummary MigrateDatabase(const MigrationOptions& options, IndexObserver*
   if (finish_copy) finish_copy(copy.get());
   copy->Flush();
   if (observer) observer->OnPhase("verifying the copy");
-  const std::vector<std::string> problems = copy->Verify();
+  std::vector<std::string> problems;
+  const FeaturesCheck check_features = LocalFeaturesCheck(*copy, &problems);
+  for (std::string& p : copy->Verify(100, check_features)) problems.push_back(std::move(p));
   if (!problems.empty())
     throw StoreError(StoreError::Kind::kCorrupt, "the converted copy " + sibling +
                                                      " fails verification (" + problems[0] + "); " +

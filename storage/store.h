@@ -134,6 +134,11 @@ class CreationLock {
   int fd_ = -1;
 };
 
+// Judges one image's local-features blob (without its checksum) for
+// Store::Verify: empty when fine, else what is wrong.
+using FeaturesCheck =
+    std::function<std::string(const ImageRecord& record, const std::string& blob)>;
+
 class Store {
  public:
   enum class Mode { kReadWrite, kReadOnly };
@@ -280,9 +285,15 @@ class Store {
   // projection if any (checksum, fits the model, finite), the persisted
   // search index if any (every chunk present, checksum), every path
   // entry and vector has its record, ids are below the allocator and the
-  // stored count equals the number of records. Returns one line per problem
-  // (empty = consistent); stops listing after `max_problems`.
-  std::vector<std::string> Verify(size_t max_problems = 100) const;
+  // stored count equals the number of records. Schema 3: m:vdim agrees with
+  // the PCA, the descriptor quantizer's checksum, the image totals, and every
+  // image with features has them when its vector is derived from them.
+  // `check_features`, if given, also judges each local-features blob (the
+  // store keeps them opaque; indexer/local_features.h knows their format).
+  // Returns one line per problem (empty = consistent); stops listing after
+  // `max_problems`.
+  std::vector<std::string> Verify(size_t max_problems = 100,
+                                  const FeaturesCheck& check_features = nullptr) const;
 
   // Bytes used by the database directory.
   uint64_t SizeOnDisk() const;

