@@ -271,7 +271,7 @@ TEST_F(MigrateKillTest, KilledAtAnyMomentLosesNothingAndARerunFinishes) {
     Check(db, line);
     if (HasFatalFailure()) return;
   }
-  EXPECT_GE(kills, 10);
+  EXPECT_GE(kills, 9);  // every state; random moments may come after the run finished
   EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->schema_version(), 3u)
       << "the exchange was killed after it happened";
   ASSERT_TRUE(fs::exists(SiblingPath(db))) << "the emptied original was expected beside it";
