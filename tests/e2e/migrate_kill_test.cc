@@ -15,6 +15,7 @@
 // LOOKALIKE_KILL_SEED=<n> replays one schedule; the seed is printed.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,6 +297,46 @@ TEST_F(MigrateKillTest, KilledAtAnyMomentLosesNothingAndARerunFinishes) {
   for (const auto& [id, v] : uninterrupted)
     differing += killed.count(id) == 0 || killed.at(id) != v;
   EXPECT_EQ(differing, 0) << "images differ from the uninterrupted migration";
+}
+
+// SIGINT and SIGTERM half-way through the conversion (delivered while the run
+// is stopped in that state, then let go): the run stops by itself with exit
+// 1, the database unchanged and the copy kept; the next run continues it.
+TEST_F(MigrateKillTest, SignalStopsCleanlyAndARerunContinues) {
+  const std::string db = tmp_ / "db";
+  const auto index =
+      testing::RunProcess(Lookalike({"index", tmp_ / "photos", "--db", db, "--clusters", "16",
+                                     "--train-images", "40", "--descriptor-bytes", "0", "-q"}));
+  ASSERT_EQ(index.exit_code, 0) << index.Describe();
+  original_ = ReadImages(db);
+  for (const int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(strsignal(sig));
+    ::setenv("LOOKALIKE_TEST_STOP_AT", "half-converted", 1);
+    testing::ChildProcess child(Lookalike({"migrate", "--db", db, "--format", "json"}));
+    const bool exited = RunsUntil(&child, [&] { return Stopped(child.pid()); });
+    ::unsetenv("LOOKALIKE_TEST_STOP_AT");
+    ASSERT_FALSE(exited) << child.Wait().Describe();
+    ::kill(child.pid(), sig);
+    ::kill(child.pid(), SIGCONT);
+    const auto result = child.Wait();
+    EXPECT_EQ(result.exit_code, 1) << result.Describe();
+    EXPECT_NE(
+        result.out.find("\"migrated\":false,\"resumed\":" +
+                        std::string(sig == SIGINT ? "false" : "true") + ",\"cancelled\":true"),
+        std::string::npos)
+        << result.out;
+    EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->schema_version(), 2u);
+    EXPECT_EQ(InspectSibling(db, kSchemaVersion), Sibling::kCopy);
+    Check(db, std::string("after ") + strsignal(sig));
+  }
+  const auto rerun = testing::RunProcess(Lookalike({"migrate", "--db", db, "--format", "json"}));
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.Describe();
+  EXPECT_NE(rerun.out.find("\"migrated\":true,\"resumed\":true"), std::string::npos) << rerun.out;
+  EXPECT_NE(rerun.out.find("\"converted\":" + std::to_string(kNumImages - kNumImages / 2)),
+            std::string::npos)
+      << rerun.out;
+  Check(db, "after the re-run");
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->schema_version(), 3u);
 }
 
 }  // namespace
