@@ -327,6 +327,11 @@ TEST_F(MigrateKillTest, SignalStopsCleanlyAndARerunContinues) {
         << result.out;
     EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->schema_version(), 2u);
     EXPECT_EQ(InspectSibling(db, kSchemaVersion), Sibling::kCopy);
+    const auto info = testing::RunProcess(Lookalike({"info", "--db", db}));
+    EXPECT_EQ(info.exit_code, 0) << info.Describe();
+    EXPECT_NE(info.err.find("holds the unfinished copy of an interrupted migration"),
+              std::string::npos)
+        << info.err;
     Check(db, std::string("after ") + strsignal(sig));
   }
   const auto rerun = testing::RunProcess(Lookalike({"migrate", "--db", db, "--format", "json"}));
