@@ -1,5 +1,6 @@
 #include "indexer/migration.h"
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -15,6 +16,7 @@
 #include "util/timing.h"
 
 namespace lookalike {
+namespace fs = std::filesystem;
 
 void MigrationOptions::Validate() const {
   if (db_path.empty()) throw std::invalid_argument("--db must be given");
@@ -203,7 +205,11 @@ MigrationSummary MigrateDatabase(const MigrationOptions& options, IndexObserver*
   options.Validate();
   const auto start = Clock::now();
   MigrationSummary summary;
-  const std::string db = AbsolutePath(options.db_path);
+  // The folder itself, not a symbolic link to it: the copy is built and
+  // exchanged beside the real folder.
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(AbsolutePath(options.db_path), ec);
+  const std::string db = ec ? AbsolutePath(options.db_path) : real.string();
   const std::string sibling = SiblingPath(db);
   summary.from_schema = Store::Open(db, Store::Mode::kReadOnly)->schema_version();
   if (summary.from_schema >= kSchemaVersion) {
