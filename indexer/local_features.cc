@@ -153,6 +153,74 @@ LocalFeatures DecodeLocalFeatures(const std::string& blob, const DescriptorQuant
   return f;
 }
 
+LocalFeaturesShape InspectLocalFeatures(const std::string& blob) {
+  encoding::Reader r(blob, "local features");
+  LocalFeaturesShape shape;
+  shape.format = r.Fixed32();
+  LocalFeatures header;
+  shape.num = ReadCommonHeader(&r, &header);
+  shape.dim = header.dim;
+  if (shape.dim <= 0 || shape.dim > 1024)
+    throw encoding::CorruptValue("local features: bad dimension " + std::to_string(shape.dim));
+  uint64_t per_keypoint = 0;
+  if (shape.format == kFormat) {
+    r.Float();  // scale
+    per_keypoint = 16 + static_cast<uint64_t>(shape.dim);
+  } else if (shape.format == kCompactFormat) {
+    shape.code_bytes = r.Fixed32();
+    per_keypoint = kCompactGeometry + shape.code_bytes;
+  } else {
+    throw encoding::CorruptValue("local features: unknown format " + std::to_string(shape.format));
+  }
+  if (uint64_t{shape.num} * per_keypoint != blob.size() - 24)
+    throw encoding::CorruptValue("local features: size does not match the keypoint count");
+  return shape;
+}
+
+FeaturesCheck LocalFeaturesCheck(const Store& store, std::vector<std::string>* problems) {
+  const uint32_t format = store.schema_version() >= 3 ? kCompactFormat : kFormat;
+  const int dim = static_cast<int>(store.model().dim);
+  int code_bytes = -1;  // of the quantizer; -1 = none usable
+  if (format == kCompactFormat) {
+    try {
+      if (const auto blob = store.GetDescriptorQuantizer()) {
+        const DescriptorQuantizer q = DescriptorQuantizer::Deserialize(*blob);
+        if (q.dim() != dim)
+          problems->push_back("descriptor quantizer (m:dq): " + std::to_string(q.dim()) +
+                              "-d, the model's descriptors " + std::to_string(dim) + "-d");
+        else
+          code_bytes = q.code_bytes();
+      }
+    } catch (const encoding::CorruptValue& e) {
+      problems->push_back(std::string("descriptor quantizer (m:dq): ") + e.what());
+    } catch (const StoreError& e) {
+      problems->push_back(e.what());
+    }
+  }
+  return [format, dim, code_bytes](const ImageRecord& record, const std::string& blob) {
+    try {
+      const LocalFeaturesShape shape = InspectLocalFeatures(blob);
+      if (shape.format != format)
+        return "format " + std::to_string(shape.format) + ", the database's is " +
+               std::to_string(format);
+      if (shape.dim != dim)
+        return std::to_string(shape.dim) + "-d descriptors, the model's are " +
+               std::to_string(dim) + "-d";
+      if (shape.num != record.num_descriptors)
+        return std::to_string(shape.num) + " keypoints, the record says " +
+               std::to_string(record.num_descriptors);
+      if (format == kCompactFormat && static_cast<int>(shape.code_bytes) != code_bytes)
+        return code_bytes < 0 ? std::string("compact codes without a usable descriptor quantizer")
+                              : std::to_string(shape.code_bytes) +
+                                    "-byte codes, the descriptor quantizer's are " +
+                                    std::to_string(code_bytes);
+      return std::string();
+    } catch (const encoding::CorruptValue& e) {
+      return std::string(e.what());
+    }
+  };
+}
+
 LocalFeatures MakeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t height,
                                 const DescriptorQuantizer* quantizer) {
   if (!quantizer) return DecodeLocalFeatures(EncodeLocalFeatures(d, width, height));

@@ -11,6 +11,7 @@
 
 #include "indexer/descriptor_quantizer.h"
 #include "indexer/extractor.h"
+#include "storage/store.h"
 
 namespace lookalike {
 
@@ -50,6 +51,27 @@ std::string EncodeCompactFeatures(const Descriptors& descriptors, uint32_t width
 // `quantizer` is null or does not fit it.
 LocalFeatures DecodeLocalFeatures(const std::string& blob,
                                   const DescriptorQuantizer* quantizer = nullptr);
+
+// What a blob holds, read from its header without decoding it: format (1
+// or 2), keypoints, descriptor dimension and code bytes (0 in format 1).
+// Throws encoding::CorruptValue if the header is malformed or the size does
+// not match it.
+struct LocalFeaturesShape {
+  uint32_t format = 0;
+  uint32_t num = 0;
+  int dim = 0;
+  uint32_t code_bytes = 0;
+};
+LocalFeaturesShape InspectLocalFeatures(const std::string& blob);
+
+// The check `verify` runs on every stored blob (Store::Verify's
+// FeaturesCheck): its format is the database's (2 in schema 3, 1 before),
+// its keypoints are the record's descriptors, its dimension the model's,
+// and compact codes fit the database's descriptor quantizer. Reads and
+// decodes the quantizer once; a missing or unusable one is added to
+// *problems. Headers are read, codes are not decoded (verify stays a read
+// of the database). The returned check refers to `store`.
+FeaturesCheck LocalFeaturesCheck(const Store& store, std::vector<std::string>* problems);
 
 // The features a query sees: its exact descriptors (unit rows) at the
 // positions the database would store. Format-1 databases quantised both

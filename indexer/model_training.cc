@@ -29,26 +29,6 @@ struct TrainingSample {
   std::vector<FileError> errors;  // reported later, by the encoding pass
 };
 
-// Seeded subset of an image's descriptors for codebook training.
-void SampleDescriptors(const Descriptors& d, int64_t quota, uint64_t seed,
-                       std::vector<float>* out) {
-  if (d.num <= quota) {
-    out->insert(out->end(), d.values.begin(), d.values.end());
-    return;
-  }
-  std::vector<int64_t> idx(d.num);
-  for (int64_t i = 0; i < d.num; ++i) idx[i] = i;
-  std::mt19937_64 rng(seed);
-  for (int64_t i = 0; i < quota; ++i) {
-    std::uniform_int_distribution<int64_t> pick(i, d.num - 1);
-    std::swap(idx[i], idx[pick(rng)]);
-  }
-  std::sort(idx.begin(), idx.begin() + quota);
-  for (int64_t i = 0; i < quota; ++i)
-    out->insert(out->end(), d.values.begin() + idx[i] * d.dim,
-                d.values.begin() + (idx[i] + 1) * d.dim);
-}
-
 // The schema a new database is created in: the compact one unless the
 // options ask for the older layout (no descriptor quantisation).
 uint32_t NewSchema(const IndexOptions& options) {
@@ -71,10 +51,8 @@ FileProcessing TrainingProcessing(const IndexOptions& options) {
 TrainingSample CollectTrainingSample(const std::vector<FileTask>& sample,
                                      const IndexOptions& options, int threads,
                                      IndexObserver* observer, const std::atomic<bool>* cancel) {
-  const int64_t target =
-      int64_t{options.codebook.num_clusters} * options.codebook.max_points_per_cluster;
   const int64_t n = static_cast<int64_t>(sample.size());
-  const int64_t quota = std::max<int64_t>(64, (4 * target + n - 1) / std::max<int64_t>(1, n));
+  const int64_t quota = DescriptorQuota(options.codebook, n);
   const int dim = DescriptorDim(options.encoding.extractor);
   TrainingSample out;
   std::vector<std::vector<float>> per_image(sample.size());
@@ -200,16 +178,45 @@ std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
 
 }  // namespace
 
+std::vector<size_t> SeededIndices(size_t n, uint64_t seed, int max_items) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  order.resize(std::min(order.size(), static_cast<size_t>(std::max(0, max_items))));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+int64_t DescriptorQuota(const CodebookOptions& codebook, int64_t num_images) {
+  const int64_t target = int64_t{codebook.num_clusters} * codebook.max_points_per_cluster;
+  return std::max<int64_t>(64, (4 * target + num_images - 1) / std::max<int64_t>(1, num_images));
+}
+
+void SampleDescriptors(const Descriptors& d, int64_t quota, uint64_t seed,
+                       std::vector<float>* out) {
+  if (d.num <= quota) {
+    out->insert(out->end(), d.values.begin(), d.values.end());
+    return;
+  }
+  std::vector<int64_t> idx(d.num);
+  for (int64_t i = 0; i < d.num; ++i) idx[i] = i;
+  std::mt19937_64 rng(seed);
+  for (int64_t i = 0; i < quota; ++i) {
+    std::uniform_int_distribution<int64_t> pick(i, d.num - 1);
+    std::swap(idx[i], idx[pick(rng)]);
+  }
+  std::sort(idx.begin(), idx.begin() + quota);
+  for (int64_t i = 0; i < quota; ++i)
+    out->insert(out->end(), d.values.begin() + idx[i] * d.dim,
+                d.values.begin() + (idx[i] + 1) * d.dim);
+}
+
 std::vector<FileTask> SeededSample(const std::vector<std::string>& files,
                                    const IndexOptions& options) {
-  std::vector<size_t> order(files.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::mt19937_64 rng(options.codebook.seed);
-  std::shuffle(order.begin(), order.end(), rng);
-  order.resize(std::min(order.size(), static_cast<size_t>(options.train_images)));
-  std::sort(order.begin(), order.end());
   std::vector<FileTask> sample;
-  for (size_t i : order) sample.push_back(FileTask{files[i], std::nullopt});
+  for (size_t i : SeededIndices(files.size(), options.codebook.seed, options.train_images))
+    sample.push_back(FileTask{files[i], std::nullopt});
   return sample;
 }
 

@@ -23,6 +23,18 @@ struct TrainedDatabase {
   std::unordered_map<std::string, ProcessedFile> reusable;
 };
 
+// Up to `max_items` of the indices 0..n-1, chosen by `seed`, in ascending
+// order: the seeded sample of a list.
+std::vector<size_t> SeededIndices(size_t n, uint64_t seed, int max_items);
+
+// Descriptors kept per image of a training sample of `num_images` images:
+// four times what k-means subsamples, spread over the images, at least 64.
+int64_t DescriptorQuota(const CodebookOptions& codebook, int64_t num_images);
+
+// Appends a seeded subset of up to `quota` of an image's descriptors (all of
+// them when it has no more) to `out`, row-major, in their order.
+void SampleDescriptors(const Descriptors& d, int64_t quota, uint64_t seed, std::vector<float>* out);
+
 // The training sample: up to options.train_images of `files`, chosen by
 // options.codebook.seed, in listing order.
 std::vector<FileTask> SeededSample(const std::vector<std::string>& files,

@@ -42,7 +42,9 @@
 //             f: holds format-2 local features (6 bytes of geometry and a
 //             16-byte product-quantiser code per keypoint, quantizer in m:dq)
 //             instead of 144 bytes. ~25-40 KiB per image instead of ~320.
-//             Schemas 1 and 2 are still read and written as they are.
+//             Schemas 1 and 2 are still read and written as they are;
+//             `lookalike migrate` converts them (indexer/migration.h, with
+//             the folder exchange of storage/folder_swap.h).
 //   In all, the model, PCA and search index values are checked with FNV-1a.
 //   The model value gained min_keypoints and a trailing FNV-1a of the whole
 //   value after schema 1 shipped; models without them still decode.

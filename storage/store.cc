@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "storage/encoding.h"
+#include "storage/folder_swap.h"
 #include "storage/keys.h"
 #include "storage/store_impl.h"
 #include "storage/values.h"
@@ -119,6 +120,12 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
   }
   std::unique_ptr<Store> store(new Store(path, std::move(impl)));
   store->LoadMeta();
+  // A migration killed after exchanging the folders left the original
+  // beside the database; the first writer to open it finishes the job.
+  if (!store->impl_->read_only && store->schema_version_ >= kSchemaVersion &&
+      fs::exists(SiblingPath(path), ec) &&
+      InspectSibling(path, kSchemaVersion) == Sibling::kOriginal)
+    RemoveSibling(path);
   return store;
 }
 
@@ -343,41 +350,66 @@ std::optional<std::string> Store::GetFeatures(uint64_t id) const {
 }
 
 void Store::PutImage(ImageRecord* record, const float* vector, const std::string& features) {
+  const bool is_new = record->id == 0;
+  if (is_new) record->id = next_id_;
+  try {
+    WriteImage(*record, vector, features,
+               !is_new && has_totals_ ? FindById(record->id) : std::nullopt, is_new);
+  } catch (...) {
+    if (is_new) record->id = 0;
+    throw;
+  }
+}
+
+void Store::PutImageWithId(const ImageRecord& record, const float* vector,
+                           const std::string& features) {
+  if (record.id == 0)
+    throw StoreError(StoreError::Kind::kIo, "cannot store " + record.path + " under id 0");
+  const std::optional<ImageRecord> before = FindById(record.id);
+  WriteImage(record, vector, features, before, !before);
+}
+
+void Store::WriteImage(const ImageRecord& record, const float* vector, const std::string& features,
+                       const std::optional<ImageRecord>& before, bool is_new) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   const uint64_t dim = vector_dim_;
   for (uint64_t i = 0; i < dim; ++i)
     if (!std::isfinite(vector[i]))
       throw StoreError(StoreError::Kind::kIo,
-                       "refusing to store a non-finite vector for " + record->path);
+                       "refusing to store a non-finite vector for " + record.path);
   rocksdb::WriteBatch batch;
   ImageTotals totals = totals_;
   if (has_totals_) {
-    totals = Updated(totals_, record->id ? FindById(record->id) : std::nullopt, record);
+    totals = Updated(totals_, before, &record);
     batch.Put(kTotalsKey, EncodeTotals(totals));
   }
-  uint64_t next_id = next_id_, count = num_images_;
-  if (record->id == 0) {
-    record->id = next_id++;
-    ++count;
-    batch.Put(kNextIdKey, EncodeU64(next_id));
-    batch.Put(kCountKey, EncodeU64(count));
-  }
-  batch.Put(ImageKey(record->id), EncodeRecord(*record, stores_colour()));
-  if (dim > 0) PutVector(&batch, VectorKey(record->id), vector, dim, half_vectors(), hash_kind_);
+  const uint64_t next_id = std::max(next_id_, record.id + 1);
+  const uint64_t count = num_images_ + (is_new ? 1 : 0);
+  if (next_id != next_id_) batch.Put(kNextIdKey, EncodeU64(next_id));
+  if (count != num_images_) batch.Put(kCountKey, EncodeU64(count));
+  if (before && before->path != record.path) batch.Delete(PathKey(before->path));
+  batch.Put(ImageKey(record.id), EncodeRecord(record, stores_colour()));
+  if (dim > 0) PutVector(&batch, VectorKey(record.id), vector, dim, half_vectors(), hash_kind_);
   if (features.empty())
-    batch.Delete(FeaturesKey(record->id));  // a replaced image keeps no stale features
+    batch.Delete(FeaturesKey(record.id));  // a replaced image keeps no stale features
   else
-    PutFeatures(&batch, FeaturesKey(record->id), features, hash_kind_);
-  batch.Put(PathKey(record->path), EncodeU64(record->id));
+    PutFeatures(&batch, FeaturesKey(record.id), features, hash_kind_);
+  batch.Put(PathKey(record.path), EncodeU64(record.id));
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
-  if (!s.ok()) {
-    if (next_id != next_id_) record->id = 0;
-    throw IoError(path_, s, "write to");
-  }
+  if (!s.ok()) throw IoError(path_, s, "write to");
   next_id_ = next_id;
   num_images_ = count;
   totals_ = totals;
+}
+
+void Store::RaiseNextId(uint64_t next_id) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  if (next_id <= next_id_) return;
+  const rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), kNextIdKey, EncodeU64(next_id));
+  if (!s.ok()) throw IoError(path_, s, "write to");
+  next_id_ = next_id;
 }
 
 void Store::UpdateRecord(const ImageRecord& record) {

@@ -154,6 +154,10 @@ struct MergeSummary {
   uint64_t added = 0;              // images added
   uint64_t sst_bytes = 0;          // bytes of the ingested table files
 };
+// Judges one image's local-features blob (without its checksum) for
+// Store::Verify: empty when fine, else what is wrong.
+using FeaturesCheck =
+    std::function<std::string(const ImageRecord& record, const std::string& blob)>;
 
 class Store {
  public:
@@ -278,15 +282,38 @@ class Store {
   // Atomically removes an image's record, vector and path entry.
   void RemoveImage(const ImageRecord& record);
 
+  // Stores an image under the id it already has (record.id != 0), as a
+  // database filled from another one keeps its ids: record, vector, path
+  // entry, local features and counters in one atomic WriteBatch, like
+  // PutImage. A stored image of that id is replaced (its path entry dropped
+  // if the path changed); the id allocator is raised past the id. vector
+  // must have vector_dim() finite floats (not read when vector_dim() is 0).
+  // Throws StoreError(kIo).
+  void PutImageWithId(const ImageRecord& record, const float* vector,
+                      const std::string& features = std::string());
+
+  // The id the next new image gets.
+  uint64_t next_id() const { return next_id_; }
+  // Raises the id allocator to `next_id` (no-op if it is already there), so
+  // that ids a copied database had given out are never given out again.
+  // Throws StoreError(kIo).
+  void RaiseNextId(uint64_t next_id);
+
   // Full consistency check, for `lookalike verify`: RocksDB block checksums,
   // every record decodes and has its vector (right size, checksum, finite,
   // unit L2 norm or all zero for kNoFeatures) and its path entry, the PCA
   // projection if any (checksum, fits the model, finite), the persisted
   // search index if any (every chunk present, checksum), every path
   // entry and vector has its record, ids are below the allocator and the
-  // stored count equals the number of records. Returns one line per problem
-  // (empty = consistent); stops listing after `max_problems`.
-  std::vector<std::string> Verify(size_t max_problems = 100) const;
+  // stored count equals the number of records. Schema 3: m:vdim agrees with
+  // the PCA, the descriptor quantizer's checksum, the image totals, and every
+  // image with features has them when its vector is derived from them.
+  // `check_features`, if given, also judges each local-features blob (the
+  // store keeps them opaque; indexer/local_features.h knows their format).
+  // Returns one line per problem (empty = consistent); stops listing after
+  // `max_problems`.
+  std::vector<std::string> Verify(size_t max_problems = 100,
+                                  const FeaturesCheck& check_features = nullptr) const;
 
   // A 64-bit fingerprint of everything that decides how images are encoded:
   // XXH3-64 over the canonical encodings of the model (settings and
@@ -335,6 +362,11 @@ class Store {
   struct Impl;
   Store(std::string path, std::unique_ptr<Impl> impl);
   void LoadMeta();
+  // PutImage and PutImageWithId: one image's batch; `before` is the stored
+  // image of record.id (needed for the totals and a changed path), `is_new`
+  // counts it as one more image.
+  void WriteImage(const ImageRecord& record, const float* vector, const std::string& features,
+                  const std::optional<ImageRecord>& before, bool is_new);
 
   std::string path_;
   std::unique_ptr<Impl> impl_;

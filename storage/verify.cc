@@ -41,12 +41,19 @@ struct VerifyContext {
   HashKind hash_kind;
   uint64_t next_id;
   Problems* problems;
+  const FeaturesCheck* check_features;  // null: blobs are only checksummed
 };
 
 void CheckProjection(const VerifyContext& c) {
   std::string value;
   const rocksdb::Status s = c.db->Get(c.ro, kProjectionKey, &value);
-  if (s.IsNotFound()) return;
+  if (s.IsNotFound()) {
+    if (c.half_vectors && c.vector_dim > 0)
+      c.problems->Add("stored vectors have " + std::to_string(c.vector_dim) +
+                      " dimensions (m:vdim), but there is no projection (m:pca) to map queries "
+                      "to them");
+    return;
+  }
   if (!s.ok()) {
     c.problems->Add("projection (m:pca) unreadable (" + s.ToString() + ")");
     return;
@@ -114,11 +121,19 @@ void CheckImage(const rocksdb::Slice& key, const ImageRecord& rec, const VerifyC
   s = c.db->Get(c.ro, FeaturesKey(rec.id), &value);
   if (s.ok()) {
     try {
-      CheckFeatures(value, c.hash_kind);
+      value.resize(CheckFeatures(value, c.hash_kind));
+      if (c.check_features && *c.check_features) {
+        const std::string problem = (*c.check_features)(rec, value);
+        if (!problem.empty()) c.problems->Add(where + ": local features: " + problem);
+      }
     } catch (const encoding::CorruptValue& e) {
       c.problems->Add(where + ": " + e.what());
     }
-  } else if (!s.IsNotFound()) {
+  } else if (s.IsNotFound()) {
+    // Schema 3 without stored vectors derives them from the features.
+    if (c.half_vectors && c.vector_dim == 0 && rec.status == ImageStatus::kOk)
+      c.problems->Add(where + ": no local features, and its vector is derived from them");
+  } else {
     c.problems->Add(where + ": local features unreadable (" + s.ToString() + ")");
   }
 }
@@ -204,14 +219,16 @@ void CheckSearchIndex(const VerifyContext& c, const std::function<void()>& read_
 
 }  // namespace
 
-std::vector<std::string> Store::Verify(size_t max_problems) const {
+std::vector<std::string> Store::Verify(size_t max_problems,
+                                       const FeaturesCheck& check_features) const {
   Problems problems(max_problems);
   const rocksdb::Status checksums = impl_->db->VerifyChecksum();
   if (!checksums.ok()) problems.Add("block checksums: " + checksums.ToString());
   VerifyContext c{impl_->db.get(),   rocksdb::ReadOptions(),
                   model_.vlad_dim(), vector_dim_,
                   half_vectors(),    hash_kind_,
-                  next_id_,          &problems};
+                  next_id_,          &problems,
+                  &check_features};
   c.ro.verify_checksums = true;
   CheckProjection(c);
   try {

@@ -22,7 +22,8 @@ void PrintGlobalHelp(std::ostream& out) {
          "  info --db DB          describe a database\n"
          "  verify --db DB        check a database for corruption (exit 2 if corrupt)\n"
          "  dedup --db DB         list groups of near-duplicate images\n"
-         "  serve --db DB         web UI and JSON API: search, match view, duplicates\n\n"
+         "  serve --db DB         web UI and JSON API: search, match view, duplicates\n"
+         "  migrate --db DB       convert an older database to the compact layout, in place\n\n"
          "Run 'lookalike <command> --help' for the options of a command.\n"
          "Exit codes: 0 success, 1 finished but some inputs were skipped, 2 usage or fatal "
          "error.\n";
@@ -38,6 +39,7 @@ int Dispatch(const std::string& command, const std::vector<std::string>& rest, s
   if (command == "verify") return RunVerifyCommand(rest, out, err);
   if (command == "dedup") return RunDedupCommand(rest, out, err);
   if (command == "serve") return RunServeCommand(rest, out, err, cancel);
+  if (command == "migrate") return RunMigrateCommand(rest, out, err, tty, cancel);
   err << "lookalike: unknown command '" << command << "'\n";
   PrintGlobalHelp(err);
   return kExitFatal;

@@ -22,6 +22,11 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
                     bool tty, const std::atomic<bool>* cancel);
 // `lookalike merge --db OUT SHARD...`: adds shard databases to OUT.
 int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `lookalike migrate --db DB`: convert a schema-1 or -2 database to schema 3
+// in place, crash-safely; `cancel` (may be null) stops after the current
+// image, keeping the copy made so far for the next run.
+int RunMigrateCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                      bool tty, const std::atomic<bool>* cancel);
 // `lookalike search --db DB QUERY...`: ranked hits per query.
 int RunSearchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `lookalike dedup --db DB`: near-duplicate groups.

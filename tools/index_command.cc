@@ -134,6 +134,17 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
     throw UsageError(e.what());
   }
   if (Store::IsDatabase(o.db_path)) {
+    // An older layout is updated as it is; converting it is a separate,
+    // explicit step (it needs room for a copy).
+    try {
+      if (const uint32_t schema = Store::Open(o.db_path, Store::Mode::kReadOnly)->schema_version();
+          schema < kSchemaVersion)
+        err << "lookalike: note: " << o.db_path << " is schema " << schema
+            << " (the older layout) and is updated as such; 'lookalike migrate --db " << o.db_path
+            << "' converts it in place to schema " << kSchemaVersion << ", about 10x smaller\n";
+    } catch (const StoreError&) {
+      // BuildIndex reports what is wrong with the database.
+    }
     // The model is fixed at creation; explicit model flags cannot change it.
     for (const std::string& flag : model.names())
       if (parsed.Given(flag))

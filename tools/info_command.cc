@@ -5,6 +5,7 @@
 #include "indexer/file_walker.h"
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
+#include "storage/folder_swap.h"
 #include "storage/store.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -73,11 +74,18 @@ InfoReport MakeInfoReport(const Store& store, const std::string& db) {
   return r;
 }
 
-int RunInfoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int RunInfoCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   DbCommandOptions c;
   if (!ParseDbCommand(args, kUsage, "describe", out, &c)) return kExitOk;
   auto store = Store::Open(c.db, Store::Mode::kReadOnly);
   WriteInfo(out, MakeInfoReport(*store, c.db), c.format);
+  // What an interrupted `migrate` left beside the database (changes nothing).
+  const Sibling sibling = InspectSibling(c.db, kSchemaVersion);
+  if (sibling == Sibling::kCopy || sibling == Sibling::kOriginal)
+    err << "lookalike: note: " << SiblingPath(c.db) << " holds "
+        << (sibling == Sibling::kCopy ? "the unfinished copy" : "the replaced original")
+        << " of an interrupted migration; 'lookalike migrate --db " << c.db
+        << "' finishes the job\n";
   return kExitOk;
 }
 

@@ -312,6 +312,50 @@ void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat for
   out << text.str();
 }
 
+// ------------------------------------------------------------------- migrate
+
+void WriteMigrateSummary(std::ostream& out, const MigrationSummary& s, const std::string& db,
+                         OutputFormat format) {
+  if (format == OutputFormat::kJson) {
+    Json j;
+    PutPath(&j, "db", db);
+    j["from_schema"] = s.from_schema;
+    j["schema"] = s.migrated || s.from_schema >= kSchemaVersion ? kSchemaVersion : s.from_schema;
+    j["migrated"] = s.migrated;
+    j["resumed"] = s.resumed;
+    j["cancelled"] = s.cancelled;
+    j["leftover_removed"] = s.leftover_removed;
+    j["images"] = s.images;
+    j["converted"] = s.converted;
+    j["reused"] = s.reused;
+    j["dropped"] = s.dropped;
+    j["bytes_before"] = s.bytes_before;
+    j["bytes_after"] = s.bytes_after;
+    j["seconds"] = Rounded(s.seconds, 3);
+    WriteJsonLine(out, j);
+    return;
+  }
+  if (s.cancelled) {
+    out << "interrupted: " << EscapeField(db) << " is unchanged (schema " << s.from_schema
+        << "); the copy made so far is kept, re-run to finish\n";
+    return;
+  }
+  if (!s.migrated) {
+    out << EscapeField(db) << " is already schema " << s.from_schema << "; nothing to convert"
+        << (s.leftover_removed ? " (removed the original an interrupted migration left)" : "")
+        << "\n";
+    return;
+  }
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(1) << "migrated " << EscapeField(db) << " from schema "
+       << s.from_schema << " to " << kSchemaVersion << "\n  images     " << s.images << " ("
+       << s.converted << " converted now"
+       << (s.resumed ? ", " + std::to_string(s.reused) + " by an interrupted run" : "")
+       << ")\n  size       " << FormatBytes(s.bytes_before) << " -> " << FormatBytes(s.bytes_after)
+       << "\n  time       " << s.seconds << " s\n";
+  out << line.str();
+}
+
 // -------------------------------------------------------------------- search
 
 Json QueryResultJson(const QueryResult& r, bool with_ids) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "indexer/image_file.h"
+#include "indexer/migration.h"
 #include "indexer/pipeline.h"
 #include "search/dedup.h"
 #include "search/searcher.h"
@@ -78,6 +79,9 @@ struct MergeReport {
   double seconds = 0;        // the whole command
 };
 void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat format);
+// `migrate`'s summary (table or JSON).
+void WriteMigrateSummary(std::ostream& out, const MigrationSummary& s, const std::string& db,
+                         OutputFormat format);
 
 // One query's ranked hits (table, TSV or JSON). A query that failed is written
 // by WriteQueryError (JSON only; table and TSV print nothing for it).

@@ -1,6 +1,7 @@
 // `lookalike verify`: a full consistency check that changes nothing.
 #include <ostream>
 
+#include "indexer/local_features.h"
 #include "storage/store.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -13,9 +14,10 @@ namespace {
 constexpr char kUsage[] =
     "usage: lookalike verify --db DB [--format table|json]\n\n"
     "Checks a database without changing it: RocksDB block checksums, the model's\n"
-    "codebook checksum, and that every image has its record, vector (right size,\n"
-    "checksum, finite, unit norm or zero) and path entry, with no orphans and\n"
-    "matching counts. Exit 0 when consistent, 2 on corruption.\n\n";
+    "codebook checksum, the PCA and descriptor quantizer, and that every image has\n"
+    "its record, vector (right size, checksum, finite, unit norm or zero), path\n"
+    "entry and local features (checksum, format, keypoint count), with no orphans\n"
+    "and matching counts. Exit 0 when consistent, 2 on corruption.\n\n";
 
 }  // namespace
 
@@ -23,7 +25,9 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
   DbCommandOptions c;
   if (!ParseDbCommand(args, kUsage, "verify", out, &c)) return kExitOk;
   auto store = Store::Open(c.db, Store::Mode::kReadOnly);
-  const std::vector<std::string> problems = store->Verify();
+  std::vector<std::string> problems;
+  const FeaturesCheck check_features = LocalFeaturesCheck(*store, &problems);
+  for (std::string& p : store->Verify(100, check_features)) problems.push_back(std::move(p));
   WriteVerify(out, err, c.db, store->num_images(), problems, c.format);
   return problems.empty() ? kExitOk : kExitFatal;
 }
