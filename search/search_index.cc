@@ -363,7 +363,7 @@ class WordSource {
 void SyncWords(const Store& store, const VectorIndexOptions& options,
                const std::vector<int64_t>* to_remove, const std::vector<uint64_t>* to_add,
                SearchIndexSync* sync) {
-  if (!options.words) {
+  if (!options.words || static_cast<int64_t>(sync->manifest.size()) > options.max_word_images) {
     sync->words_dropped = sync->words != nullptr;
     sync->words.reset();
     return;

@@ -59,6 +59,10 @@ struct VectorIndexOptions {
   // persisted search index: the selective first stage. Off: no word stage
   // (and an existing word index is dropped at the next save).
   bool words = true;
+  // ... up to this many images: the word index is held in RAM whole (about
+  // 7 KiB per photo), so larger collections keep none until its lists live
+  // on disk (search/README.md, "Selective first stage"). >= 0.
+  int64_t max_word_images = 100000;
   // Learn the word vocabulary again from the whole collection even when a
   // persisted word index is usable (merge: a database grown shard by shard
   // then holds the word index one run over all of it would have built).
