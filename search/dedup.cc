@@ -103,18 +103,52 @@ std::vector<ImageRecord> ReadRecords(const Store& store, int64_t* num_without_fe
   return records;
 }
 
-// The search index the neighbours come from, as the searcher loads it
-// (persisted, reconciled in memory if stale; built from the stored or
-// derived vectors if there is none), converted to `index_kind` if that is
-// explicit and differs, with `nprobe` lists per query if positive.
-SearchIndexSync LoadIndex(const Store& store, const SearchVectors& vectors,
-                          const DedupOptions& options) {
+// The index the neighbours come from and the images it holds, in id order.
+struct NeighbourIndex {
+  std::unique_ptr<VectorIndex> index;
+  std::vector<IndexedImage> manifest;
+};
+
+// flat: an exact index filled from the stored (or derived) search vectors
+// chunk by chunk, so they are held once (4·d + 8 bytes per image), whatever
+// index the database keeps. auto and ivfsq: the database's search index as
+// the searcher loads it (persisted, reconciled in memory if stale; built from
+// the vectors if there is none), converted to ivfsq if that is asked and it
+// is flat; `nprobe` lists per query if positive.
+NeighbourIndex LoadIndex(const Store& store, const SearchVectors& vectors,
+                         const DedupOptions& options) {
+  NeighbourIndex out;
+  if (options.index_kind == VectorIndexKind::kFlat) {
+    VectorIndexOptions exact;
+    exact.kind = VectorIndexKind::kFlat;
+    out.index = VectorIndex::Create(vectors.dim(), exact);
+    out.index->Reserve(static_cast<int64_t>(store.num_images()));
+    std::vector<float> chunk;
+    std::vector<int64_t> ids;
+    const int64_t dim = vectors.dim();
+    vectors.ForEach(
+        [&](const std::vector<ImageRecord>& records, const float* v) {
+          for (size_t i = 0; i < records.size(); ++i) {
+            if (records[i].status == ImageStatus::kNoFeatures) continue;
+            ids.push_back(static_cast<int64_t>(records[i].id));
+            out.manifest.push_back(IndexedImage{records[i].id, records[i].content_hash});
+            chunk.insert(chunk.end(), v + i * dim, v + (i + 1) * dim);
+          }
+          out.index->Add(ids.data(), chunk.data(), static_cast<int64_t>(ids.size()));
+          chunk.clear();
+          ids.clear();
+        },
+        1024);
+    return out;
+  }
   VectorIndexOptions o;
   o.kind = options.index_kind;
   SearchIndexSync sync = SyncSearchIndex(store, vectors, o);
   if (options.nprobe > 0 && sync.index->nlist() > 0)
     sync.index->set_nprobe(std::min(options.nprobe, sync.index->nlist()));
-  return sync;
+  out.index = std::move(sync.index);
+  out.manifest = std::move(sync.manifest);
+  return out;
 }
 
 // Candidate pairs -> similarity: each indexed image's `neighbours` nearest
@@ -338,10 +372,10 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
   std::map<PairKey, float> candidates;
   {
     const SearchVectors vectors(store);
-    const SearchIndexSync sync = LoadIndex(store, vectors, options);
-    result.index_description = sync.index->Describe();
-    result.index_bytes = sync.index->MemoryBytes();
-    candidates = FindCandidates(vectors, *sync.index, sync.manifest, records, options, threads);
+    const NeighbourIndex loaded = LoadIndex(store, vectors, options);
+    result.index_description = loaded.index->Describe();
+    result.index_bytes = loaded.index->MemoryBytes();
+    candidates = FindCandidates(vectors, *loaded.index, loaded.manifest, records, options, threads);
   }
   result.num_images = static_cast<int64_t>(records.size());
   const std::set<PairKey> identical = IdenticalPairs(records);

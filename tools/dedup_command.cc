@@ -18,7 +18,7 @@ constexpr char kUsage[] =
     "usage: lookalike dedup --db DB [--threshold T] [--format tsv|json|pairs]\n\n"
     "Finds groups of near-duplicate images in a database: the same picture re-encoded,\n"
     "resized, cropped, rotated, recoloured or with an overlay (not other photos of the\n"
-    "same scene). Each image's nearest neighbours in the search index are its\n"
+    "same scene). Each image's nearest neighbours by search vector are its\n"
     "candidates, each candidate pair is verified with a RANSAC homography over the\n"
     "stored keypoints, and verified pairs are joined into groups. Byte-identical\n"
     "files always group.\n"
@@ -48,9 +48,10 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
   g->Number("min-similarity", &o->min_similarity, d.min_similarity,
             "search-vector cosine similarity a neighbour needs to be verified at all");
   g->Text("index-kind", VectorIndexKindName(d.index_kind),
-          "index the neighbours come from: auto (the database's search index, as search uses "
-          "it) | flat (exact, n^2 x d) | ivfsq (approximate; built in memory if the database "
-          "keeps a flat one)",
+          "index the neighbours come from: flat (exact over the stored search vectors, "
+          "n^2 x d) | auto (the database's search index, as search uses it: ivfsq from "
+          "--index-threshold images) | ivfsq (approximate; built in memory if the database "
+          "keeps a flat index)",
           [o](const std::string& v) {
             try {
               o->index_kind = ParseVectorIndexKind(v);

@@ -303,19 +303,27 @@ TEST_F(DedupTest, FewerCandidatesStillConnectGroupsThroughTheirMembers) {
   EXPECT_EQ(Groups(r), *expected_);
 }
 
-// The neighbours of an ivfsq index (built in memory: the database keeps a
-// flat one) are the candidates: the groups are those exact search finds,
+// The neighbours of the database's own index are those of the exact one, and
+// those of an ivfsq index (built in memory: the database keeps a flat one)
+// give the groups and duplicate pairs exact search finds,
 // over full VLAD vectors (no PCA, 4-bit codes) and over PCA-whitened search
 // vectors (8-bit codes), with every list probed and with the default probes.
 TEST_F(DedupTest, ApproximateIndexFindsTheGroupsExactSearchFinds) {
   for (const bool pca : {false, true}) {
     SCOPED_TRACE(pca ? "PCA-whitened search vectors" : "full VLAD vectors");
     auto store = pca ? OpenPcaStore() : OpenStore();
-    DedupOptions exact;
-    exact.index_kind = VectorIndexKind::kFlat;
-    const DedupResult e = FindDuplicates(*store, exact);
+    const DedupResult e = FindDuplicates(*store, DedupOptions());  // exact: flat
     EXPECT_EQ(e.index_description.rfind("flat", 0), 0u) << e.index_description;
     EXPECT_EQ(Groups(e), *expected_);
+    // The database's own (persisted, flat at this size) index: the same pairs.
+    DedupOptions persisted;
+    persisted.index_kind = VectorIndexKind::kAuto;
+    const DedupResult p = FindDuplicates(*store, persisted);
+    ASSERT_EQ(p.candidates.size(), e.candidates.size());
+    for (size_t i = 0; i < p.candidates.size(); ++i) {
+      EXPECT_EQ(p.candidates[i].a, e.candidates[i].a);
+      EXPECT_EQ(p.candidates[i].b, e.candidates[i].b);
+    }
     for (const int64_t nprobe : {int64_t{0}, int64_t{65536}}) {
       DedupOptions approximate;
       approximate.index_kind = VectorIndexKind::kIvfSq;
