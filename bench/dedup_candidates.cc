@@ -20,8 +20,9 @@
 //                         [--k 5] [--nlist 0] [--nprobe 4,8,16,32,0]
 //                         [--threads 0] [--seed 1234]
 //   --nprobe 0 = AutoNprobe (what the persisted index stores); --nlist 0 =
-//   AutoNlist(n). Not a ctest test (timings on shared machines are not
-//   pass/fail material).
+//   AutoNlist(n). --n 0 with --real: the real vectors themselves (zero rows
+//   dropped; no planted copies, so the copy column is blank). Not a ctest test (timings on shared
+//   machines are not pass/fail material).
 #include <time.h>
 
 #include <algorithm>
@@ -100,7 +101,7 @@ Args Parse(int argc, char** argv) {
                                   "; see the comment at the top of "
                                   "bench/dedup_candidates.cc");
   }
-  if (a.n < 2 || a.group_size < 1 || a.k < 1 || a.threads < 0 ||
+  if ((a.n < 2 && !(a.n == 0 && !a.real.empty())) || a.group_size < 1 || a.k < 1 || a.threads < 0 ||
       !(a.min_copy_cos > 0 && a.min_copy_cos <= a.max_copy_cos && a.max_copy_cos < 1))
     throw std::invalid_argument(
         "need --n >= 2, --group-size >= 1, --k >= 1, --threads >= 0, "
@@ -157,6 +158,20 @@ void Generate(const Args& a, int64_t* dim, std::vector<float>* x, std::vector<in
       }
     for (float& v : spread) v = std::sqrt(v / static_cast<float>(used));
     *dim = d;
+    if (a.n == 0) {  // the real vectors as they are
+      x->clear();
+      group->clear();
+      for (int64_t i = 0; i < m; ++i) {
+        bool zero = true;
+        for (int64_t j = 0; j < d; ++j) zero = zero && real[i * d + j] == 0;
+        if (zero) continue;
+        group->push_back(static_cast<int64_t>(group->size()));
+        x->insert(x->end(), real.begin() + i * d, real.begin() + (i + 1) * d);
+      }
+      std::printf("the %lld real vectors of %lld dimensions (%s)\n",
+                  static_cast<long long>(group->size()), static_cast<long long>(d), a.real.c_str());
+      return;
+    }
     std::printf("fitted to %lld real vectors of %lld dimensions (%s)\n",
                 static_cast<long long>(used), static_cast<long long>(d), a.real.c_str());
   } else {
@@ -223,16 +238,20 @@ std::set<std::pair<int64_t, int64_t>> Pairs(const std::vector<std::vector<int64_
   return pairs;
 }
 
-// Share of the planted copy pairs (copy, original) among the candidates.
-double CopyRecall(const std::set<std::pair<int64_t, int64_t>>& pairs,
-                  const std::vector<int64_t>& group) {
+// Share of the planted copy pairs (copy, original) among the candidates, as
+// text; "-" without planted copies.
+std::string CopyRecall(const std::set<std::pair<int64_t, int64_t>>& pairs,
+                       const std::vector<int64_t>& group) {
   int64_t copies = 0, found = 0;
   for (int64_t i = 0; i < static_cast<int64_t>(group.size()); ++i) {
     if (group[i] == i) continue;
     ++copies;
     found += pairs.count({group[i], i});
   }
-  return copies ? static_cast<double>(found) / copies : 1.0;
+  if (copies == 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", static_cast<double>(found) / copies);
+  return text;
 }
 
 int Run(const Args& a) {
@@ -242,10 +261,11 @@ int Run(const Args& a) {
   std::vector<float> x;
   std::vector<int64_t> group;
   Generate(a, &dim, &x, &group);
-  std::vector<int64_t> ids(a.n);
-  for (int64_t i = 0; i < a.n; ++i) ids[i] = i;
+  const int64_t n = static_cast<int64_t>(group.size());
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = i;
   std::printf("%lld vectors of %lld dimensions in groups of %d; k %d; %d threads\n",
-              static_cast<long long>(a.n), static_cast<long long>(dim), a.group_size, a.k, threads);
+              static_cast<long long>(n), static_cast<long long>(dim), a.group_size, a.k, threads);
   std::printf("%-44s %9s %9s %9s %12s %12s\n", "index", "build s", "wall s", "CPU s", "exact pairs",
               "copy pairs");
   using Clock = std::chrono::steady_clock;
@@ -256,14 +276,14 @@ int Run(const Args& a) {
   VectorIndexOptions flat_options;
   flat_options.kind = VectorIndexKind::kFlat;
   auto t = Clock::now();
-  auto flat = VectorIndex::Build(dim, flat_options, ids.data(), x.data(), a.n);
+  auto flat = VectorIndex::Build(dim, flat_options, ids.data(), x.data(), n);
   const double flat_build = seconds(t);
   t = Clock::now();
   double cpu = CpuSeconds();
-  const auto exact = Pairs(AllNeighbours(*flat, x.data(), a.n, dim, a.k, threads));
-  std::printf("%-44s %9.1f %9.1f %9.1f %12s %12.3f\n",
-              ("flat, " + std::to_string(flat->MemoryBytes() / a.n) + " B/img").c_str(), flat_build,
-              seconds(t), CpuSeconds() - cpu, "1", CopyRecall(exact, group));
+  const auto exact = Pairs(AllNeighbours(*flat, x.data(), n, dim, a.k, threads));
+  std::printf("%-44s %9.1f %9.1f %9.1f %12s %12s\n",
+              ("flat, " + std::to_string(flat->MemoryBytes() / n) + " B/img").c_str(), flat_build,
+              seconds(t), CpuSeconds() - cpu, "1", CopyRecall(exact, group).c_str());
   std::fflush(stdout);
   flat.reset();
 
@@ -271,24 +291,24 @@ int Run(const Args& a) {
   ivf_options.kind = VectorIndexKind::kIvfSq;
   ivf_options.nlist = a.nlist;
   t = Clock::now();
-  auto ivf = VectorIndex::Build(dim, ivf_options, ids.data(), x.data(), a.n);
+  auto ivf = VectorIndex::Build(dim, ivf_options, ids.data(), x.data(), n);
   const double ivf_build = seconds(t);
   for (int64_t nprobe : a.nprobes) {
-    ivf->set_nprobe(nprobe > 0 ? std::min(nprobe, ivf->nlist()) : AutoNprobe(a.n, ivf->nlist()));
+    ivf->set_nprobe(nprobe > 0 ? std::min(nprobe, ivf->nlist()) : AutoNprobe(n, ivf->nlist()));
     t = Clock::now();
     cpu = CpuSeconds();
-    const auto found = Pairs(AllNeighbours(*ivf, x.data(), a.n, dim, a.k, threads));
+    const auto found = Pairs(AllNeighbours(*ivf, x.data(), n, dim, a.k, threads));
     const double wall = seconds(t), used = CpuSeconds() - cpu;
     int64_t common = 0;
     for (const auto& p : exact) common += found.count(p);
     char recall[32];
     std::snprintf(recall, sizeof recall, "%.3f", static_cast<double>(common) / exact.size());
     std::printf(
-        "%-44s %9.1f %9.1f %9.1f %12s %12.3f\n",
+        "%-44s %9.1f %9.1f %9.1f %12s %12s\n",
         ("ivfsq nlist " + std::to_string(ivf->nlist()) + " nprobe " +
-         std::to_string(ivf->nprobe()) + ", " + std::to_string(ivf->MemoryBytes() / a.n) + " B/img")
+         std::to_string(ivf->nprobe()) + ", " + std::to_string(ivf->MemoryBytes() / n) + " B/img")
             .c_str(),
-        ivf_build, wall, used, recall, CopyRecall(found, group));
+        ivf_build, wall, used, recall, CopyRecall(found, group).c_str());
     std::fflush(stdout);
   }
   return 0;
