@@ -104,7 +104,7 @@ Args Parse(int argc, char** argv) {
   if ((a.n < 2 && !(a.n == 0 && !a.real.empty())) || a.group_size < 1 || a.k < 1 || a.threads < 0 ||
       !(a.min_copy_cos > 0 && a.min_copy_cos <= a.max_copy_cos && a.max_copy_cos < 1))
     throw std::invalid_argument(
-        "need --n >= 2, --group-size >= 1, --k >= 1, --threads >= 0, "
+        "need --n >= 2 (or 0 with --real), --group-size >= 1, --k >= 1, --threads >= 0, "
         "0 < --min-copy-cos <= --max-copy-cos < 1");
   return a;
 }
@@ -264,8 +264,10 @@ int Run(const Args& a) {
   const int64_t n = static_cast<int64_t>(group.size());
   std::vector<int64_t> ids(n);
   for (int64_t i = 0; i < n; ++i) ids[i] = i;
-  std::printf("%lld vectors of %lld dimensions in groups of %d; k %d; %d threads\n",
-              static_cast<long long>(n), static_cast<long long>(dim), a.group_size, a.k, threads);
+  const std::string groups =
+      a.n == 0 ? "the real vectors" : "groups of " + std::to_string(a.group_size);
+  std::printf("%lld vectors of %lld dimensions, %s; k %d; %d threads\n", static_cast<long long>(n),
+              static_cast<long long>(dim), groups.c_str(), a.k, threads);
   std::printf("%-44s %9s %9s %9s %12s %12s\n", "index", "build s", "wall s", "CPU s", "exact pairs",
               "copy pairs");
   using Clock = std::chrono::steady_clock;
