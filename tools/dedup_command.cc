@@ -15,7 +15,7 @@ namespace lookalike {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: lookalike dedup --db DB [--threshold T] [--format tsv|json|pairs]\n\n"
+    "usage: lookalike dedup --db DB [--threshold T] [--neighbours K] [--format tsv|json|pairs]\n\n"
     "Finds groups of near-duplicate images in a database: the same picture re-encoded,\n"
     "resized, cropped, rotated, recoloured or with an overlay (not other photos of the\n"
     "same scene). Each image's nearest neighbours by search vector are its\n"
@@ -43,15 +43,15 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
             "pair score (share of the poorer image's keypoints that are homography inliers) a "
             "verified pair needs to count as a duplicate, (0, 1]");
   g->Value("neighbours", &o->neighbours, d.neighbours,
-           "candidates of each image: its N nearest neighbours in the search index, 1..1000 "
+           "candidates of each image: its N nearest neighbours by search vector, 1..1000 "
            "(more finds copies ranked behind look-alikes, costs more verifications)");
   g->Number("min-similarity", &o->min_similarity, d.min_similarity,
             "search-vector cosine similarity a neighbour needs to be verified at all");
   g->Text("index-kind", VectorIndexKindName(d.index_kind),
           "index the neighbours come from: flat (exact over the stored search vectors, "
-          "n^2 x d) | auto (the database's search index, as search uses it: ivfsq from "
-          "--index-threshold images) | ivfsq (approximate; built in memory if the database "
-          "keeps a flat index)",
+          "n^2 x d) | auto (the database's search index, as search uses it: ivfsq from 20,000 "
+          "images, see index --index-threshold) | ivfsq (approximate; built in memory if the "
+          "database keeps a flat index)",
           [o](const std::string& v) {
             try {
               o->index_kind = ParseVectorIndexKind(v);
