@@ -1,10 +1,11 @@
 // Near-duplicate groups across a whole collection: every image is a query
 // against an index of the search vectors (exact by default, or the
 // database's persisted approximate index), its k nearest neighbours are its
-// candidate pairs, each candidate pair is spatially verified with the stored local features
-// (VerifyPair, the verifier search re-ranks with), and verified pairs are joined into groups by
-// connected components (union-find). Byte-identical files (same content hash)
-// are always grouped, with or without features.
+// candidate pairs, each candidate pair is spatially verified with the stored
+// local features (VerifyPair, the verifier search re-ranks with), and
+// verified pairs are joined into groups by connected components
+// (union-find). Byte-identical files (same content hash) are always grouped,
+// with or without features.
 //
 // "Near-duplicate" means the same picture after re-encoding, resizing,
 // cropping, rotation, a perspective warp, colour changes or an overlay: one
@@ -41,9 +42,10 @@ struct DedupOptions {
   // The index the neighbours come from: flat = exact, over the stored search
   // vectors (n^2 x d multiply-adds through BLAS: 22 CPU-seconds for 100,000
   // images at 112-d, faster than the approximate index at the recall it
-  // needs; search/README.md, "dedup at scale"); auto = the database's search
-  // index as `search` uses it (ivfsq from --index-threshold images); ivfsq =
-  // approximate (built in memory if the database keeps a flat index).
+  // needs; search/README.md, "Why exact neighbours"); auto = the database's
+  // search index as `search` uses it (ivfsq from 20,000 images, `index
+  // --index-threshold`); ivfsq = approximate (built in memory if the
+  // database keeps a flat index).
   VectorIndexKind index_kind = VectorIndexKind::kFlat;
   // Lists an ivfsq index visits per query, 0..65536; 0 = as stored with the
   // index (the searcher's default, about 30 % of the lists). Ignored by flat.
