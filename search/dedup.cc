@@ -144,6 +144,17 @@ NeighbourIndex LoadIndex(const Store& store, const SearchVectors& vectors,
   VectorIndexOptions o;
   o.kind = options.index_kind;
   SearchIndexSync sync = SyncSearchIndex(store, vectors, o);
+  if (options.index_kind == VectorIndexKind::kIvfSq &&
+      sync.index->kind() != VectorIndexKind::kIvfSq && sync.index->ntotal() > 0) {
+    // A current persisted index is used as it is, whatever kind was asked
+    // for: an approximate one from the exact one's own vectors.
+    std::vector<int64_t> ids;
+    std::vector<float> exact;
+    sync.index->Export(&ids, &exact);
+    sync.index.reset();
+    sync.index = VectorIndex::Build(vectors.dim(), o, ids.data(), exact.data(),
+                                    static_cast<int64_t>(ids.size()));
+  }
   if (options.nprobe > 0 && sync.index->nlist() > 0)
     sync.index->set_nprobe(std::min(options.nprobe, sync.index->nlist()));
   out.index = std::move(sync.index);

@@ -24,6 +24,7 @@
 #include "indexer/file_walker.h"
 #include "indexer/pipeline.h"
 #include "indexer/search_vectors.h"
+#include "search/search_index.h"
 #include "storage/store.h"
 #include "tests/test_images.h"
 
@@ -342,6 +343,29 @@ TEST_F(DedupTest, ApproximateIndexFindsTheGroupsExactSearchFinds) {
       }
     }
   }
+}
+
+// A database that keeps a current persisted flat index, as `lookalike index`
+// leaves it: auto uses it as it is, and ivfsq is still built when asked for.
+TEST_F(DedupTest, IvfsqIsBuiltOverACurrentPersistedFlatIndex) {
+  OpenPcaStore();  // builds it
+  {
+    auto writable = Store::Open(*tmp_ / "pca_db", Store::Mode::kReadWrite);
+    const SearchIndexSync saved =
+        UpdateSearchIndex(writable.get(), SearchVectors(*writable), VectorIndexOptions());
+    ASSERT_FALSE(saved.transient);
+    ASSERT_EQ(saved.index->kind(), VectorIndexKind::kFlat);
+  }
+  auto store = OpenPcaStore();
+  DedupOptions persisted;
+  persisted.index_kind = VectorIndexKind::kAuto;
+  const DedupResult p = FindDuplicates(*store, persisted);
+  EXPECT_EQ(p.index_description.rfind("flat", 0), 0u) << p.index_description;
+  DedupOptions approximate;
+  approximate.index_kind = VectorIndexKind::kIvfSq;
+  const DedupResult a = FindDuplicates(*store, approximate);
+  EXPECT_EQ(a.index_description.rfind("ivfsq", 0), 0u) << a.index_description;
+  EXPECT_EQ(Groups(a), *expected_);
 }
 
 // nprobe reaches the index; each image gets at most `neighbours` candidates
