@@ -95,7 +95,12 @@ def group_sets(path):
         groups.setdefault(g, set()).add(p)
     return {frozenset(m) for m in groups.values()}
 mine, reference = group_sets(out + '.tsv'), group_sets(first)
-same = 'same as run 1' if mine == reference else '%d groups differ from run 1' % len(mine ^ reference)
+if out + '.tsv' == first:
+    same = 'run 1: the reference'
+elif mine == reference:
+    same = 'same as run 1'
+else:
+    same = '%d of %d groups not in run 1' % (len(mine - reference), len(mine))
 print('%s%s' % (label, ' (' + flags + ')' if flags else ''))
 print('  %d images: %.1f s wall, %.1f s CPU, peak RSS %.0f MiB (%.1f KiB per image); '
       '%d candidate pairs, %d groups holding %d images (%s)' %
