@@ -18,6 +18,7 @@
 
 #include "indexer/local_features.h"
 #include "indexer/search_vectors.h"
+#include "search/search_index.h"
 #include "search/vector_index.h"
 #include "util/threads.h"
 
@@ -27,9 +28,12 @@ void DedupOptions::Validate() const {
   if (!(min_similarity >= -1 && min_similarity <= 1))
     throw std::invalid_argument("--min-similarity must be in [-1, 1], got " +
                                 std::to_string(min_similarity));
-  if (max_candidates < 1 || max_candidates > 10000)
-    throw std::invalid_argument("--max-candidates must be in 1..10000, got " +
-                                std::to_string(max_candidates));
+  if (neighbours < 1 || neighbours > 1000)
+    throw std::invalid_argument("--neighbours must be in 1..1000, got " +
+                                std::to_string(neighbours));
+  if (nprobe < 0 || nprobe > 65536)
+    throw std::invalid_argument("--nprobe must be in 0..65536 (0 = as stored), got " +
+                                std::to_string(nprobe));
   if (!(threshold > 0 && threshold <= 1))
     throw std::invalid_argument("--threshold must be in (0, 1], got " + std::to_string(threshold));
   if (min_inliers < 5)
@@ -88,68 +92,101 @@ class UnionFind {
 // Record positions (first < second) of a candidate pair.
 using PairKey = std::pair<size_t, size_t>;
 
-// Every image of the store, and an exact inner-product index over the full
-// VLAD vectors of those with features, keyed by row (0..n-1, record order).
-// The index holds the only copy of the vectors.
-struct Collection {
+// Every image of the store, in id order (ForEachImage's order).
+std::vector<ImageRecord> ReadRecords(const Store& store, int64_t* num_without_features) {
   std::vector<ImageRecord> records;
-  std::vector<size_t> row_record;  // index row -> position in records
+  records.reserve(store.num_images());
+  store.ForEachImage([&](const ImageRecord& rec) {
+    records.push_back(rec);
+    *num_without_features += rec.status == ImageStatus::kNoFeatures;
+  });
+  return records;
+}
+
+// The index the neighbours come from and the images it holds, in id order.
+struct NeighbourIndex {
   std::unique_ptr<VectorIndex> index;
+  std::vector<IndexedImage> manifest;
 };
 
-Collection LoadCollection(const Store& store, const SearchVectors& vectors,
-                          int64_t* num_without_features) {
-  const int64_t dim = vectors.dim();
-  Collection c;
-  VectorIndexOptions exact;
-  exact.kind = VectorIndexKind::kFlat;
-  c.index = VectorIndex::Create(dim, exact);
-  c.index->Reserve(static_cast<int64_t>(store.num_images()));
-  std::vector<float> chunk;
-  std::vector<int64_t> rows;
-  vectors.ForEach(
-      [&](const std::vector<ImageRecord>& records, const float* v) {
-        for (size_t i = 0; i < records.size(); ++i) {
-          c.records.push_back(records[i]);
-          if (records[i].status == ImageStatus::kNoFeatures) {
-            ++*num_without_features;
-            continue;
+// flat: an exact index filled from the stored (or derived) search vectors
+// chunk by chunk, so they are held once (4·d + 8 bytes per image), whatever
+// index the database keeps. auto and ivfsq: the database's search index as
+// the searcher loads it (persisted, reconciled in memory if stale; built from
+// the vectors if there is none), converted to ivfsq if that is asked and it
+// is flat; `nprobe` lists per query if positive.
+NeighbourIndex LoadIndex(const Store& store, const SearchVectors& vectors,
+                         const DedupOptions& options) {
+  NeighbourIndex out;
+  if (options.index_kind == VectorIndexKind::kFlat) {
+    VectorIndexOptions exact;
+    exact.kind = VectorIndexKind::kFlat;
+    out.index = VectorIndex::Create(vectors.dim(), exact);
+    out.index->Reserve(static_cast<int64_t>(store.num_images()));
+    std::vector<float> chunk;
+    std::vector<int64_t> ids;
+    const int64_t dim = vectors.dim();
+    vectors.ForEach(
+        [&](const std::vector<ImageRecord>& records, const float* v) {
+          for (size_t i = 0; i < records.size(); ++i) {
+            if (records[i].status == ImageStatus::kNoFeatures) continue;
+            ids.push_back(static_cast<int64_t>(records[i].id));
+            out.manifest.push_back(IndexedImage{records[i].id, records[i].content_hash});
+            chunk.insert(chunk.end(), v + i * dim, v + (i + 1) * dim);
           }
-          rows.push_back(static_cast<int64_t>(c.row_record.size()));
-          c.row_record.push_back(c.records.size() - 1);
-          chunk.insert(chunk.end(), v + i * dim, v + (i + 1) * dim);
-        }
-        c.index->Add(rows.data(), chunk.data(), static_cast<int64_t>(rows.size()));
-        chunk.clear();
-        rows.clear();
-      },
-      256);
-  return c;
+          out.index->Add(ids.data(), chunk.data(), static_cast<int64_t>(ids.size()));
+          chunk.clear();
+          ids.clear();
+        },
+        1024);
+    return out;
+  }
+  VectorIndexOptions o;
+  o.kind = options.index_kind;
+  SearchIndexSync sync = SyncSearchIndex(store, vectors, o);
+  if (options.index_kind == VectorIndexKind::kIvfSq &&
+      sync.index->kind() != VectorIndexKind::kIvfSq && sync.index->ntotal() > 0) {
+    // A current persisted index is used as it is, whatever kind was asked
+    // for: an approximate one from the exact one's own vectors.
+    std::vector<int64_t> ids;
+    std::vector<float> exact;
+    sync.index->Export(&ids, &exact);
+    sync.index.reset();
+    sync.index = VectorIndex::Build(vectors.dim(), o, ids.data(), exact.data(),
+                                    static_cast<int64_t>(ids.size()));
+  }
+  if (options.nprobe > 0 && sync.index->nlist() > 0)
+    sync.index->set_nprobe(std::min(options.nprobe, sync.index->nlist()));
+  out.index = std::move(sync.index);
+  out.manifest = std::move(sync.manifest);
+  return out;
 }
 
-// The stored vectors (dim floats each) of the n records at `positions`, into
-// `out`, row by row.
-void ReadQueries(const SearchVectors& vectors, const std::vector<ImageRecord>& records,
-                 const size_t* positions, int64_t n, std::vector<float>* out) {
-  std::vector<uint64_t> ids(static_cast<size_t>(n));
-  for (int64_t q = 0; q < n; ++q) ids[q] = records[positions[q]].id;
-  out->resize(static_cast<size_t>(n * vectors.dim()));
-  vectors.Read(ids, out->data());
-}
-
-// Candidate pairs -> VLAD similarity: each image's max_candidates most
-// similar other images with similarity >= min_similarity (ties by row, so
-// the cap is deterministic).
-std::map<PairKey, float> FindCandidates(const SearchVectors& vectors, const Collection& c,
+// Candidate pairs -> similarity: each indexed image's `neighbours` nearest
+// other images with similarity >= min_similarity. `records` are in id order;
+// `manifest` lists the images the index holds (ids among the records').
+std::map<PairKey, float> FindCandidates(const SearchVectors& vectors, const VectorIndex& index,
+                                        const std::vector<IndexedImage>& manifest,
+                                        const std::vector<ImageRecord>& records,
                                         const DedupOptions& options, int threads) {
+  std::vector<uint64_t> record_ids(records.size());
+  for (size_t i = 0; i < records.size(); ++i) record_ids[i] = records[i].id;
+  auto position = [&](int64_t id) -> std::optional<size_t> {
+    const auto it =
+        std::lower_bound(record_ids.begin(), record_ids.end(), static_cast<uint64_t>(id));
+    if (it == record_ids.end() || *it != static_cast<uint64_t>(id)) return std::nullopt;
+    return static_cast<size_t>(it - record_ids.begin());
+  };
   // Batches of queries in parallel, each searched single-threaded (FAISS's
   // own OpenMP loop is nested, hence serial; BLAS stays at one thread), so
-  // both cores work on the inner products and the result does not depend
-  // on the thread count. The queries are read from the store again, batch by
-  // batch, so the vectors are held once (in the index).
+  // both cores work and the result does not depend on the thread count. The
+  // queries are read from the store batch by batch: the vectors are held
+  // once, in the index. One neighbour more than asked: the image itself is
+  // usually among them.
   SetLibraryThreads(threads);
-  constexpr int64_t kBatch = 128;
-  const int64_t n = c.index->ntotal(), dim = c.index->dim();
+  constexpr int64_t kBatch = 256;
+  const int64_t n = static_cast<int64_t>(manifest.size());
+  const int64_t k = std::min<int64_t>(options.neighbours + 1, index.ntotal());
   const int64_t num_batches = (n + kBatch - 1) / kBatch;
   std::vector<std::vector<std::pair<PairKey, float>>> found(num_batches);
   std::exception_ptr failure;
@@ -157,19 +194,27 @@ std::map<PairKey, float> FindCandidates(const SearchVectors& vectors, const Coll
   for (int64_t batch = 0; batch < num_batches; ++batch) {
     try {
       const int64_t q0 = batch * kBatch, nq = std::min(kBatch, n - q0);
-      std::vector<float> queries;
-      ReadQueries(vectors, c.records, c.row_record.data() + q0, nq, &queries);
-      // One more than the cap: the image itself is usually among them.
-      const auto lists = c.index->RangeSearch(queries.data(), nq, options.min_similarity,
-                                              options.max_candidates + 1);
+      std::vector<uint64_t> ids(static_cast<size_t>(nq));
+      for (int64_t q = 0; q < nq; ++q) ids[q] = manifest[q0 + q].id;
+      std::vector<float> queries(static_cast<size_t>(nq * vectors.dim()));
+      vectors.Read(ids, queries.data());
+      std::vector<float> scores(static_cast<size_t>(nq * k));
+      std::vector<int64_t> hits(static_cast<size_t>(nq * k));
+      index.Search(queries.data(), nq, k, scores.data(), hits.data());
       for (int64_t q = 0; q < nq; ++q) {
+        const auto self = position(static_cast<int64_t>(ids[q]));
+        if (!self) continue;
         int kept = 0;
-        for (const Neighbor& hit : lists[q]) {
-          if (hit.id == q0 + q) continue;
-          if (kept++ == options.max_candidates) break;
-          size_t a = c.row_record[q0 + q], b = c.row_record[hit.id];
-          if (a > b) std::swap(a, b);
-          found[batch].emplace_back(PairKey{a, b}, hit.score);
+        for (int64_t j = 0; j < k && kept < options.neighbours; ++j) {
+          const int64_t id = hits[q * k + j];
+          const float score = scores[q * k + j];
+          if (id < 0 || static_cast<uint64_t>(id) == ids[q]) continue;
+          if (score < options.min_similarity) break;  // best first
+          const auto other = position(id);
+          if (!other) continue;
+          ++kept;
+          found[batch].emplace_back(PairKey{std::min(*self, *other), std::max(*self, *other)},
+                                    score);
         }
       }
     } catch (...) {
@@ -334,13 +379,14 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
   DedupResult result;
   const int threads = ResolveThreads(options.threads);
   const auto search_start = Clock::now();
-  std::vector<ImageRecord> records;
+  const std::vector<ImageRecord> records = ReadRecords(store, &result.num_without_features);
   std::map<PairKey, float> candidates;
   {
     const SearchVectors vectors(store);
-    Collection collection = LoadCollection(store, vectors, &result.num_without_features);
-    candidates = FindCandidates(vectors, collection, options, threads);
-    records = std::move(collection.records);
+    const NeighbourIndex loaded = LoadIndex(store, vectors, options);
+    result.index_description = loaded.index->Describe();
+    result.index_bytes = loaded.index->MemoryBytes();
+    candidates = FindCandidates(vectors, *loaded.index, loaded.manifest, records, options, threads);
   }
   result.num_images = static_cast<int64_t>(records.size());
   const std::set<PairKey> identical = IdenticalPairs(records);

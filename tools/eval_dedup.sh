@@ -18,6 +18,9 @@
 # usage: tools/eval_dedup.sh [DEVSET_DIR] [BUILD_DIR] [-- extra dedup flags]
 #   DEVSET_DIR  default ../shared/data/devset (relative to the repository root)
 #   BUILD_DIR   default build
+# EVAL_DEDUP_BASELINE=BIN also runs dedup with another build's binary BIN on
+# the same databases (same extra flags) and prints its figures first, labelled
+# "baseline", so old and new are compared in one run.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 devset=${1:-$root/../shared/data/devset}
@@ -60,17 +63,19 @@ for set in dev generated; do
   [ -f "$work/$set.index.txt" ] && [ -d "$db" ] ||
     "$bin" index "$dir" --db "$db" --quiet >"$work/$set.index.txt" 2>&1 || [ $? -eq 1 ]
   images=$(awk '$1 == "indexed" {print $2}' "$work/$set.index.txt")
-  start=$(date +%s.%N)
-  "$bin" dedup --db "$db" --format tsv -v "$@" >"$work/$set.groups.tsv" 2>"$work/$set.log"
-  end=$(date +%s.%N)
-  # Candidates do not depend on --threshold, --min-inliers or --min-spread, so
-  # one run with the lowest values gives every pair's evidence for the sweep.
-  "$bin" dedup --db "$db" --format pairs "$@" --threshold 0.01 --min-inliers 5 \
-    --min-spread 0 >"$work/$set.pairs.tsv"
-  echo "== $set: $images images; dedup (defaults$( [ $# -gt 0 ] && echo ", $*")):" \
-    "$(awk "BEGIN{printf \"%.1f\", $end - $start}") s wall"
-  sed 's/^lookalike: /   /' "$work/$set.log"
-  python3 - "$set" "$devset" "$dir" "$work/$set.groups.tsv" "$work/$set.pairs.tsv" "$bin" "$@" <<'EOF'
+  for run in ${EVAL_DEDUP_BASELINE:+baseline} current; do
+    if [ "$run" = baseline ]; then dedup=$EVAL_DEDUP_BASELINE; else dedup=$bin; fi
+    start=$(date +%s.%N)
+    "$dedup" dedup --db "$db" --format tsv -v "$@" >"$work/$set.$run.groups.tsv" 2>"$work/$set.$run.log"
+    end=$(date +%s.%N)
+    # Candidates do not depend on --threshold, --min-inliers or --min-spread, so
+    # one run with the lowest values gives every pair's evidence for the sweep.
+    "$dedup" dedup --db "$db" --format pairs "$@" --threshold 0.01 --min-inliers 5 \
+      --min-spread 0 >"$work/$set.$run.pairs.tsv"
+    echo "== $set: $images images; ${EVAL_DEDUP_BASELINE:+$run }dedup (defaults$( [ $# -gt 0 ] && echo ", $*")):" \
+      "$(awk "BEGIN{printf \"%.1f\", $end - $start}") s wall"
+    sed 's/^lookalike: /   /' "$work/$set.$run.log"
+    python3 - "$set" "$devset" "$dir" "$work/$set.$run.groups.tsv" "$work/$set.$run.pairs.tsv" "$dedup" "$@" <<'EOF'
 import csv, itertools, os, re, subprocess, sys
 set_name, devset, indexed_dir, groups_tsv, pairs_tsv, binary = sys.argv[1:7]
 flags = sys.argv[7:]
@@ -171,4 +176,5 @@ for t in sorted({0.05, 0.08, 0.10, 0.12, 0.15, 0.20, 0.25, 0.30, 0.40, chosen}):
     p, r, _, _, joined, ncopies, _, _ = score_groups(components(min_inliers, min_spread, t))
     print('     %s %.2f      %.3f      %.3f   %d/%d' % ('*' if t == chosen else ' ', t, p, r, joined, ncopies))
 EOF
+  done
 done

@@ -146,6 +146,9 @@ TEST_F(DedupCliTest, UsageErrorsExitTwo) {
            {"dedup", "--db", *tmp_ / "db", "--format", "table"},
            {"dedup", "--db", *tmp_ / "db", "--min-inliers", "3"},
            {"dedup", "--db", *tmp_ / "db", "--min-spread", "1.5"},
+           {"dedup", "--db", *tmp_ / "db", "--neighbours", "0"},
+           {"dedup", "--db", *tmp_ / "db", "--nprobe", "70000"},
+           {"dedup", "--db", *tmp_ / "db", "--index-kind", "hnsw"},
            {"dedup", "--db", *tmp_ / "missing"},
        }) {
     const testing::ProcessResult run = Lookalike(args);
@@ -157,6 +160,7 @@ TEST_F(DedupCliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("--threshold arg (=0.1)"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("--min-spread arg (=0.2)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--neighbours arg (=5)"), std::string::npos) << help.out;
 }
 
 }  // namespace

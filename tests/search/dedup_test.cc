@@ -2,7 +2,9 @@
 // re-encoded, resized, cropped, rotated and brightened copies form exactly
 // the expected groups; distinct images stay out of every group; byte-
 // identical files group even without features; output order does not
-// depend on threads; and option validation.
+// depend on threads; neighbours from an approximate index (and from the
+// PCA-whitened search vectors) give the groups exact search gives; and
+// option validation.
 #include "search/dedup.h"
 
 #include <gtest/gtest.h>
@@ -22,6 +24,7 @@
 #include "indexer/file_walker.h"
 #include "indexer/pipeline.h"
 #include "indexer/search_vectors.h"
+#include "search/search_index.h"
 #include "storage/store.h"
 #include "tests/test_images.h"
 
@@ -101,6 +104,25 @@ class DedupTest : public ::testing::Test {
 
   static std::unique_ptr<Store> OpenStore() {
     return Store::Open(*tmp_ / "db", Store::Mode::kReadOnly);
+  }
+  // The same photos in a database with a PCA projection (16-d whitened
+  // search vectors, as a large collection has at 112-d), built on first use.
+  static std::unique_ptr<Store> OpenPcaStore() {
+    const std::string db = *tmp_ / "pca_db";
+    if (!fs::exists(db)) {
+      IndexOptions o;
+      o.image_dir = *tmp_ / "photos";
+      o.db_path = db;
+      o.codebook.num_clusters = 32;
+      o.projection.out_dim = 16;
+      o.projection.min_images = 0;
+      o.threads = 2;
+      o.backend = Backend::kCpu;
+      BuildIndex(o, nullptr);
+    }
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_EQ(SearchVectors(*store).dim(), 16);
+    return store;
   }
   static std::set<std::set<std::string>> Groups(const DedupResult& r) {
     std::set<std::set<std::string>> groups;
@@ -277,9 +299,90 @@ TEST_F(DedupTest, ResultDoesNotDependOnThreads) {
 TEST_F(DedupTest, FewerCandidatesStillConnectGroupsThroughTheirMembers) {
   auto store = OpenStore();
   DedupOptions o;
-  o.max_candidates = 2;  // below the group sizes (4 and 5 images)
+  o.neighbours = 2;  // below the group sizes (4 and 5 images)
   const DedupResult r = FindDuplicates(*store, o);
   EXPECT_EQ(Groups(r), *expected_);
+}
+
+// The neighbours of the database's own index are those of the exact one, and
+// those of an ivfsq index (built in memory: the database keeps a flat one)
+// give the groups and duplicate pairs exact search finds,
+// over full VLAD vectors (no PCA, 4-bit codes) and over PCA-whitened search
+// vectors (8-bit codes), with every list probed and with the default probes.
+TEST_F(DedupTest, ApproximateIndexFindsTheGroupsExactSearchFinds) {
+  for (const bool pca : {false, true}) {
+    SCOPED_TRACE(pca ? "PCA-whitened search vectors" : "full VLAD vectors");
+    auto store = pca ? OpenPcaStore() : OpenStore();
+    const DedupResult e = FindDuplicates(*store, DedupOptions());  // exact: flat
+    EXPECT_EQ(e.index_description.rfind("flat", 0), 0u) << e.index_description;
+    EXPECT_EQ(Groups(e), *expected_);
+    // The database's own (persisted, flat at this size) index: the same pairs.
+    DedupOptions persisted;
+    persisted.index_kind = VectorIndexKind::kAuto;
+    const DedupResult p = FindDuplicates(*store, persisted);
+    ASSERT_EQ(p.candidates.size(), e.candidates.size());
+    for (size_t i = 0; i < p.candidates.size(); ++i) {
+      EXPECT_EQ(p.candidates[i].a, e.candidates[i].a);
+      EXPECT_EQ(p.candidates[i].b, e.candidates[i].b);
+    }
+    for (const int64_t nprobe : {int64_t{0}, int64_t{65536}}) {
+      DedupOptions approximate;
+      approximate.index_kind = VectorIndexKind::kIvfSq;
+      approximate.nprobe = nprobe;
+      const DedupResult a = FindDuplicates(*store, approximate);
+      EXPECT_EQ(a.index_description.rfind("ivfsq", 0), 0u) << a.index_description;
+      EXPECT_GT(a.index_bytes, 0);
+      EXPECT_EQ(Groups(a), Groups(e)) << a.index_description;
+      // Every verified duplicate pair of the exact path is a candidate here.
+      std::set<std::pair<uint64_t, uint64_t>> candidates;
+      for (const DedupPair& p : a.candidates) candidates.insert({p.a, p.b});
+      for (const DedupPair& p : e.candidates) {
+        if (p.duplicate && !p.identical) {
+          EXPECT_TRUE(candidates.count({p.a, p.b})) << p.path_a << " " << p.path_b;
+        }
+      }
+    }
+  }
+}
+
+// A database that keeps a current persisted flat index, as `lookalike index`
+// leaves it: auto uses it as it is, and ivfsq is still built when asked for.
+TEST_F(DedupTest, IvfsqIsBuiltOverACurrentPersistedFlatIndex) {
+  OpenPcaStore();  // builds it
+  {
+    auto writable = Store::Open(*tmp_ / "pca_db", Store::Mode::kReadWrite);
+    const SearchIndexSync saved =
+        UpdateSearchIndex(writable.get(), SearchVectors(*writable), VectorIndexOptions());
+    ASSERT_FALSE(saved.transient);
+    ASSERT_EQ(saved.index->kind(), VectorIndexKind::kFlat);
+  }
+  auto store = OpenPcaStore();
+  DedupOptions persisted;
+  persisted.index_kind = VectorIndexKind::kAuto;
+  const DedupResult p = FindDuplicates(*store, persisted);
+  EXPECT_EQ(p.index_description.rfind("flat", 0), 0u) << p.index_description;
+  DedupOptions approximate;
+  approximate.index_kind = VectorIndexKind::kIvfSq;
+  const DedupResult a = FindDuplicates(*store, approximate);
+  EXPECT_EQ(a.index_description.rfind("ivfsq", 0), 0u) << a.index_description;
+  EXPECT_EQ(Groups(a), *expected_);
+}
+
+// nprobe reaches the index; each image gets at most `neighbours` candidates
+// of its own (a pair counts for both of its images).
+TEST_F(DedupTest, NprobeAndNeighboursAreHonoured) {
+  auto store = OpenPcaStore();
+  DedupOptions o;
+  o.index_kind = VectorIndexKind::kIvfSq;
+  o.nprobe = 1;
+  o.neighbours = 1;
+  const DedupResult r = FindDuplicates(*store, o);
+  EXPECT_NE(r.index_description.find("nprobe 1,"), std::string::npos) << r.index_description;
+  const int64_t with_features = r.num_images - r.num_without_features;
+  int64_t searched = 0;
+  for (const DedupPair& p : r.candidates) searched += !p.identical;
+  EXPECT_LE(searched, with_features) << "one neighbour per image at most";
+  EXPECT_GT(searched, 0);
 }
 
 TEST(DedupOptionsTest, ValidateNamesTheFlag) {
@@ -295,10 +398,10 @@ TEST(DedupOptionsTest, ValidateNamesTheFlag) {
       {[](DedupOptions* o, float v) { o->threshold = v; }, nan, "--threshold"},
       {[](DedupOptions* o, float v) { o->min_similarity = v; }, 1.01f, "--min-similarity"},
       {[](DedupOptions* o, float v) { o->min_similarity = v; }, nan, "--min-similarity"},
-      {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 0,
-       "--max-candidates"},
-      {[](DedupOptions* o, float v) { o->max_candidates = static_cast<int>(v); }, 20000,
-       "--max-candidates"},
+      {[](DedupOptions* o, float v) { o->neighbours = static_cast<int>(v); }, 0, "--neighbours"},
+      {[](DedupOptions* o, float v) { o->neighbours = static_cast<int>(v); }, 2000, "--neighbours"},
+      {[](DedupOptions* o, float v) { o->nprobe = static_cast<int64_t>(v); }, -1, "--nprobe"},
+      {[](DedupOptions* o, float v) { o->nprobe = static_cast<int64_t>(v); }, 70000, "--nprobe"},
       {[](DedupOptions* o, float v) { o->min_inliers = static_cast<int>(v); }, 4, "--min-inliers"},
       {[](DedupOptions* o, float v) { o->min_spread = v; }, -0.1f, "--min-spread"},
       {[](DedupOptions* o, float v) { o->min_spread = v; }, nan, "--min-spread"},
@@ -319,6 +422,8 @@ TEST(DedupOptionsTest, ValidateNamesTheFlag) {
   EXPECT_NO_THROW(ok.Validate());
   ok.threshold = 1.0f;
   ok.min_similarity = -1.0f;
+  ok.neighbours = 1000;
+  ok.nprobe = 65536;
   EXPECT_NO_THROW(ok.Validate());
 }
 
