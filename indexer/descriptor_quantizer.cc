@@ -2,11 +2,11 @@
 
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/ProductQuantizer.h>
-#include <omp.h>
 
 #include <stdexcept>
 
 #include "storage/encoding.h"
+#include "util/threads.h"
 
 namespace lookalike {
 namespace {
@@ -39,12 +39,7 @@ DescriptorQuantizer DescriptorQuantizer::Train(const float* descriptors, int64_t
   // One thread: FAISS's k-means over 8-d slices is too fine-grained for
   // OpenMP to pay, and its spinning workers are many times slower than one
   // thread on a busy machine (measured: 21 s with 2 threads, 2 s with 1).
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  struct RestoreThreads {
-    int n;
-    ~RestoreThreads() { omp_set_num_threads(n); }
-  } restore{threads};
+  const ScopedOmpThreads one_thread(1);
   // A seeded subset bounds training time: 64 points per centroid of a slice
   // (FAISS samples with the clustering seed).
   constexpr int kPointsPerCentroid = 64;

@@ -234,4 +234,15 @@ LocalFeatures MakeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t h
   return f;
 }
 
+std::optional<DescriptorQuantizer> LoadDescriptorQuantizer(const Store& store) {
+  const auto blob = store.GetDescriptorQuantizer();
+  if (!blob) return std::nullopt;
+  try {
+    return DescriptorQuantizer::Deserialize(*blob);
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt,
+                     "database " + store.path() + ": " + e.what() + "; run `lookalike verify`");
+  }
+}
+
 }  // namespace lookalike

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,11 @@ LocalFeaturesShape InspectLocalFeatures(const std::string& blob);
 // *problems. Headers are read, codes are not decoded (verify stays a read
 // of the database). The returned check refers to `store`.
 FeaturesCheck LocalFeaturesCheck(const Store& store, std::vector<std::string>* problems);
+
+// The descriptor quantizer of a compact database (m:dq); nullopt for the
+// older layout, which stores none. Throws StoreError(kCorrupt) naming the
+// database when it is unreadable.
+std::optional<DescriptorQuantizer> LoadDescriptorQuantizer(const Store& store);
 
 // The features a query sees: its exact descriptors (unit rows) at the
 // positions the database would store. Format-1 databases quantised both

@@ -3,7 +3,6 @@
 #include <faiss/Clustering.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/VectorTransform.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <stdexcept>
 
 #include "storage/encoding.h"
+#include "util/threads.h"
 
 namespace lookalike {
 namespace {
@@ -43,12 +43,7 @@ WordVocabulary WordVocabulary::Train(const Codebook& codebook, const float* desc
   const int k = codebook.num_clusters(), d = codebook.dim(), f = options.fine_per_word;
   // One thread: hundreds of k-means runs over a few hundred points each are
   // too small for OpenMP to pay (as for the descriptor quantizer).
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  struct RestoreThreads {
-    int n;
-    ~RestoreThreads() { omp_set_num_threads(n); }
-  } restore{threads};
+  const ScopedOmpThreads one_thread(1);
 
   std::vector<int32_t> labels(static_cast<size_t>(n));
   codebook.Assign(descriptors, n, labels.data());

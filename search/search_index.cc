@@ -276,16 +276,8 @@ void AddFresh(const Store& store, const SearchVectors& vectors, const VectorInde
 // The word index: signatures of images from their stored local features.
 class WordSource {
  public:
-  explicit WordSource(const Store& store) : store_(store) {
-    if (const auto blob = store.GetDescriptorQuantizer()) {
-      try {
-        quantizer_ = DescriptorQuantizer::Deserialize(*blob);
-      } catch (const encoding::CorruptValue& e) {
-        throw StoreError(StoreError::Kind::kCorrupt,
-                         "database " + store.path() + ": " + e.what() + "; run `lookalike verify`");
-      }
-    }
-  }
+  explicit WordSource(const Store& store)
+      : store_(store), quantizer_(LoadDescriptorQuantizer(store)) {}
   // Image `id`'s stored descriptors (unit rows); empty without features.
   std::vector<float> Descriptors(uint64_t id) const {
     const auto blob = store_.GetFeatures(id);

@@ -96,16 +96,8 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
   return v;
 }
 
-FeatureReader::FeatureReader(const Store& store) : store_(store) {
-  if (const auto blob = store.GetDescriptorQuantizer()) {
-    try {
-      quantizer_ = DescriptorQuantizer::Deserialize(*blob);
-    } catch (const encoding::CorruptValue& e) {
-      throw StoreError(StoreError::Kind::kCorrupt,
-                       "database " + store.path() + ": " + e.what() + "; run `lookalike verify`");
-    }
-  }
-}
+FeatureReader::FeatureReader(const Store& store)
+    : store_(store), quantizer_(LoadDescriptorQuantizer(store)) {}
 
 std::optional<LocalFeatures> FeatureReader::Read(uint64_t id) const {
   const auto blob = store_.GetFeatures(id);

@@ -27,4 +27,9 @@ void SetLibraryThreads(int threads) {
   omp_set_num_threads(threads);
 }
 
+ScopedOmpThreads::ScopedOmpThreads(int threads) : previous_(omp_get_max_threads()) {
+  omp_set_num_threads(threads);
+}
+ScopedOmpThreads::~ScopedOmpThreads() { omp_set_num_threads(previous_); }
+
 }  // namespace lookalike

@@ -15,4 +15,19 @@ int ResolveThreads(int threads);
 // library threads do not multiply with each other or with ours.
 void SetLibraryThreads(int threads);
 
+// Runs OpenMP (FAISS) on `threads` threads until it goes out of scope, then
+// restores the previous count: for FAISS work too fine-grained for OpenMP
+// to pay (many small k-means), whose spinning workers are slower than one
+// thread on a busy machine.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads);
+  ~ScopedOmpThreads();
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
 }  // namespace lookalike
