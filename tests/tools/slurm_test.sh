@@ -39,7 +39,9 @@ stop() {
   for pidfile in "$tmp/slurmd.pid" "$tmp/slurmctld.pid" "$tmp/munge/munged.pid"; do
     [ -s "$pidfile" ] || continue
     pid=$(cat "$pidfile")
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # Up to 60 s (a busy machine), then killed: never removed from under them.
+    for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
   done
   rm -rf "$tmp"
 }
