@@ -329,6 +329,16 @@ std::string CheckPngChunks(const unsigned char* d, size_t n) {
 
 }  // namespace
 
+int ColourDecodeFlags(ImageFormat format, const std::optional<ImageSize>& header, int max_side) {
+  if (format != ImageFormat::kJpeg || !header || max_side <= 0) return cv::IMREAD_COLOR;
+  const uint32_t longest = std::max(header->width, header->height);
+  const auto side = static_cast<uint32_t>(max_side);
+  if (longest >= 8u * side) return cv::IMREAD_REDUCED_COLOR_8;
+  if (longest >= 4u * side) return cv::IMREAD_REDUCED_COLOR_4;
+  if (longest >= 2u * side) return cv::IMREAD_REDUCED_COLOR_2;
+  return cv::IMREAD_COLOR;
+}
+
 LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes, int max_side,
                             const ImageFileLimits& limits) {
   const auto* d = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -371,17 +381,7 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes, i
 
   // Colour, not greyscale: the colour histogram needs it (indexer/colour.h);
   // the grey image for SIFT is converted from it below.
-  int flags = cv::IMREAD_COLOR;
-  if (format == ImageFormat::kJpeg && header && max_side > 0) {
-    // libjpeg's DCT scaling: decode at 1/f when that still covers max_side.
-    const uint32_t longest = std::max(header->width, header->height);
-    if (longest >= 8u * max_side)
-      flags = cv::IMREAD_REDUCED_COLOR_8;
-    else if (longest >= 4u * max_side)
-      flags = cv::IMREAD_REDUCED_COLOR_4;
-    else if (longest >= 2u * max_side)
-      flags = cv::IMREAD_REDUCED_COLOR_2;
-  }
+  const int flags = ColourDecodeFlags(format, header, max_side);
   cv::Mat decoded;
   try {
     const cv::Mat buffer(1, static_cast<int>(n), CV_8U, const_cast<char*>(bytes.data()));

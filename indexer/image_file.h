@@ -51,6 +51,11 @@ struct ImageSize {
 };
 std::optional<ImageSize> ReadHeaderSize(ImageFormat format, const unsigned char* data, size_t size);
 
+// cv::imdecode flags for a colour decode that only needs its longest side to
+// cover `max_side` (0 = full size): libjpeg's DCT scaling decodes a JPEG at
+// 1/2, 1/4 or 1/8 when that still covers it; other formats decode whole.
+int ColourDecodeFlags(ImageFormat format, const std::optional<ImageSize>& header, int max_side);
+
 // True when a JPEG stream holds an end-of-image marker after its first scan
 // (OpenCV decodes truncated scans silently, padding with grey).
 bool JpegLooksComplete(const unsigned char* data, size_t size);

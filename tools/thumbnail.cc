@@ -22,17 +22,7 @@ Thumbnail ThumbnailOfBytes(const std::string& name, const std::string& bytes, in
     t.error = name + ": more pixels than the limit of " + std::to_string(limits.max_pixels);
     return t;
   }
-  int flags = cv::IMREAD_COLOR;
-  if (format == ImageFormat::kJpeg && header) {
-    // libjpeg's DCT scaling: decode at 1/f when that still covers max_side.
-    const uint32_t longest = std::max(header->width, header->height);
-    if (longest >= 8u * max_side)
-      flags = cv::IMREAD_REDUCED_COLOR_8;
-    else if (longest >= 4u * max_side)
-      flags = cv::IMREAD_REDUCED_COLOR_4;
-    else if (longest >= 2u * max_side)
-      flags = cv::IMREAD_REDUCED_COLOR_2;
-  }
+  const int flags = ColourDecodeFlags(format, header, max_side);
   cv::Mat image;
   try {
     const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data()));
