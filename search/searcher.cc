@@ -181,7 +181,11 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   // The persisted search index, reconciled in memory with the records if it
   // is stale (read-only: `lookalike index` writes it), or built from the
   // stored vectors if there is none.
-  SearchIndexSync sync = SyncSearchIndex(*impl->store, *impl->vectors, options.index);
+  // The word index is read (or built from the features) only when a query
+  // will use it.
+  VectorIndexOptions index_options = options.index;
+  index_options.words = options.word_weight > 0 || (options.rerank > 0 && options.rerank_words > 0);
+  SearchIndexSync sync = SyncSearchIndex(*impl->store, *impl->vectors, index_options);
   if (options.index.nprobe > 0)
     sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
   impl->num_zero = sync.num_zero;
@@ -222,7 +226,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   if (n_index == 0) return {};
   QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour);
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
-  // The VLAD order's head, verified whatever fusion does to it.
+  // The VLAD order's head.
   auto vlad_head = [&](const std::vector<Candidate>& l) {
     std::vector<uint64_t> ids;
     for (size_t i = 0; i < l.size() && static_cast<int>(i) < opt.rerank_vlad; ++i)
@@ -239,20 +243,23 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   if (!ranking.reranks()) word_head.clear();
   const int64_t depth = std::min<int64_t>(
       n_index, std::max({opt.k, opt.rerank, ranking.fuses() ? opt.colour_depth : 0}));
-  std::vector<Candidate> list = impl_->ShortList(query.data(), depth);
-  std::vector<uint64_t> head = vlad_head(list);
-  head.insert(head.end(), word_head.begin(), word_head.end());
-  impl_->AddMissing(query.data(), word_head, &list);
-  ranking.Fuse(&list);
+  // The fused short list of a search vector, and the heads verified whatever
+  // the fusion did: the VLAD order's and the word index's.
+  std::vector<uint64_t> head;
+  auto fused_list = [&](const float* q) {
+    std::vector<Candidate> l = impl_->ShortList(q, depth);
+    head = vlad_head(l);
+    head.insert(head.end(), word_head.begin(), word_head.end());
+    impl_->AddMissing(q, word_head, &l);
+    ranking.Fuse(&l);
+    return l;
+  };
+  std::vector<Candidate> list = fused_list(query.data());
   if (ranking.reranks()) {
     ranking.Rerank(&list, head);
     std::vector<float> expanded;
     if (opt.expansion > 0 && ranking.Expand(query.data(), list, &expanded)) {
-      list = impl_->ShortList(expanded.data(), depth);
-      head = vlad_head(list);
-      head.insert(head.end(), word_head.begin(), word_head.end());
-      impl_->AddMissing(expanded.data(), word_head, &list);
-      ranking.Fuse(&list);
+      list = fused_list(expanded.data());
       ranking.Rerank(&list, head);
     }
   }
