@@ -143,6 +143,7 @@ NeighbourIndex LoadIndex(const Store& store, const SearchVectors& vectors,
   }
   VectorIndexOptions o;
   o.kind = options.index_kind;
+  o.words = false;  // dedup compares vectors only: the word index is neither read nor built
   SearchIndexSync sync = SyncSearchIndex(store, vectors, o);
   if (options.index_kind == VectorIndexKind::kIvfSq &&
       sync.index->kind() != VectorIndexKind::kIvfSq && sync.index->ntotal() > 0) {

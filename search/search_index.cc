@@ -127,7 +127,8 @@ std::unique_ptr<VectorIndex> BuildFrom(int64_t dim, const VectorIndexOptions& op
 
 // Step 1: the persisted index into `sync` (loaded = true) if it is usable,
 // else the reason it is not.
-void LoadPersisted(const Store& store, int64_t dim, SearchIndexSync* sync) {
+// Its word index is decoded only when `words` (options.words) asks for it.
+void LoadPersisted(const Store& store, int64_t dim, bool words, SearchIndexSync* sync) {
   try {
     const auto blob = store.GetSearchIndex();
     if (!blob) {
@@ -143,7 +144,9 @@ void LoadPersisted(const Store& store, int64_t dim, SearchIndexSync* sync) {
     sync->manifest = std::move(d.manifest);
     sync->generation = d.generation;
     sync->loaded = true;
-    if (!d.words.empty()) {
+    // Not wanted: left undecoded, and dropped at the next save.
+    if (!words && !d.words.empty()) sync->words_dropped = true;
+    if (words && !d.words.empty()) {
       try {
         sync->words = WordIndex::Deserialize(d.words, CodebookFromModel(store.model()));
       } catch (const encoding::CorruptValue&) {
@@ -356,7 +359,7 @@ void SyncWords(const Store& store, const VectorIndexOptions& options,
                const std::vector<int64_t>* to_remove, const std::vector<uint64_t>* to_add,
                SearchIndexSync* sync) {
   if (!options.words || static_cast<int64_t>(sync->manifest.size()) > options.max_word_images) {
-    sync->words_dropped = sync->words != nullptr;
+    sync->words_dropped = sync->words_dropped || sync->words != nullptr;
     sync->words.reset();
     return;
   }
@@ -393,7 +396,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
   // saved generation never claims more than the manifest holds.
   const std::optional<ImageTotals> totals = store.totals();
   const uint64_t generation = totals ? totals->generation : 0;
-  LoadPersisted(store, dim, &sync);
+  LoadPersisted(store, dim, options.words, &sync);
   if (sync.loaded && generation != 0 && sync.generation == generation) {
     // Nothing added, removed or changed since the manifest was reconciled:
     // no record needs reading (a 100,000-image database opens in the time
