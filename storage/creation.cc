@@ -45,6 +45,35 @@ CreationLock::~CreationLock() {
   ::close(fd_);
 }
 
+ShardReadLock::ShardReadLock(const std::string& db_path) {
+  const std::string lock_path = (fs::path(db_path) / "LOCK").string();
+  fd_ = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) return;
+  struct flock shared = {};
+  shared.l_type = F_RDLCK;
+  shared.l_whence = SEEK_SET;  // the whole file, as RocksDB locks it
+  if (::fcntl(fd_, F_SETLK, &shared) == 0) return;
+  const int error = errno;
+  struct flock probe = {};
+  probe.l_type = F_RDLCK;
+  probe.l_whence = SEEK_SET;
+  const bool found = ::fcntl(fd_, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  ::close(fd_);
+  fd_ = -1;
+  if (error != EACCES && error != EAGAIN)
+    throw StoreError(StoreError::Kind::kIo, "cannot lock shard " + db_path + ": " + lock_path +
+                                                ": " + std::strerror(error));
+  throw StoreError(StoreError::Kind::kLocked,
+                   "shard " + db_path + " is being written by " +
+                       (found ? "process " + std::to_string(probe.l_pid) : "another process") +
+                       " (a running 'lookalike index' or 'lookalike migrate'); merge it when "
+                       "that run has finished");
+}
+
+ShardReadLock::~ShardReadLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the record lock
+}
+
 bool Store::IsDatabase(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec) || !fs::exists(fs::path(path) / "CURRENT", ec)) return false;

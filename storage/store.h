@@ -143,6 +143,24 @@ class CreationLock {
   int fd_ = -1;
 };
 
+// Held by `merge` on each shard while it reads it: a shard that a running
+// `index` or `migrate` is writing is refused, and no writer can open it until
+// the merge has finished with it. A shared POSIX record lock (fcntl) on the
+// shard's RocksDB LOCK file, which a RocksDB writer locks exclusively the same
+// way; readers (search, info, other merges) are not affected.
+class ShardReadLock {
+ public:
+  // Throws StoreError(kLocked) naming the shard and the writing process. A
+  // folder without a LOCK file is not locked (Store::Open reports what it is).
+  explicit ShardReadLock(const std::string& db_path);
+  ~ShardReadLock();
+  ShardReadLock(const ShardReadLock&) = delete;
+  ShardReadLock& operator=(const ShardReadLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // What Store::MergeShards did with each shard.
 struct ShardMerge {
   std::string path;             // the shard's folder

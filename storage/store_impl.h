@@ -39,8 +39,9 @@ inline StoreError IoError(const std::string& path, const rocksdb::Status& s,
                         msg.find("Resource temporarily unavailable") != std::string::npos))
     return StoreError(StoreError::Kind::kLocked,
                       "index in use by another process: " + path +
-                          " is locked by a running 'lookalike index' or 'lookalike "
-                          "migrate'; wait for it to finish (search and info work meanwhile)");
+                          " is locked by a running 'lookalike index', 'lookalike "
+                          "migrate' or 'lookalike merge' (reading it as a shard); wait for it "
+                          "to finish (search and info work meanwhile)");
   if (s.IsCorruption())
     return StoreError(StoreError::Kind::kCorrupt,
                       "database " + path + " is corrupt (" + msg + ") while " + doing);

@@ -134,6 +134,12 @@ int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   c.Validate();
 
+  // Each shard is locked against writers before it is read and until the
+  // merge is done: a shard still being indexed is refused rather than merged
+  // half-built, and no `index` can change one while it is copied.
+  std::vector<std::unique_ptr<ShardReadLock>> shard_locks;
+  for (const std::string& path : c.shards)
+    shard_locks.push_back(std::make_unique<ShardReadLock>(path));
   std::vector<std::unique_ptr<Store>> opened;
   std::vector<const Store*> shards;
   for (const std::string& path : c.shards) {

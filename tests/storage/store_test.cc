@@ -1285,5 +1285,83 @@ TEST(StoreMergeTest, FingerprintCoversModelProjectionAndQuantizer) {
   }
 }
 
+
+// `merge` holds a ShardReadLock on each shard: it is refused while another
+// process writes the shard, and a writer cannot open the shard while it is
+// held. Both sides are separate processes, as they are in use (POSIX record
+// locks are per process).
+TEST(StoreTest, ShardReadLockExcludesWriters) {
+  TempDir tmp;
+  const std::string db = tmp.path() + "/shard";
+  Store::Create(db, MakeModel(), nullptr, 2);
+
+  int ready[2], release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    ::close(ready[0]);
+    ::close(release[1]);
+    int code = 0;
+    try {
+      auto store = Store::Open(db, Store::Mode::kReadWrite);
+      const char c = 'x';
+      if (::write(ready[1], &c, 1) != 1) code = 3;
+      char ignored;
+      while (::read(release[0], &ignored, 1) > 0) {
+      }  // until the parent closes its end
+    } catch (...) {
+      code = 4;
+    }
+    ::_exit(code);
+  }
+  ::close(ready[1]);
+  ::close(release[0]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the writer did not open the database";
+  try {
+    ShardReadLock lock(db);
+    ADD_FAILURE() << "a shard was locked for reading while a writer holds it";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kLocked) << e.what();
+    EXPECT_NE(std::string(e.what()).find("process " + std::to_string(writer)), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(db), std::string::npos) << e.what();
+  }
+  ::close(release[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ::close(ready[0]);
+
+  // Held by this process, the lock keeps a writer in another process out,
+  // and releasing it lets the writer in.
+  {
+    ShardReadLock lock(db);
+    const pid_t second = ::fork();
+    ASSERT_GE(second, 0);
+    if (second == 0) {
+      int code = 1;
+      try {
+        Store::Open(db, Store::Mode::kReadWrite);
+        code = 0;
+      } catch (const StoreError& e) {
+        code = e.kind() == StoreError::Kind::kLocked ? 7 : 8;
+      } catch (...) {
+        code = 9;
+      }
+      ::_exit(code);
+    }
+    ASSERT_EQ(::waitpid(second, &status, 0), second);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7) << "writer exit status " << status;
+    // Readers are not affected.
+    EXPECT_NO_THROW(Store::Open(db, Store::Mode::kReadOnly));
+  }
+  EXPECT_NO_THROW(Store::Open(db, Store::Mode::kReadWrite));
+  // A folder that is not a database is not locked; opening it says what it is.
+  EXPECT_NO_THROW(ShardReadLock(tmp.path() + "/missing"));
+}
+
 }  // namespace
 }  // namespace lookalike
