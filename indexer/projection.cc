@@ -173,9 +173,7 @@ SearchProjection SearchProjection::FromRecord(const ProjectionRecord* record, in
   sp.out_dim_ = in_dim;
   if (!record) return sp;
   const ProjectionRecord& p = *record;
-  const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
-  if (static_cast<int64_t>(p.in_dim) != in_dim || p.out_dim == 0 || p.out_dim > p.in_dim ||
-      p.mean.size() != p.in_dim || p.eigenvalues.size() != p.out_dim || p.components.size() != n)
+  if (in_dim < 0 || !p.Maps(static_cast<uint64_t>(in_dim)) || !p.SizesConsistent())
     throw std::runtime_error("the database's PCA projection (" + std::to_string(p.in_dim) + " -> " +
                              std::to_string(p.out_dim) + ") does not fit its VLAD vectors (" +
                              std::to_string(in_dim) + " dimensions); re-index into a new --db");
