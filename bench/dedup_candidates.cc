@@ -292,6 +292,7 @@ int Run(const Args& a) {
   VectorIndexOptions ivf_options;
   ivf_options.kind = VectorIndexKind::kIvfSq;
   ivf_options.nlist = a.nlist;
+  ivf_options.Validate();  // VectorIndex::Build trusts its options
   t = Clock::now();
   auto ivf = VectorIndex::Build(dim, ivf_options, ids.data(), x.data(), n);
   const double ivf_build = seconds(t);

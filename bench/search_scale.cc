@@ -756,6 +756,7 @@ int main(int argc, char** argv) {
     o.seed = a.seed;
     o.max_bytes_per_vector = a.max_bytes;
     o.nlist = build.nlist;
+    o.Validate();  // VectorIndex::Build trusts its options
     max_peak = std::max(max_peak, PeakRssBytes());
     ResetPeakRss();
     const int64_t rss0 = RssBytes();

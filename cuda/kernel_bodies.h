@@ -251,7 +251,7 @@ template <class Ctx>
 LOOKALIKE_BODY void NormalizeImage(const Ctx& ctx, float* vlad, int64_t num_images,
                                    int num_clusters, int dim, float power_alpha,
                                    bool intra_normalize, double* smem) {
-  const int64_t vlad_dim = int64_t{num_clusters} * dim;
+  const int64_t vlad_dim = vlad_math::VladDim(num_clusters, dim);
   const int lane = ctx.thread_idx() % kWarpSize;
   const int warp = ctx.thread_idx() / kWarpSize;
   const int num_warps = ctx.block_dim() / kWarpSize;

@@ -40,7 +40,9 @@ LOOKALIKE_HD float NegHalfSquaredNorm(const float* centroid, int dim) {
   return -0.5f * static_cast<float>(s);
 }
 
-// Dimension of a VLAD vector: K blocks of the descriptor dimension.
+// Dimension of a VLAD vector: K blocks of the descriptor dimension. The one
+// definition of the encoders (CPU, CUDA, kernel bodies); a stored model's is
+// ModelRecord::vlad_dim (storage/model_record.h), since storage sits below.
 LOOKALIKE_HD int64_t VladDim(int num_clusters, int dim) {
   return static_cast<int64_t>(num_clusters) * dim;
 }

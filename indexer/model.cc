@@ -12,19 +12,46 @@ void EncodingSettings::Validate() const {
   vlad.Validate();
 }
 
+namespace {
+
+// The one map between the stored model's settings (storage/model_record.h)
+// and EncodingSettings, in both directions: MakeModelRecord runs it with
+// ToRecord, SettingsFromModel with ToSettings. A setting the model stores is
+// one line here and one in ModelRecord::Fields.
+template <class Model, class Settings, class Copy>
+void MapSettings(Model& m, Settings& s, Copy copy) {
+  copy(m.descriptor_type, s.extractor.type);
+  copy(m.max_side, s.max_side);
+  copy(m.contrast_threshold, s.extractor.contrast_threshold);
+  copy(m.max_features, s.extractor.max_features);
+  copy(m.min_keypoints, s.extractor.min_keypoints);
+  copy(m.power_alpha, s.vlad.power_alpha);
+  copy(m.intra_normalize, s.vlad.intra_normalize);
+  copy(m.residual_normalize, s.vlad.residual_normalize);
+}
+
+struct ToRecord {
+  template <class Stored, class Setting>
+  void operator()(Stored& stored, const Setting& setting) const {
+    stored = static_cast<Stored>(setting);
+  }
+};
+
+struct ToSettings {
+  template <class Stored, class Setting>
+  void operator()(const Stored& stored, Setting& setting) const {
+    setting = static_cast<Setting>(stored);
+  }
+};
+
+}  // namespace
+
 ModelRecord MakeModelRecord(const EncodingSettings& settings, const Codebook& codebook,
                             uint64_t seed) {
   ModelRecord m;
-  m.descriptor_type = settings.extractor.type;
+  MapSettings(m, settings, ToRecord());
   m.dim = static_cast<uint32_t>(codebook.dim());
   m.num_clusters = static_cast<uint32_t>(codebook.num_clusters());
-  m.max_side = static_cast<uint32_t>(settings.max_side);
-  m.contrast_threshold = settings.extractor.contrast_threshold;
-  m.max_features = static_cast<uint32_t>(settings.extractor.max_features);
-  m.min_keypoints = static_cast<uint32_t>(settings.extractor.min_keypoints);
-  m.power_alpha = settings.vlad.power_alpha;
-  m.intra_normalize = settings.vlad.intra_normalize;
-  m.residual_normalize = settings.vlad.residual_normalize;
   m.seed = seed;
   m.centroids = codebook.centroids();
   m.codebook_hash = codebook.Fingerprint();
@@ -33,14 +60,7 @@ ModelRecord MakeModelRecord(const EncodingSettings& settings, const Codebook& co
 
 EncodingSettings SettingsFromModel(const ModelRecord& model) {
   EncodingSettings s;
-  s.max_side = static_cast<int>(model.max_side);
-  s.extractor.type = model.descriptor_type;
-  s.extractor.contrast_threshold = model.contrast_threshold;
-  s.extractor.max_features = static_cast<int>(model.max_features);
-  s.extractor.min_keypoints = static_cast<int>(model.min_keypoints);
-  s.vlad.power_alpha = model.power_alpha;
-  s.vlad.intra_normalize = model.intra_normalize;
-  s.vlad.residual_normalize = model.residual_normalize;
+  MapSettings(model, s, ToSettings());
   try {
     s.Validate();
   } catch (const std::invalid_argument& e) {

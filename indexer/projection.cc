@@ -37,6 +37,48 @@ void GemmABt(const float* a, const float* b, int64_t m, int64_t n, int64_t k, fl
   sgemm_("T", "N", &ni, &mi, &ki, &one, b, &ki, a, &ki, &zero, c, &ni);
 }
 
+// The eigen decomposition of the centred Gram matrix of the n rows of x
+// (row-major, dim floats each; `mean` their mean): ascending eigenvalues into
+// `eigenvalues`, the eigenvectors returned, column-major n x n (LAPACK dsyev).
+std::vector<double> CentredGramEigen(const float* x, int64_t n, int64_t dim,
+                                     const std::vector<float>& mean,
+                                     std::vector<double>* eigenvalues) {
+  // Centred Gram matrix without centring a copy of the data (Gram trick for
+  // n << dim): Gc = X X^T - s 1^T - 1 s^T + |m|^2, s = X m. The eigenvectors
+  // of the covariance are Xc^T v / sqrt(lambda) for Gc's eigenpairs (v, lambda).
+  std::vector<float> gram(static_cast<size_t>(n * n));
+  GemmABt(x, x, n, n, dim, gram.data());
+  std::vector<double> s(n, 0.0);
+  double mm = 0;
+  for (int64_t j = 0; j < dim; ++j) mm += double{mean[j]} * mean[j];
+  for (int64_t i = 0; i < n; ++i) {
+    double acc = 0;
+    for (int64_t j = 0; j < dim; ++j) acc += double{x[i * dim + j]} * mean[j];
+    s[i] = acc;
+  }
+  std::vector<double> gc(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      gc[i * n + j] = 0.5 * (double{gram[i * n + j]} + gram[j * n + i]) - s[i] - s[j] + mm;
+  std::vector<float>().swap(gram);
+
+  std::vector<double>& eig = *eigenvalues;
+  eig.assign(n, 0.0);
+  {
+    const int ni = static_cast<int>(n);
+    int info = 0, lwork = -1;
+    double query = 0;
+    dsyev_("V", "U", &ni, gc.data(), &ni, eig.data(), &query, &lwork, &info);
+    lwork = static_cast<int>(query);
+    std::vector<double> work(std::max(1, lwork));
+    dsyev_("V", "U", &ni, gc.data(), &ni, eig.data(), work.data(), &lwork, &info);
+    if (info != 0)
+      throw std::runtime_error("PCA: eigen decomposition failed (LAPACK dsyev info " +
+                               std::to_string(info) + ")");
+  }
+  return gc;
+}
+
 }  // namespace
 
 ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
@@ -73,38 +115,8 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
   std::vector<float> mean(dim);
   for (int64_t j = 0; j < dim; ++j) mean[j] = static_cast<float>(mean_d[j] / n);
 
-  // Centred Gram matrix without centring a copy of the data (Gram trick for
-  // n << dim): Gc = X X^T - s 1^T - 1 s^T + |m|^2, s = X m. The eigenvectors
-  // of the covariance are Xc^T v / sqrt(lambda) for Gc's eigenpairs (v, lambda).
-  std::vector<float> gram(static_cast<size_t>(n * n));
-  GemmABt(x, x, n, n, dim, gram.data());
-  std::vector<double> s(n, 0.0);
-  double mm = 0;
-  for (int64_t j = 0; j < dim; ++j) mm += double{mean[j]} * mean[j];
-  for (int64_t i = 0; i < n; ++i) {
-    double acc = 0;
-    for (int64_t j = 0; j < dim; ++j) acc += double{x[i * dim + j]} * mean[j];
-    s[i] = acc;
-  }
-  std::vector<double> gc(static_cast<size_t>(n * n));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      gc[i * n + j] = 0.5 * (double{gram[i * n + j]} + gram[j * n + i]) - s[i] - s[j] + mm;
-  std::vector<float>().swap(gram);
-
-  std::vector<double> eig(n);
-  {
-    const int ni = static_cast<int>(n);
-    int info = 0, lwork = -1;
-    double query = 0;
-    dsyev_("V", "U", &ni, gc.data(), &ni, eig.data(), &query, &lwork, &info);
-    lwork = static_cast<int>(query);
-    std::vector<double> work(std::max(1, lwork));
-    dsyev_("V", "U", &ni, gc.data(), &ni, eig.data(), work.data(), &lwork, &info);
-    if (info != 0)
-      throw std::runtime_error("PCA: eigen decomposition failed (LAPACK dsyev info " +
-                               std::to_string(info) + ")");
-  }
+  std::vector<double> eig;
+  const std::vector<double> gc = CentredGramEigen(x, n, dim, mean, &eig);
   // dsyev returns ascending eigenvalues; column c of gc (column-major, so
   // row c of the row-major buffer) is the eigenvector. Keep the largest,
   // dropping numerically null ones (centring removes one dimension).
@@ -173,9 +185,7 @@ SearchProjection SearchProjection::FromRecord(const ProjectionRecord* record, in
   sp.out_dim_ = in_dim;
   if (!record) return sp;
   const ProjectionRecord& p = *record;
-  const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
-  if (static_cast<int64_t>(p.in_dim) != in_dim || p.out_dim == 0 || p.out_dim > p.in_dim ||
-      p.mean.size() != p.in_dim || p.eigenvalues.size() != p.out_dim || p.components.size() != n)
+  if (in_dim < 0 || !p.Maps(static_cast<uint64_t>(in_dim)) || !p.SizesConsistent())
     throw std::runtime_error("the database's PCA projection (" + std::to_string(p.in_dim) + " -> " +
                              std::to_string(p.out_dim) + ") does not fit its VLAD vectors (" +
                              std::to_string(in_dim) + " dimensions); re-index into a new --db");

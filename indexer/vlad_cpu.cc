@@ -165,7 +165,7 @@ void ReduceSegments(const float* descriptors, int dim, const int64_t* order,
 
 void NormalizeVlad(float* vlad, int64_t num_images, int num_clusters, int dim,
                    const VladOptions& options) {
-  const int64_t vlad_dim = int64_t{num_clusters} * dim;
+  const int64_t vlad_dim = vlad_math::VladDim(num_clusters, dim);
   for (int64_t image = 0; image < num_images; ++image) {
     float* v = vlad + image * vlad_dim;
     double s = 0;

@@ -48,7 +48,9 @@ class WordVocabulary {
   // each word receives, and a seeded random rotation for the signatures.
   // Deterministic for a seed and a sample. A word that received fewer
   // descriptors than sub-words keeps copies of its own centroid (they are
-  // never chosen over the first). Needs n >= 1.
+  // never chosen over the first). Needs n >= 1. `options` are trusted: no
+  // flag sets them (the search index trains with the defaults and the
+  // database's seed); a caller taking them from a user runs Validate first.
   static WordVocabulary Train(const Codebook& codebook, const float* descriptors, int64_t n,
                               const WordVocabularyOptions& options);
   // Reads what Serialize wrote for `codebook`; throws encoding::CorruptValue

@@ -12,6 +12,7 @@
 #include <faiss/invlists/InvertedLists.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -134,15 +135,26 @@ VectorIndexKind VectorIndex::ResolveKind(const VectorIndexOptions& options, int6
                                                                     : VectorIndexKind::kIvfSq;
 }
 
-std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexOptions& options) {
-  options.Validate();
-  if (options.kind == VectorIndexKind::kAuto)
-    throw std::invalid_argument("VectorIndex::Create needs a concrete kind; resolve auto first");
-  return CreateValidated(dim, options);
+namespace {
+
+// For asserts: the options passed VectorIndexOptions::Validate, which their
+// owner ran at its boundary (SearchOptions::Validate in Searcher::Open, the
+// index, merge and migrate commands, DedupOptions' defaults).
+[[maybe_unused]] bool Validated(const VectorIndexOptions& options) {
+  try {
+    options.Validate();
+    return true;
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
 }
 
-std::unique_ptr<VectorIndex> VectorIndex::CreateValidated(int64_t dim,
-                                                          const VectorIndexOptions& options) {
+}  // namespace
+
+std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexOptions& options) {
+  assert(Validated(options));
+  if (options.kind == VectorIndexKind::kAuto)
+    throw std::invalid_argument("VectorIndex::Create needs a concrete kind; resolve auto first");
   if (dim < 1 || dim > (int64_t{1} << 20))
     throw std::invalid_argument("vector index dimension must be in 1..2^20, got " +
                                 std::to_string(dim));
@@ -186,12 +198,12 @@ std::unique_ptr<VectorIndex> VectorIndex::CreateValidated(int64_t dim,
 std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOptions& options,
                                                 const int64_t* ids, const float* vectors,
                                                 int64_t n) {
-  options.Validate();
+  assert(Validated(options));
   VectorIndexOptions o = options;
   o.kind = ResolveKind(options, n, dim);
   if (o.kind != VectorIndexKind::kFlat && o.nlist == 0) o.nlist = AutoNlist(n);
   if (o.nprobe > o.nlist && o.kind != VectorIndexKind::kFlat) o.nprobe = o.nlist;
-  auto index = CreateValidated(dim, o);
+  auto index = Create(dim, o);
   if (o.kind != VectorIndexKind::kFlat) {
     const int64_t want = o.max_train_vectors > 0 ? o.max_train_vectors : 64 * o.nlist;
     if (n < o.nlist)

@@ -96,14 +96,18 @@ struct Neighbor {
 // concurrently; Add and Remove need exclusive access.
 class VectorIndex {
  public:
-  // An empty index of `dim`-dimensional vectors. `kind` must be concrete
-  // (kAuto resolved with ResolveKind): an approximate kind is untrained and
-  // must be built with Build, not filled with Add. Throws std::invalid_argument.
+  // An empty index of `dim`-dimensional vectors. `options` must have passed
+  // Validate (asserted; their owner validates them at its boundary) and
+  // `kind` must be concrete (kAuto resolved with ResolveKind): an approximate
+  // kind is untrained and must be built with Build, not filled with Add.
+  // Throws std::invalid_argument for kAuto or a dimension outside 1..2^20.
   static std::unique_ptr<VectorIndex> Create(int64_t dim, const VectorIndexOptions& options);
 
   // Builds an index over `n` vectors (row-major n × dim, L2-normalised) with
   // image ids `ids`: resolves kAuto by n, trains an approximate kind on a
-  // seeded sample, then adds everything. Throws std::invalid_argument.
+  // seeded sample, then adds everything. `options` must have passed Validate
+  // (asserted). Throws std::invalid_argument (dimension, fewer vectors than
+  // lists).
   static std::unique_ptr<VectorIndex> Build(int64_t dim, const VectorIndexOptions& options,
                                             const int64_t* ids, const float* vectors, int64_t n);
 
@@ -183,10 +187,6 @@ class VectorIndex {
  private:
   struct Impl;
   explicit VectorIndex(std::unique_ptr<Impl> impl);
-  // Create after its option checks (Build has made them already): `options`
-  // valid and its kind concrete. Throws std::invalid_argument for `dim`.
-  static std::unique_ptr<VectorIndex> CreateValidated(int64_t dim,
-                                                      const VectorIndexOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -169,6 +169,68 @@ uint64_t IdOf(const std::string& value, const std::string& where) {
   return encoding::Reader(value, "path entry").Fixed64();
 }
 
+// The databases of a merge, index 0 being the one merged into (never read
+// by the copies below) and 1.. the shards.
+struct MergeInputs {
+  std::vector<rocksdb::DB*> dbs;
+  std::vector<std::string> paths;
+  std::vector<bool> take;        // shard s is merged (not merged before)
+  std::vector<uint64_t> offset;  // shard s's id x becomes offset[s] + x
+};
+
+// The i: or (image value) v:/f: keys of `prefix` of every merged shard, ids
+// re-mapped in key (and record); records are counted into `totals`, `count`.
+void CopyImageKeys(const std::string& prefix, KeySpace space, const MergeInputs& in,
+                   bool with_colour, TableFiles* tables, ImageTotals* totals, uint64_t* count) {
+  std::string key;
+  for (size_t s = 1; s < in.dbs.size(); ++s) {
+    if (!in.take[s]) continue;
+    std::unique_ptr<rocksdb::Iterator> it(in.dbs[s]->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      if (it->key().size() != 10)
+        throw StoreError(StoreError::Kind::kCorrupt,
+                         "database " + in.paths[s] + ": malformed key " + it->key().ToString(true) +
+                             "; run `lookalike verify`");
+      const uint64_t id = encoding::ParseBigEndian64(it->key().data() + 2) + in.offset[s];
+      key = prefix + encoding::BigEndian64(id);
+      if (space == KeySpace::kImageValue) {
+        tables->Put(key, it->value());
+        continue;
+      }
+      ImageRecord rec = DecodeRecord(it->value().data(), it->value().size());
+      rec.id = id;
+      totals->descriptors += rec.num_descriptors;
+      totals->without_features += rec.status == ImageStatus::kNoFeatures;
+      ++*count;
+      tables->Put(key, EncodeRecord(rec, with_colour));
+    }
+    if (!it->status().ok()) throw IoError(in.paths[s], it->status(), "read");
+  }
+}
+
+// The p: keys of every merged shard in one k-way merge, ids re-mapped in
+// their values.
+void CopyPathKeys(const MergeInputs& in, TableFiles* tables) {
+  std::vector<rocksdb::DB*> taken;
+  std::vector<size_t> index;
+  for (size_t s = 1; s < in.dbs.size(); ++s)
+    if (in.take[s]) {
+      taken.push_back(in.dbs[s]);
+      index.push_back(s);
+    }
+  PathMerge merge(taken);
+  std::string key;
+  std::vector<size_t> sources;
+  std::vector<std::string> values;
+  while (merge.Next(&key, &sources, &values)) {
+    const size_t s = index[sources[0]];
+    tables->Put(key, EncodeU64(IdOf(values[0], in.paths[s]) + in.offset[s]));
+  }
+  std::vector<std::string> names;
+  for (size_t s : index) names.push_back(in.paths[s]);
+  merge.CheckStatus(names);
+}
+
 }  // namespace
 
 uint64_t Store::ModelFingerprint() const {
@@ -276,30 +338,29 @@ MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
   MergeSummary summary = CheckMerge(shards);
   std::vector<const Store*> all{this};
   all.insert(all.end(), shards.begin(), shards.end());
-  std::vector<rocksdb::DB*> dbs;
-  std::vector<std::string> paths;
+  MergeInputs in;
   for (const Store* s : all) {
-    dbs.push_back(s->impl_->db.get());
-    paths.push_back(s->path());
+    in.dbs.push_back(s->impl_->db.get());
+    in.paths.push_back(s->path());
   }
   std::set<std::string> prefixes;
-  std::vector<bool> take(all.size(), false);
+  in.take.assign(all.size(), false);
   bool any = false;
   for (size_t s = 1; s < all.size(); ++s) {
-    take[s] = !summary.shards[s - 1].already_merged;
-    if (!take[s]) continue;
-    for (const std::string& p : KeySpaces(dbs[s], paths[s])) prefixes.insert(p);
+    in.take[s] = !summary.shards[s - 1].already_merged;
+    if (!in.take[s]) continue;
+    for (const std::string& p : KeySpaces(in.dbs[s], in.paths[s])) prefixes.insert(p);
     any = any || all[s]->num_images() > 0;
   }
   if (!any) return summary;
 
   // Ids of shard s become offset[s] + id: ranges above this database's
   // allocator, in shard order, so every key space is written in key order.
-  std::vector<uint64_t> offset(all.size(), 0);
+  in.offset.assign(all.size(), 0);
   uint64_t next_id = next_id_;
   for (size_t s = 1; s < all.size(); ++s) {
-    if (!take[s]) continue;
-    offset[s] = next_id - 1;
+    if (!in.take[s]) continue;
+    in.offset[s] = next_id - 1;
     next_id += all[s]->next_id_ - 1;
   }
 
@@ -321,7 +382,6 @@ MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
   ImageTotals totals = totals_;
   const uint64_t count_before = num_images_;
   uint64_t count = num_images_;
-  std::string key;
   // In key order: "f:" < "i:" < "m:" < "p:" < "v:" < "x:". Every database
   // has m: keys (m:schema), so the counters are always written.
   for (const std::string& prefix : prefixes) {
@@ -330,29 +390,7 @@ MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
     switch (space) {
       case KeySpace::kImageRecord:
       case KeySpace::kImageValue:
-        for (size_t s = 1; s < all.size(); ++s) {
-          if (!take[s]) continue;
-          std::unique_ptr<rocksdb::Iterator> it(dbs[s]->NewIterator(rocksdb::ReadOptions()));
-          for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-            if (it->key().size() != 10)
-              throw StoreError(StoreError::Kind::kCorrupt,
-                               "database " + paths[s] + ": malformed key " +
-                                   it->key().ToString(true) + "; run `lookalike verify`");
-            const uint64_t id = encoding::ParseBigEndian64(it->key().data() + 2) + offset[s];
-            key = prefix + encoding::BigEndian64(id);
-            if (space == KeySpace::kImageValue) {
-              tables.Put(key, it->value());
-              continue;
-            }
-            ImageRecord rec = DecodeRecord(it->value().data(), it->value().size());
-            rec.id = id;
-            totals.descriptors += rec.num_descriptors;
-            totals.without_features += rec.status == ImageStatus::kNoFeatures;
-            ++count;
-            tables.Put(key, EncodeRecord(rec, stores_colour()));
-          }
-          if (!it->status().ok()) throw IoError(paths[s], it->status(), "read");
-        }
+        CopyImageKeys(prefix, space, in, stores_colour(), &tables, &totals, &count);
         break;
       case KeySpace::kModel:
       case KeySpace::kCounter:  // the m: space: only the counters change
@@ -363,26 +401,9 @@ MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
           tables.Put(kTotalsKey, EncodeTotals(totals));
         }
         break;
-      case KeySpace::kPath: {
-        std::vector<rocksdb::DB*> taken;
-        std::vector<size_t> index;
-        for (size_t s = 1; s < all.size(); ++s)
-          if (take[s]) {
-            taken.push_back(dbs[s]);
-            index.push_back(s);
-          }
-        PathMerge merge(taken);
-        std::vector<size_t> sources;
-        std::vector<std::string> values;
-        while (merge.Next(&key, &sources, &values)) {
-          const size_t s = index[sources[0]];
-          tables.Put(key, EncodeU64(IdOf(values[0], paths[s]) + offset[s]));
-        }
-        std::vector<std::string> names;
-        for (size_t s : index) names.push_back(paths[s]);
-        merge.CheckStatus(names);
+      case KeySpace::kPath:
+        CopyPathKeys(in, &tables);
         break;
-      }
       case KeySpace::kDerived:  // rebuilt from the records by the caller
         break;
     }

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "storage/model_record.h"
+
 namespace lookalike {
 
 // Schema version this build writes for new databases; it reads and writes
@@ -85,44 +87,6 @@ struct ImageRecord {
   // Colour histogram (indexer/colour.h, 288 bytes); empty when unknown
   // (schema-1 databases, which do not store it).
   std::vector<uint8_t> colour;
-};
-
-// Everything needed to encode a query exactly as the database was encoded.
-// Stored once per database; search never takes these from flags.
-struct ModelRecord {
-  std::string descriptor_type = "rootsift";  // "rootsift" | "sift"
-  uint32_t dim = 128;                        // descriptor dimension
-  uint32_t num_clusters = 0;                 // K
-  uint32_t max_side = 0;                     // longest image side after downscaling, px
-  float contrast_threshold = 0.04f;          // SIFT detector setting
-  uint32_t max_features = 0;                 // SIFT keypoint cap, 0 = none
-  // Re-detect below this many keypoints with lower thresholds; 0 = off
-  // (databases written before this field existed decode as 0).
-  uint32_t min_keypoints = 0;
-  float power_alpha = 1.0f;  // VLAD power normalisation exponent (1 = off)
-  bool intra_normalize = true;
-  bool residual_normalize = false;
-  uint64_t seed = 0;             // k-means seed the codebook came from
-  std::vector<float> centroids;  // num_clusters x dim, row-major
-  uint64_t codebook_hash = 0;    // FNV-1a 64 of centroids (checked on load)
-
-  uint64_t vlad_dim() const { return uint64_t{num_clusters} * dim; }
-};
-
-// PCA(-whitening) of the VLAD vectors, learned when the database was created
-// (indexer/projection.h learns and applies it). Optional: a database without
-// one searches its full VLAD vectors, as every database did before.
-struct ProjectionRecord {
-  uint32_t in_dim = 0;             // VLAD dimension it reads (model vlad_dim)
-  uint32_t out_dim = 0;            // components kept, >= 1
-  uint32_t num_samples = 0;        // vectors it was learned from
-  bool whiten = true;              // scale component i by (eigenvalue_i + reg x mean)^-1/2
-  bool half_precision = true;      // components stored as float16 (else float32)
-  float eigen_regularization = 0;  // relative eigenvalue floor for whitening, >= 0
-  float power_alpha = 1.0f;        // signed power after projection (1 = off)
-  std::vector<float> mean;         // in_dim
-  std::vector<float> eigenvalues;  // out_dim, descending
-  std::vector<float> components;   // out_dim x in_dim, orthonormal rows, row-major
 };
 
 // Held by the one process building a new database (sampling, k-means,

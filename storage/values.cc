@@ -146,25 +146,154 @@ ImageTotals DecodeTotals(const std::string& value) {
   return t;
 }
 
+namespace {
+
+// Writes the fields of a record's Fields list (storage/model_record.h).
+class FieldWriter {
+ public:
+  explicit FieldWriter(std::string* s) : s_(s) {}
+  void Text(const std::string& v) { encoding::PutBytes(s_, v); }
+  void U32(uint32_t v) { encoding::PutFixed32(s_, v); }
+  void F32(float v) { encoding::PutFloat(s_, v); }
+  void U64(uint64_t v) { encoding::PutFixed64(s_, v); }
+  void Flags(bool bit1, bool bit2) { U32((bit1 ? 1u : 0u) | (bit2 ? 2u : 0u)); }
+
+ protected:
+  std::string* s_;
+};
+
+// Reads them back, bounds-checked (CorruptValue naming the value).
+class FieldReader {
+ public:
+  explicit FieldReader(Reader* r) : r_(r) {}
+  void Text(std::string& v) { v = r_->Bytes(); }
+  void U32(uint32_t& v) { v = r_->Fixed32(); }
+  void F32(float& v) { v = r_->Float(); }
+  void U64(uint64_t& v) { v = r_->Fixed64(); }
+  void Flags(bool& bit1, bool& bit2) {
+    const uint32_t flags = r_->Fixed32();
+    bit1 = flags & 1u;
+    bit2 = flags & 2u;
+  }
+
+ protected:
+  Reader* r_;
+};
+
+class ModelWriter : public FieldWriter {
+ public:
+  using FieldWriter::FieldWriter;
+  void Codebook(const ModelRecord& m) {
+    U64(m.centroids.size());
+    for (float v : m.centroids) F32(v);
+  }
+  bool Appended() { return true; }
+};
+
+class ModelReader : public FieldReader {
+ public:
+  using FieldReader::FieldReader;
+  void Codebook(ModelRecord& m) {
+    const uint64_t n = r_->Fixed64();
+    // The one check of a stored model's shape (the codebook trusts it).
+    if (m.num_clusters < 1 || m.dim < 1)
+      throw encoding::CorruptValue("model: K = " + std::to_string(m.num_clusters) +
+                                   ", dim = " + std::to_string(m.dim) + ", both must be >= 1");
+    if (n != m.vlad_dim() || n > (uint64_t{1} << 28))
+      throw encoding::CorruptValue("model: codebook has " + std::to_string(n) +
+                                   " values, expected K x dim = " + std::to_string(m.vlad_dim()));
+    m.centroids.resize(n);
+    for (float& v : m.centroids) v = r_->Float();
+  }
+  bool Appended() { return appended_ = r_->remaining() > 0; }
+  bool appended() const { return appended_; }
+
+ private:
+  bool appended_ = false;
+};
+
+class ProjectionWriter : public FieldWriter {
+ public:
+  using FieldWriter::FieldWriter;
+  void Dimensions(const ProjectionRecord& p) {
+    if (!p.SizesConsistent())
+      throw StoreError(StoreError::Kind::kIo, "projection has inconsistent sizes");
+  }
+  void Floats(const std::vector<float>& v, uint32_t) {
+    for (float x : v) F32(x);
+  }
+  void Components(const ProjectionRecord& p) {
+    const uint64_t n = p.components.size();
+    const size_t at = s_->size();
+    std::string& s = *s_;
+    if (p.half_precision) {
+      s.resize(at + 2 * n);
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint16_t h = encoding::FloatToHalf(p.components[i]);
+        s[at + 2 * i] = static_cast<char>(h & 0xff);
+        s[at + 2 * i + 1] = static_cast<char>(h >> 8);
+      }
+    } else {
+      s.resize(at + 4 * n);
+      for (uint64_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &p.components[i], 4);
+        for (int b = 0; b < 4; ++b) s[at + 4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+      }
+    }
+  }
+};
+
+class ProjectionReader : public FieldReader {
+ public:
+  ProjectionReader(Reader* r, uint64_t vlad_dim) : FieldReader(r), vlad_dim_(vlad_dim) {}
+  void Dimensions(const ProjectionRecord& p) {
+    if (!p.Maps(vlad_dim_))
+      throw encoding::CorruptValue(
+          "projection: maps " + std::to_string(p.in_dim) + " -> " + std::to_string(p.out_dim) +
+          " dimensions, the model's VLAD has " + std::to_string(vlad_dim_));
+  }
+  void Floats(std::vector<float>& v, uint32_t count) {
+    v.resize(count);
+    for (float& x : v) x = r_->Float();
+  }
+  void Components(ProjectionRecord& p) {
+    const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
+    p.components.resize(n);
+    if (p.half_precision) {
+      // A table of all 65536 halves decodes tens of millions of them fast.
+      static const std::vector<float> table = [] {
+        std::vector<float> t(65536);
+        for (uint32_t h = 0; h < 65536; ++h) t[h] = encoding::HalfToFloat(static_cast<uint16_t>(h));
+        return t;
+      }();
+      const auto* raw = reinterpret_cast<const unsigned char*>(r_->Raw(2 * n));
+      for (uint64_t i = 0; i < n; ++i)
+        p.components[i] = table[raw[2 * i] | (uint32_t{raw[2 * i + 1]} << 8)];
+    } else {
+      const char* raw = r_->Raw(4 * n);
+      for (uint64_t i = 0; i < n; ++i) {
+        uint32_t bits = 0;
+        for (int b = 3; b >= 0; --b)
+          bits = (bits << 8) | static_cast<unsigned char>(raw[4 * i + b]);
+        std::memcpy(&p.components[i], &bits, 4);
+      }
+    }
+  }
+
+ private:
+  uint64_t vlad_dim_;
+};
+
+}  // namespace
+
 std::string EncodeModel(const ModelRecord& m) {
   std::string s;
-  encoding::PutBytes(&s, m.descriptor_type);
-  encoding::PutFixed32(&s, m.dim);
-  encoding::PutFixed32(&s, m.num_clusters);
-  encoding::PutFixed32(&s, m.max_side);
-  encoding::PutFloat(&s, m.contrast_threshold);
-  encoding::PutFixed32(&s, m.max_features);
-  encoding::PutFloat(&s, m.power_alpha);
-  encoding::PutFixed32(&s, (m.intra_normalize ? 1u : 0u) | (m.residual_normalize ? 2u : 0u));
-  encoding::PutFixed64(&s, m.seed);
-  encoding::PutFixed64(&s, m.codebook_hash);
-  encoding::PutFixed64(&s, m.centroids.size());
-  for (float v : m.centroids) encoding::PutFloat(&s, v);
-  // Fields added after schema 1 shipped go last, so older models still
-  // decode, followed by an FNV-1a of the whole value: the codebook hash
-  // covers only the centroids, and a flipped settings byte would otherwise
-  // change how queries are encoded without a word.
-  encoding::PutFixed32(&s, m.min_keypoints);
+  ModelWriter writer(&s);
+  ModelRecord::Fields(m, writer);
+  // Then an FNV-1a of the whole value: the codebook hash covers only the
+  // centroids, and a flipped settings byte would otherwise change how
+  // queries are encoded without a word.
   encoding::PutFixed64(&s, encoding::Fnv1a64(s.data(), s.size()));
   return s;
 }
@@ -172,76 +301,29 @@ std::string EncodeModel(const ModelRecord& m) {
 ModelRecord DecodeModel(const std::string& value) {
   Reader r(value, "model");
   ModelRecord m;
-  m.descriptor_type = r.Bytes();
-  m.dim = r.Fixed32();
-  m.num_clusters = r.Fixed32();
-  m.max_side = r.Fixed32();
-  m.contrast_threshold = r.Float();
-  m.max_features = r.Fixed32();
-  m.power_alpha = r.Float();
-  const uint32_t flags = r.Fixed32();
-  m.intra_normalize = flags & 1u;
-  m.residual_normalize = flags & 2u;
-  m.seed = r.Fixed64();
-  m.codebook_hash = r.Fixed64();
-  const uint64_t n = r.Fixed64();
-  // The one check of a stored model's shape (the codebook trusts it).
-  if (m.num_clusters < 1 || m.dim < 1)
-    throw encoding::CorruptValue("model: K = " + std::to_string(m.num_clusters) +
-                                 ", dim = " + std::to_string(m.dim) + ", both must be >= 1");
-  if (n != m.vlad_dim() || n > (uint64_t{1} << 28))
-    throw encoding::CorruptValue("model: codebook has " + std::to_string(n) +
-                                 " values, expected K x dim = " + std::to_string(m.vlad_dim()));
-  m.centroids.resize(n);
-  for (uint64_t i = 0; i < n; ++i) m.centroids[i] = r.Float();
-  if (r.remaining() > 0) {  // written by builds with min_keypoints
-    m.min_keypoints = r.Fixed32();
+  ModelReader reader(&r);
+  ModelRecord::Fields(m, reader);
+  if (reader.appended()) {  // written by builds with min_keypoints: the checksum follows
     const uint64_t covered = value.size() - r.remaining();
     const uint64_t stored = r.Fixed64();
     const uint64_t computed = encoding::Fnv1a64(value.data(), covered);
     if (stored != computed) throw ChecksumMismatch("model", stored, computed);
   }
   r.ExpectEnd();
-  const uint64_t hash = encoding::Fnv1a64(m.centroids.data(), n * sizeof(float));
+  const uint64_t hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
   if (hash != m.codebook_hash) throw ChecksumMismatch("model: codebook", m.codebook_hash, hash);
   return m;
 }
 
-// m:pca: u32 format, u32 in_dim, u32 out_dim, u32 num_samples, u32 flags
-// (1 whiten, 2 half precision), f32 eigen regularisation, f32 power alpha,
-// in_dim f32 mean, out_dim f32 eigenvalues, out_dim x in_dim components (f16
-// or f32), u64 FNV-1a of everything before it.
+// m:pca: u32 format, then ProjectionRecord::Fields, then a u64 FNV-1a of
+// everything before it.
 std::string EncodeProjection(const ProjectionRecord& p) {
   const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
-  if (p.mean.size() != p.in_dim || p.eigenvalues.size() != p.out_dim || p.components.size() != n)
-    throw StoreError(StoreError::Kind::kIo, "projection has inconsistent sizes");
   std::string s;
   s.reserve(36 + 4 * (p.in_dim + p.out_dim) + n * (p.half_precision ? 2 : 4) + 8);
   encoding::PutFixed32(&s, kProjectionFormat);
-  encoding::PutFixed32(&s, p.in_dim);
-  encoding::PutFixed32(&s, p.out_dim);
-  encoding::PutFixed32(&s, p.num_samples);
-  encoding::PutFixed32(&s, (p.whiten ? 1u : 0u) | (p.half_precision ? 2u : 0u));
-  encoding::PutFloat(&s, p.eigen_regularization);
-  encoding::PutFloat(&s, p.power_alpha);
-  for (float v : p.mean) encoding::PutFloat(&s, v);
-  for (float v : p.eigenvalues) encoding::PutFloat(&s, v);
-  const size_t at = s.size();
-  if (p.half_precision) {
-    s.resize(at + 2 * n);
-    for (uint64_t i = 0; i < n; ++i) {
-      const uint16_t h = encoding::FloatToHalf(p.components[i]);
-      s[at + 2 * i] = static_cast<char>(h & 0xff);
-      s[at + 2 * i + 1] = static_cast<char>(h >> 8);
-    }
-  } else {
-    s.resize(at + 4 * n);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &p.components[i], 4);
-      for (int b = 0; b < 4; ++b) s[at + 4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
-    }
-  }
+  ProjectionWriter writer(&s);
+  ProjectionRecord::Fields(p, writer);
   encoding::PutFixed64(&s, encoding::Fnv1a64(s.data(), s.size()));
   return s;
 }
@@ -258,42 +340,8 @@ ProjectionRecord DecodeProjection(const std::string& value, uint64_t vlad_dim) {
     throw encoding::CorruptValue("projection: format " + std::to_string(format) +
                                  ", this build reads " + std::to_string(kProjectionFormat));
   ProjectionRecord p;
-  p.in_dim = r.Fixed32();
-  p.out_dim = r.Fixed32();
-  p.num_samples = r.Fixed32();
-  const uint32_t flags = r.Fixed32();
-  p.whiten = flags & 1u;
-  p.half_precision = flags & 2u;
-  p.eigen_regularization = r.Float();
-  p.power_alpha = r.Float();
-  if (p.in_dim != vlad_dim || p.out_dim == 0 || p.out_dim > p.in_dim)
-    throw encoding::CorruptValue("projection: maps " + std::to_string(p.in_dim) + " -> " +
-                                 std::to_string(p.out_dim) + " dimensions, the model's VLAD has " +
-                                 std::to_string(vlad_dim));
-  p.mean.resize(p.in_dim);
-  for (float& v : p.mean) v = r.Float();
-  p.eigenvalues.resize(p.out_dim);
-  for (float& v : p.eigenvalues) v = r.Float();
-  const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
-  p.components.resize(n);
-  if (p.half_precision) {
-    // A table of all 65536 halves decodes tens of millions of them fast.
-    static const std::vector<float> table = [] {
-      std::vector<float> t(65536);
-      for (uint32_t h = 0; h < 65536; ++h) t[h] = encoding::HalfToFloat(static_cast<uint16_t>(h));
-      return t;
-    }();
-    const auto* raw = reinterpret_cast<const unsigned char*>(r.Raw(2 * n));
-    for (uint64_t i = 0; i < n; ++i)
-      p.components[i] = table[raw[2 * i] | (uint32_t{raw[2 * i + 1]} << 8)];
-  } else {
-    const char* raw = r.Raw(4 * n);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint32_t bits = 0;
-      for (int b = 3; b >= 0; --b) bits = (bits << 8) | static_cast<unsigned char>(raw[4 * i + b]);
-      std::memcpy(&p.components[i], &bits, 4);
-    }
-  }
+  ProjectionReader reader(&r, vlad_dim);
+  ProjectionRecord::Fields(p, reader);
   r.ExpectEnd();
   return p;
 }

@@ -16,6 +16,38 @@ namespace {
 
 using testing::TempDir;
 
+// The model a database stores gives back the settings it was made from
+// (MakeModelRecord and SettingsFromModel run one map of the settings, both
+// ways), each one away from its default so a setting the map drops shows.
+TEST(ModelRecordTest, SettingsRoundTripThroughTheStoredModel) {
+  EncodingSettings settings;
+  settings.max_side = 777;
+  settings.extractor.type = "sift";
+  settings.extractor.contrast_threshold = 0.02f;
+  settings.extractor.max_features = 900;
+  settings.extractor.min_keypoints = 250;
+  settings.vlad.power_alpha = 0.5f;
+  settings.vlad.intra_normalize = false;
+  settings.vlad.residual_normalize = true;
+  const Codebook codebook(3, 128, std::vector<float>(3 * 128, 0.25f));
+  const ModelRecord model = MakeModelRecord(settings, codebook, 99);
+  EXPECT_EQ(model.num_clusters, 3u);
+  EXPECT_EQ(model.dim, 128u);
+  EXPECT_EQ(model.vlad_dim(), 3u * 128u);
+  EXPECT_EQ(model.seed, 99u);
+  EXPECT_EQ(model.codebook_hash, codebook.Fingerprint());
+  const EncodingSettings back = SettingsFromModel(model);
+  EXPECT_EQ(back.max_side, settings.max_side);
+  EXPECT_EQ(back.extractor.type, settings.extractor.type);
+  EXPECT_EQ(back.extractor.contrast_threshold, settings.extractor.contrast_threshold);
+  EXPECT_EQ(back.extractor.max_features, settings.extractor.max_features);
+  EXPECT_EQ(back.extractor.min_keypoints, settings.extractor.min_keypoints);
+  EXPECT_EQ(back.vlad.power_alpha, settings.vlad.power_alpha);
+  EXPECT_EQ(back.vlad.intra_normalize, settings.vlad.intra_normalize);
+  EXPECT_EQ(back.vlad.residual_normalize, settings.vlad.residual_normalize);
+  EXPECT_EQ(CodebookFromModel(model).centroids(), codebook.centroids());
+}
+
 TEST(ImageEncoderTest, EncodeBytesEqualsEncodeFileAndKeepsTheCaps) {
   TempDir tmp;
   const std::vector<std::string> paths =

@@ -1261,6 +1261,50 @@ TEST(StoreMergeTest, UnknownKeyFailsLoudlyAndChangesNothing) {
   }
 }
 
+// Every setting of the model and of the PCA projection survives a write and
+// a read (a database created from what another one reads back holds the same
+// bytes), and the values are the bytes this format has always had: a golden
+// FNV-1a of each pins the layout (storage/README.md, "On-disk format").
+TEST(StoreTest, ModelAndProjectionValuesRoundTripByteForByte) {
+  TempDir tmp;
+  ModelRecord model = MakeModel(11);
+  model.descriptor_type = "sift";
+  model.max_side = 777;
+  model.contrast_threshold = 0.02f;
+  model.max_features = 900;
+  model.min_keypoints = 250;
+  model.power_alpha = 0.5f;
+  model.intra_normalize = false;
+  model.residual_normalize = true;
+  for (const bool half : {true, false}) {
+    ProjectionRecord p = AxisProjection(4);
+    p.whiten = false;
+    p.half_precision = half;
+    p.eigen_regularization = 0.25f;
+    p.power_alpha = 0.75f;
+    p.mean[2] = 0.125f;
+    p.components[1] = -0.5f;
+    const std::string first = tmp / (half ? "first16" : "first32");
+    const std::string second = tmp / (half ? "second16" : "second32");
+    Store::Create(first, model, &p, kSchemaVersion, "quantizer");
+    {
+      auto read = Store::Open(first, Store::Mode::kReadOnly);
+      const ProjectionRecord read_p = *read->GetProjection();
+      Store::Create(second, read->model(), &read_p, kSchemaVersion, "quantizer");
+    }
+    const auto a = DumpRaw(first), b = DumpRaw(second);
+    for (const char* key : {"m:model", "m:pca"}) {
+      ASSERT_EQ(a.count(key), 1u) << key;
+      EXPECT_EQ(a.at(key), b.at(key)) << key;
+    }
+    const std::string& m = a.at("m:model");
+    const std::string& pca = a.at("m:pca");
+    EXPECT_EQ(encoding::Fnv1a64(m.data(), m.size()), 0xab1964034dc6c697ull);
+    EXPECT_EQ(encoding::Fnv1a64(pca.data(), pca.size()),
+              half ? 0x20fc97c30181f055ull : 0x82daf8c048261a27ull);
+  }
+}
+
 TEST(StoreMergeTest, FingerprintCoversModelProjectionAndQuantizer) {
   TempDir tmp;
   const ProjectionRecord p = AxisProjection(4);

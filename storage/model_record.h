@@ -1,0 +1,110 @@
+// The model a database is encoded with (settings and codebook) and its
+// optional PCA projection, as stored: each struct lists its fields once, in
+// their on-disk order (Fields), and storage/values.cc codes them from that
+// list. The indexer builds its objects from these records (indexer/model.h,
+// indexer/projection.h); storage never sees indexer types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lookalike {
+
+// Everything needed to encode a query exactly as the database was encoded.
+// Stored once per database; search never takes these from flags.
+struct ModelRecord {
+  std::string descriptor_type = "rootsift";  // "rootsift" | "sift"
+  uint32_t dim = 128;                        // descriptor dimension
+  uint32_t num_clusters = 0;                 // K
+  uint32_t max_side = 0;                     // longest image side after downscaling, px
+  float contrast_threshold = 0.04f;          // SIFT detector setting
+  uint32_t max_features = 0;                 // SIFT keypoint cap, 0 = none
+  // Re-detect below this many keypoints with lower thresholds; 0 = off
+  // (databases written before this field existed decode as 0).
+  uint32_t min_keypoints = 0;
+  float power_alpha = 1.0f;  // VLAD power normalisation exponent (1 = off)
+  bool intra_normalize = true;
+  bool residual_normalize = false;
+  uint64_t seed = 0;             // k-means seed the codebook came from
+  std::vector<float> centroids;  // num_clusters x dim, row-major
+  uint64_t codebook_hash = 0;    // FNV-1a 64 of centroids (checked on load)
+
+  // Floats of one VLAD vector of this model (K x dim): the stored model's
+  // definition, which every reader of a store uses.
+  uint64_t vlad_dim() const { return uint64_t{num_clusters} * dim; }
+
+  // The stored fields in their on-disk order: the one list a stored field is
+  // added to (then mapped to its setting in indexer/model.cc). `Record` is
+  // ModelRecord or const ModelRecord. `Coder` (storage/values.cc) has Text,
+  // U32, F32, U64, Flags (bools as bits 1, 2, ... of one u32), Codebook (u64
+  // count, then the centroids) and Appended: true when fields added after
+  // schema 1 shipped follow (always when encoding; when decoding, unless the
+  // value ends there, as models written before them do).
+  template <class Record, class Coder>
+  static void Fields(Record& m, Coder& c) {
+    c.Text(m.descriptor_type);
+    c.U32(m.dim);
+    c.U32(m.num_clusters);
+    c.U32(m.max_side);
+    c.F32(m.contrast_threshold);
+    c.U32(m.max_features);
+    c.F32(m.power_alpha);
+    c.Flags(m.intra_normalize, m.residual_normalize);
+    c.U64(m.seed);
+    c.U64(m.codebook_hash);
+    c.Codebook(m);
+    if (!c.Appended()) return;
+    c.U32(m.min_keypoints);
+  }
+};
+
+// PCA(-whitening) of the VLAD vectors, learned when the database was created
+// (indexer/projection.h learns and applies it). Optional: a database without
+// one searches its full VLAD vectors, as every database did before.
+struct ProjectionRecord {
+  uint32_t in_dim = 0;             // VLAD dimension it reads (model vlad_dim)
+  uint32_t out_dim = 0;            // components kept, >= 1
+  uint32_t num_samples = 0;        // vectors it was learned from
+  bool whiten = true;              // scale component i by (eigenvalue_i + reg x mean)^-1/2
+  bool half_precision = true;      // components stored as float16 (else float32)
+  float eigen_regularization = 0;  // relative eigenvalue floor for whitening, >= 0
+  float power_alpha = 1.0f;        // signed power after projection (1 = off)
+  std::vector<float> mean;         // in_dim
+  std::vector<float> eigenvalues;  // out_dim, descending
+  std::vector<float> components;   // out_dim x in_dim, orthonormal rows, row-major
+
+  // Whether it maps vectors of a model with this vlad_dim: in_dim equals it
+  // and 1 <= out_dim <= in_dim. The one shape rule, for the decoder and for
+  // SearchProjection.
+  bool Maps(uint64_t vlad_dim) const {
+    return in_dim == vlad_dim && out_dim >= 1 && out_dim <= in_dim;
+  }
+  // Whether mean, eigenvalues and components have the sizes in_dim and
+  // out_dim say.
+  bool SizesConsistent() const {
+    return mean.size() == in_dim && eigenvalues.size() == out_dim &&
+           components.size() == uint64_t{out_dim} * in_dim;
+  }
+
+  // The stored fields after the format number, in their on-disk order, as
+  // ModelRecord::Fields. `Coder` also has Dimensions (checks in_dim and
+  // out_dim before the arrays they size), Floats (f32 each, as many as the
+  // vector holds or the count given) and Components (f16 when half_precision,
+  // else f32).
+  template <class Record, class Coder>
+  static void Fields(Record& p, Coder& c) {
+    c.U32(p.in_dim);
+    c.U32(p.out_dim);
+    c.U32(p.num_samples);
+    c.Flags(p.whiten, p.half_precision);
+    c.F32(p.eigen_regularization);
+    c.F32(p.power_alpha);
+    c.Dimensions(p);
+    c.Floats(p.mean, p.in_dim);
+    c.Floats(p.eigenvalues, p.out_dim);
+    c.Components(p);
+  }
+};
+
+}  // namespace lookalike
