@@ -258,7 +258,8 @@ std::unique_ptr<VectorIndex> VectorIndex::Train(int64_t dim, const VectorIndexOp
   return index;
 }
 
-void VectorIndex::MergeFrom(const std::vector<VectorIndex*>& others) {
+void VectorIndex::MergeFrom(const std::vector<VectorIndex*>& others,
+                            const std::vector<int64_t>& id_offsets) {
   auto fail = [](const std::string& why) {
     return std::invalid_argument("cannot merge vector indexes: " + why);
   };
@@ -267,6 +268,11 @@ void VectorIndex::MergeFrom(const std::vector<VectorIndex*>& others) {
     throw fail("only ivfsq indexes merge, this one is " + std::string(VectorIndexKindName(kind())));
   const auto* centroids = dynamic_cast<const faiss::IndexFlat*>(sq->quantizer);
   // Every check before any change: a refused merge leaves all indexes as they were.
+  if (!id_offsets.empty() && id_offsets.size() != others.size())
+    throw fail(std::to_string(id_offsets.size()) + " id offsets for " +
+               std::to_string(others.size()) + " indexes");
+  for (int64_t offset : id_offsets)
+    if (offset < 0) throw fail("id offset " + std::to_string(offset) + " is negative");
   for (size_t i = 0; i < others.size(); ++i) {
     const VectorIndex* other = others[i];
     if (!other || other == this ||
@@ -295,8 +301,9 @@ void VectorIndex::MergeFrom(const std::vector<VectorIndex*>& others) {
       lists->ids[l].reserve(total);
     }
   }
-  for (VectorIndex* other : others) {
-    sq->merge_from(*other->impl_->ivf, /*add_id=*/0);
+  for (size_t i = 0; i < others.size(); ++i) {
+    VectorIndex* other = others[i];
+    sq->merge_from(*other->impl_->ivf, id_offsets.empty() ? 0 : id_offsets[i]);
     if (auto* emptied = dynamic_cast<faiss::ArrayInvertedLists*>(other->impl_->ivf->invlists))
       for (size_t l = 0; l < emptied->nlist; ++l) {
         std::vector<uint8_t>().swap(emptied->codes[l]);

@@ -152,10 +152,14 @@ class VectorIndex {
   // dimension, lists, coarse centroids and quantizer ranges. The others are
   // left empty, their lists' memory released; this index's lists are grown
   // once to their final size. nprobe is kept: set_nprobe(AutoNprobe(ntotal(),
-  // nlist())) re-chooses it for the merged size. Ids are not checked for
+  // nlist())) re-chooses it for the merged size. id_offsets, if not empty,
+  // holds one offset >= 0 per index, added to its ids as they move (merge
+  // gives shard s's images the ids offset[s] + id). Ids are not checked for
   // duplicates (as for Add). Throws std::invalid_argument, changing nothing,
-  // when an index is flat, null, listed twice or trained separately.
-  void MergeFrom(const std::vector<VectorIndex*>& others);
+  // when an index is flat, null, listed twice or trained separately, or the
+  // offsets do not fit.
+  void MergeFrom(const std::vector<VectorIndex*>& others,
+                 const std::vector<int64_t>& id_offsets = {});
 
   // Flat kind: room for n vectors in total, so Adds up to n (chunks of a
   // stream) never reallocate and the vectors are held once; the room is kept

@@ -368,10 +368,23 @@ TEST(VectorIndexTest, MergedShardsSearchLikeOneIndex) {
   EXPECT_THROW(merged->MergeFrom({merged.get()}), std::invalid_argument);
   auto copy = VectorIndex::Deserialize(trained);
   EXPECT_THROW(merged->MergeFrom({copy.get(), copy.get()}), std::invalid_argument);
+  EXPECT_THROW(merged->MergeFrom({copy.get()}, {1, 2}), std::invalid_argument);
+  EXPECT_THROW(merged->MergeFrom({copy.get()}, {-1}), std::invalid_argument);
   EXPECT_EQ(merged->ntotal(), n);
   EXPECT_EQ(stranger->ntotal(), 10);
   EXPECT_THROW(VectorIndex::Train(d, Kind(VectorIndexKind::kFlat), db.data(), 800),
                std::invalid_argument);
+
+  // Shard-local ids moved into the merged id space by an offset per shard.
+  const int64_t offset = 1000000;
+  copy->Add(ids.data(), db.data(), 5);
+  merged->MergeFrom({copy.get()}, {offset});
+  EXPECT_EQ(merged->ntotal(), n + 5);
+  std::vector<float> top(k);
+  std::vector<int64_t> top_ids(k);
+  merged->Search(db.data() + 2 * d, 1, k, top.data(), top_ids.data());
+  EXPECT_NE(std::find(top_ids.begin(), top_ids.end(), ids[2] + offset), top_ids.end());
+  EXPECT_NE(std::find(top_ids.begin(), top_ids.end(), ids[2]), top_ids.end());
 }
 
 TEST(VectorIndexTest, OptionsAndKinds) {
