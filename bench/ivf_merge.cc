@@ -467,20 +467,22 @@ void PrintComparison(const Args& a, const std::string& self) {
       train.at("blob_mib"));
   std::fflush(stdout);
   for (int64_t s : a.shards) {
-    double max_wall = 0, sum_wall = 0, max_rss = 0, mib = 0;
+    double max_wall = 0, sum_wall = 0, sum_cpu = 0, max_rss = 0, mib = 0;
     for (int64_t i = 0; i < s; ++i) {
       const auto shard = RunStep(a, self, "shard", s, i);
       max_wall = std::max(max_wall, shard.at("wall"));
       sum_wall += shard.at("wall");
+      sum_cpu += shard.at("cpu");
       max_rss = std::max(max_rss, shard.at("rss_mib"));
       mib += shard.at("blob_mib");
     }
     const auto merge = RunStep(a, self, "merge", s);
     std::printf(
         "    S = %lld: per shard (deserialize, add %lld, serialize) max %.1f s wall"
-        " (all %lld: %.1f s), peak RSS max %.0f MiB, %.1f MiB of shard indexes\n",
+        " (all %lld: %.1f s wall, %.1f s CPU), peak RSS max %.0f MiB, %.1f MiB of shard"
+        " indexes\n",
         static_cast<long long>(s), static_cast<long long>(a.n / s), max_wall,
-        static_cast<long long>(s), sum_wall, max_rss, mib);
+        static_cast<long long>(s), sum_wall, sum_cpu, max_rss, mib);
     std::printf(
         "           merge (read %.2f s + deserialize + MergeFrom %.2f s): %.2f s wall,"
         " %.2f s CPU, peak RSS %.0f MiB (%.0f MiB once serialized); nlist %.0f, nprobe"
