@@ -195,6 +195,44 @@ std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexO
   return std::unique_ptr<VectorIndex>(new VectorIndex(std::move(impl)));
 }
 
+namespace {
+
+// Trains `ivf` (created by CreateValidated with its final nlist) on a seeded
+// sample of the n vectors: max_train_vectors of them, 64 per list by default.
+void TrainIvf(faiss::IndexIVF* ivf, const VectorIndexOptions& o, const float* vectors, int64_t n,
+              int64_t dim) {
+  const int64_t nlist = static_cast<int64_t>(ivf->nlist);
+  const int64_t want = o.max_train_vectors > 0 ? o.max_train_vectors : 64 * nlist;
+  if (n < nlist)
+    throw std::invalid_argument("cannot train " + std::string(VectorIndexKindName(o.kind)) +
+                                " with " + std::to_string(nlist) + " lists on " +
+                                std::to_string(n) + " vectors; use flat or fewer lists");
+  std::vector<float> sample;
+  const float* train = vectors;
+  int64_t num_train = n;
+  if (n > want) {
+    // A seeded sample without replacement, kept in id order.
+    std::vector<int64_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(o.seed);
+    for (int64_t i = 0; i < want; ++i) {
+      std::uniform_int_distribution<int64_t> pick(i, n - 1);
+      std::swap(order[i], order[pick(rng)]);
+    }
+    std::sort(order.begin(), order.begin() + want);
+    sample.resize(static_cast<size_t>(want * dim));
+    for (int64_t i = 0; i < want; ++i)
+      std::copy(vectors + order[i] * dim, vectors + (order[i] + 1) * dim, sample.begin() + i * dim);
+    train = sample.data();
+    num_train = want;
+  }
+  ivf->cp.max_points_per_centroid = static_cast<int>(std::max<int64_t>(64, num_train / nlist + 1));
+  ivf->verbose = false;
+  ivf->train(num_train, train);
+}
+
+}  // namespace
+
 std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOptions& options,
                                                 const int64_t* ids, const float* vectors,
                                                 int64_t n) {
@@ -203,6 +241,7 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
   o.kind = ResolveKind(options, n, dim);
   if (o.kind != VectorIndexKind::kFlat && o.nlist == 0) o.nlist = AutoNlist(n);
   if (o.nprobe > o.nlist && o.kind != VectorIndexKind::kFlat) o.nprobe = o.nlist;
+<<<<<<< HEAD
   auto index = Create(dim, o);
   if (o.kind != VectorIndexKind::kFlat) {
     const int64_t want = o.max_train_vectors > 0 ? o.max_train_vectors : 64 * o.nlist;
@@ -235,6 +274,10 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
     index->impl_->ivf->verbose = false;
     index->impl_->ivf->train(num_train, train);
   }
+=======
+  auto index = CreateValidated(dim, o);
+  if (o.kind != VectorIndexKind::kFlat) TrainIvf(index->impl_->ivf, o, vectors, n, dim);
+>>>>>>> ivfmerge
   // Add in chunks so FAISS's temporary assignment buffers stay small.
   constexpr int64_t kChunk = 65536;
   for (int64_t i = 0; i < n; i += kChunk) {
@@ -245,6 +288,75 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
   if (index->impl_->ivf && options.nprobe == 0)
     index->impl_->ivf->nprobe = AutoNprobe(n, index->impl_->ivf->nlist);
   return index;
+}
+
+std::unique_ptr<VectorIndex> VectorIndex::Train(int64_t dim, const VectorIndexOptions& options,
+                                                const float* vectors, int64_t n) {
+  options.Validate();
+  if (options.kind == VectorIndexKind::kFlat)
+    throw std::invalid_argument("VectorIndex::Train: flat has nothing to train; use Create");
+  VectorIndexOptions o = options;
+  o.kind = VectorIndexKind::kIvfSq;
+  if (o.nlist == 0) o.nlist = AutoNlist(n);
+  if (o.nprobe > o.nlist) o.nprobe = o.nlist;
+  auto index = CreateValidated(dim, o);
+  TrainIvf(index->impl_->ivf, o, vectors, n, dim);
+  if (options.nprobe == 0) index->impl_->ivf->nprobe = AutoNprobe(n, o.nlist);
+  return index;
+}
+
+void VectorIndex::MergeFrom(const std::vector<VectorIndex*>& others,
+                            const std::vector<int64_t>& id_offsets) {
+  auto fail = [](const std::string& why) {
+    return std::invalid_argument("cannot merge vector indexes: " + why);
+  };
+  auto* sq = dynamic_cast<faiss::IndexIVFScalarQuantizer*>(impl_->ivf);
+  if (!sq)
+    throw fail("only ivfsq indexes merge, this one is " + std::string(VectorIndexKindName(kind())));
+  const auto* centroids = dynamic_cast<const faiss::IndexFlat*>(sq->quantizer);
+  // Every check before any change: a refused merge leaves all indexes as they were.
+  if (!id_offsets.empty() && id_offsets.size() != others.size())
+    throw fail(std::to_string(id_offsets.size()) + " id offsets for " +
+               std::to_string(others.size()) + " indexes");
+  for (int64_t offset : id_offsets)
+    if (offset < 0) throw fail("id offset " + std::to_string(offset) + " is negative");
+  for (size_t i = 0; i < others.size(); ++i) {
+    const VectorIndex* other = others[i];
+    if (!other || other == this ||
+        std::find(others.begin(), others.begin() + i, other) != others.begin() + i)
+      throw fail("index " + std::to_string(i) + " is null, this index or listed twice");
+    const auto* osq = dynamic_cast<const faiss::IndexIVFScalarQuantizer*>(other->impl_->ivf);
+    if (!osq)
+      throw fail("index " + std::to_string(i) + " is " + VectorIndexKindName(other->kind()) +
+                 ", not ivfsq");
+    const auto* ocentroids = dynamic_cast<const faiss::IndexFlat*>(osq->quantizer);
+    if (other->dim() != dim() || osq->nlist != sq->nlist || !centroids || !ocentroids ||
+        ocentroids->codes != centroids->codes || osq->sq.qtype != sq->sq.qtype ||
+        osq->sq.trained != sq->sq.trained || osq->by_residual != sq->by_residual)
+      throw fail("index " + std::to_string(i) + " (" + other->Describe() +
+                 ") was not trained with this one (" + Describe() +
+                 "): fill copies of one trained index (VectorIndex::Train)");
+  }
+  // Each list reserved at its final size, so appending never reallocates
+  // and the merged lists hold no spare capacity.
+  auto* lists = dynamic_cast<faiss::ArrayInvertedLists*>(sq->invlists);
+  if (lists) {
+    for (size_t l = 0; l < lists->nlist; ++l) {
+      size_t total = lists->list_size(l);
+      for (const VectorIndex* other : others) total += other->impl_->ivf->invlists->list_size(l);
+      lists->codes[l].reserve(total * lists->code_size);
+      lists->ids[l].reserve(total);
+    }
+  }
+  for (size_t i = 0; i < others.size(); ++i) {
+    VectorIndex* other = others[i];
+    sq->merge_from(*other->impl_->ivf, id_offsets.empty() ? 0 : id_offsets[i]);
+    if (auto* emptied = dynamic_cast<faiss::ArrayInvertedLists*>(other->impl_->ivf->invlists))
+      for (size_t l = 0; l < emptied->nlist; ++l) {
+        std::vector<uint8_t>().swap(emptied->codes[l]);
+        std::vector<idx_t>().swap(emptied->ids[l]);
+      }
+  }
 }
 
 void VectorIndex::Add(const int64_t* ids, const float* vectors, int64_t n) {

@@ -111,6 +111,18 @@ class VectorIndex {
   static std::unique_ptr<VectorIndex> Build(int64_t dim, const VectorIndexOptions& options,
                                             const int64_t* ids, const float* vectors, int64_t n);
 
+  // An empty ivfsq index trained on n vectors (row-major n × dim,
+  // L2-normalised), as Build trains it: the coarse quantizer's lists and the
+  // scalar quantizer's ranges, learned from a seeded sample (max_train_vectors,
+  // 64 per list by default). nlist = options.nlist, or AutoNlist(n) when 0:
+  // give AutoNlist(expected size) when training on a sample of a larger
+  // collection. nprobe = options.nprobe, or AutoNprobe(n, nlist). For a
+  // sharded build: copies of it (Serialize, Deserialize) are filled with Add
+  // and joined with MergeFrom. options.kind must be kAuto or kIvfSq. Throws
+  // std::invalid_argument (flat kind, n < nlist).
+  static std::unique_ptr<VectorIndex> Train(int64_t dim, const VectorIndexOptions& options,
+                                            const float* vectors, int64_t n);
+
   // The concrete kind `options` asks for when the index holds n vectors of
   // `dim` dimensions: `auto` is flat below auto_threshold vectors, and also
   // above kMaxAutoApproximateDim dimensions (full VLAD without a PCA
@@ -135,6 +147,23 @@ class VectorIndex {
   // duplicate would be returned twice. Throws std::logic_error on an
   // untrained approximate index.
   void Add(const int64_t* ids, const float* vectors, int64_t n);
+
+  // Moves every vector of `others` into this index by appending their
+  // inverted lists to this one's, list by list (FAISS IndexIVF::merge_from):
+  // nothing is re-assigned or re-encoded, so it costs a copy of the codes and
+  // gives the index that Add-ing all the vectors to this one would. ivfsq
+  // only; every index must be a copy of one trained index (Train): same
+  // dimension, lists, coarse centroids and quantizer ranges. The others are
+  // left empty, their lists' memory released; this index's lists are grown
+  // once to their final size. nprobe is kept: set_nprobe(AutoNprobe(ntotal(),
+  // nlist())) re-chooses it for the merged size. id_offsets, if not empty,
+  // holds one offset >= 0 per index, added to its ids as they move (merge
+  // gives shard s's images the ids offset[s] + id). Ids are not checked for
+  // duplicates (as for Add). Throws std::invalid_argument, changing nothing,
+  // when an index is flat, null, listed twice or trained separately, or the
+  // offsets do not fit.
+  void MergeFrom(const std::vector<VectorIndex*>& others,
+                 const std::vector<int64_t>& id_offsets = {});
 
   // Flat kind: room for n vectors in total, so Adds up to n (chunks of a
   // stream) never reallocate and the vectors are held once; the room is kept

@@ -1,12 +1,13 @@
 // VectorIndex: the exact kind against a brute-force oracle, the approximate
 // kind's recall on clustered data, add/remove, range search, the serialized
-// form (round trip, corruption detected) and options.
+// form (round trip, corruption detected), merging shards and options.
 #include "search/vector_index.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -306,6 +307,84 @@ TEST(VectorIndexTest, SerializeRoundTripAndCorruption) {
     EXPECT_THROW(VectorIndex::Deserialize(std::string()), std::runtime_error);
     EXPECT_THROW(VectorIndex::Deserialize(std::string(4000, 'x')), std::runtime_error);
   }
+}
+
+// A sharded build: shards fill copies of one trained index and MergeFrom
+// joins them into the index Add-ing every vector to one copy gives.
+TEST(VectorIndexTest, MergedShardsSearchLikeOneIndex) {
+  const int64_t n = 3001, d = 24, k = 7, nq = 60;
+  const auto db = Clustered(n, d, 30, 0.6f, 21);
+  const auto ids = Ids(n);
+  VectorIndexOptions o;
+  o.nlist = 32;
+  o.nprobe = 9;
+  const std::string trained = VectorIndex::Train(d, o, db.data(), 800)->Serialize();
+  auto whole = VectorIndex::Deserialize(trained);
+  EXPECT_EQ(whole->ntotal(), 0);
+  EXPECT_EQ(whole->nlist(), 32);
+  whole->Add(ids.data(), db.data(), n);
+
+  // Shards of awkward sizes, one of them empty.
+  const std::vector<int64_t> cuts = {0, 1000, 1000, 2333, n};
+  std::vector<std::unique_ptr<VectorIndex>> shards;
+  std::vector<VectorIndex*> raw;
+  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+    shards.push_back(VectorIndex::Deserialize(trained));
+    shards.back()->Add(ids.data() + cuts[s], db.data() + cuts[s] * d, cuts[s + 1] - cuts[s]);
+    raw.push_back(shards.back().get());
+  }
+  auto merged = std::move(shards[0]);
+  raw.erase(raw.begin());
+  merged->MergeFrom(raw);
+  EXPECT_EQ(merged->ntotal(), n);
+  for (VectorIndex* shard : raw) EXPECT_EQ(shard->ntotal(), 0);
+  EXPECT_EQ(merged->Describe(), whole->Describe());
+
+  std::vector<float> s1(nq * k), s2(nq * k);
+  std::vector<int64_t> l1(nq * k), l2(nq * k);
+  whole->Search(db.data(), nq, k, s1.data(), l1.data());
+  merged->Search(db.data(), nq, k, s2.data(), l2.data());
+  // Shards in id order append to each list in the order Add fills it: the
+  // same lists, so the same results, ties included.
+  EXPECT_EQ(s1, s2);
+  EXPECT_EQ(l1, l2);
+  std::vector<int64_t> eids, mids;
+  std::vector<float> ev, mv;
+  whole->Export(&eids, &ev);
+  merged->Export(&mids, &mv);
+  std::sort(eids.begin(), eids.end());
+  std::sort(mids.begin(), mids.end());
+  EXPECT_EQ(eids, mids);
+
+  // Separately trained, flat, itself or listed twice: refused, nothing changed.
+  VectorIndexOptions other = o;
+  other.seed = 99;
+  auto stranger = VectorIndex::Train(d, other, db.data() + 800 * d, 800);
+  stranger->Add(ids.data(), db.data(), 10);
+  EXPECT_THROW(merged->MergeFrom({stranger.get()}), std::invalid_argument);
+  auto flat = VectorIndex::Create(d, Kind(VectorIndexKind::kFlat));
+  EXPECT_THROW(merged->MergeFrom({flat.get()}), std::invalid_argument);
+  EXPECT_THROW(flat->MergeFrom({merged.get()}), std::invalid_argument);
+  EXPECT_THROW(merged->MergeFrom({merged.get()}), std::invalid_argument);
+  auto copy = VectorIndex::Deserialize(trained);
+  EXPECT_THROW(merged->MergeFrom({copy.get(), copy.get()}), std::invalid_argument);
+  EXPECT_THROW(merged->MergeFrom({copy.get()}, {1, 2}), std::invalid_argument);
+  EXPECT_THROW(merged->MergeFrom({copy.get()}, {-1}), std::invalid_argument);
+  EXPECT_EQ(merged->ntotal(), n);
+  EXPECT_EQ(stranger->ntotal(), 10);
+  EXPECT_THROW(VectorIndex::Train(d, Kind(VectorIndexKind::kFlat), db.data(), 800),
+               std::invalid_argument);
+
+  // Shard-local ids moved into the merged id space by an offset per shard.
+  const int64_t offset = 1000000;
+  copy->Add(ids.data(), db.data(), 5);
+  merged->MergeFrom({copy.get()}, {offset});
+  EXPECT_EQ(merged->ntotal(), n + 5);
+  std::vector<float> top(k);
+  std::vector<int64_t> top_ids(k);
+  merged->Search(db.data() + 2 * d, 1, k, top.data(), top_ids.data());
+  EXPECT_NE(std::find(top_ids.begin(), top_ids.end(), ids[2] + offset), top_ids.end());
+  EXPECT_NE(std::find(top_ids.begin(), top_ids.end(), ids[2]), top_ids.end());
 }
 
 TEST(VectorIndexTest, OptionsAndKinds) {

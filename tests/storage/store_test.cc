@@ -1329,7 +1329,6 @@ TEST(StoreMergeTest, FingerprintCoversModelProjectionAndQuantizer) {
   }
 }
 
-
 // `merge` holds a ShardReadLock on each shard: it is refused while another
 // process writes the shard, and a writer cannot open the shard while it is
 // held. Both sides are separate processes, as they are in use (POSIX record
