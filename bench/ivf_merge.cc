@@ -211,6 +211,7 @@ VectorIndexOptions IvfSqOptions(const Args& a) {
   VectorIndexOptions o;  // lookalike's defaults: 8-bit codes at 112-d, 64 per list
   o.kind = VectorIndexKind::kIvfSq;
   o.seed = a.seed;
+  o.Validate();  // the boundary: Build and Train trust their options
   return o;
 }
 

@@ -197,7 +197,7 @@ std::unique_ptr<VectorIndex> VectorIndex::Create(int64_t dim, const VectorIndexO
 
 namespace {
 
-// Trains `ivf` (created by CreateValidated with its final nlist) on a seeded
+// Trains `ivf` (created by Create with its final nlist) on a seeded
 // sample of the n vectors: max_train_vectors of them, 64 per list by default.
 void TrainIvf(faiss::IndexIVF* ivf, const VectorIndexOptions& o, const float* vectors, int64_t n,
               int64_t dim) {
@@ -241,43 +241,8 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
   o.kind = ResolveKind(options, n, dim);
   if (o.kind != VectorIndexKind::kFlat && o.nlist == 0) o.nlist = AutoNlist(n);
   if (o.nprobe > o.nlist && o.kind != VectorIndexKind::kFlat) o.nprobe = o.nlist;
-<<<<<<< HEAD
   auto index = Create(dim, o);
-  if (o.kind != VectorIndexKind::kFlat) {
-    const int64_t want = o.max_train_vectors > 0 ? o.max_train_vectors : 64 * o.nlist;
-    if (n < o.nlist)
-      throw std::invalid_argument("cannot train " + std::string(VectorIndexKindName(o.kind)) +
-                                  " with " + std::to_string(o.nlist) + " lists on " +
-                                  std::to_string(n) + " vectors; use flat or fewer lists");
-    std::vector<float> sample;
-    const float* train = vectors;
-    int64_t num_train = n;
-    if (n > want) {
-      // A seeded sample without replacement, kept in id order.
-      std::vector<int64_t> order(n);
-      std::iota(order.begin(), order.end(), 0);
-      std::mt19937_64 rng(o.seed);
-      for (int64_t i = 0; i < want; ++i) {
-        std::uniform_int_distribution<int64_t> pick(i, n - 1);
-        std::swap(order[i], order[pick(rng)]);
-      }
-      std::sort(order.begin(), order.begin() + want);
-      sample.resize(static_cast<size_t>(want * dim));
-      for (int64_t i = 0; i < want; ++i)
-        std::copy(vectors + order[i] * dim, vectors + (order[i] + 1) * dim,
-                  sample.begin() + i * dim);
-      train = sample.data();
-      num_train = want;
-    }
-    index->impl_->ivf->cp.max_points_per_centroid =
-        static_cast<int>(std::max<int64_t>(64, num_train / o.nlist + 1));
-    index->impl_->ivf->verbose = false;
-    index->impl_->ivf->train(num_train, train);
-  }
-=======
-  auto index = CreateValidated(dim, o);
   if (o.kind != VectorIndexKind::kFlat) TrainIvf(index->impl_->ivf, o, vectors, n, dim);
->>>>>>> ivfmerge
   // Add in chunks so FAISS's temporary assignment buffers stay small.
   constexpr int64_t kChunk = 65536;
   for (int64_t i = 0; i < n; i += kChunk) {
@@ -292,14 +257,14 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
 
 std::unique_ptr<VectorIndex> VectorIndex::Train(int64_t dim, const VectorIndexOptions& options,
                                                 const float* vectors, int64_t n) {
-  options.Validate();
+  assert(Validated(options));
   if (options.kind == VectorIndexKind::kFlat)
     throw std::invalid_argument("VectorIndex::Train: flat has nothing to train; use Create");
   VectorIndexOptions o = options;
   o.kind = VectorIndexKind::kIvfSq;
   if (o.nlist == 0) o.nlist = AutoNlist(n);
   if (o.nprobe > o.nlist) o.nprobe = o.nlist;
-  auto index = CreateValidated(dim, o);
+  auto index = Create(dim, o);
   TrainIvf(index->impl_->ivf, o, vectors, n, dim);
   if (options.nprobe == 0) index->impl_->ivf->nprobe = AutoNprobe(n, o.nlist);
   return index;

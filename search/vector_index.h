@@ -118,8 +118,9 @@ class VectorIndex {
   // give AutoNlist(expected size) when training on a sample of a larger
   // collection. nprobe = options.nprobe, or AutoNprobe(n, nlist). For a
   // sharded build: copies of it (Serialize, Deserialize) are filled with Add
-  // and joined with MergeFrom. options.kind must be kAuto or kIvfSq. Throws
-  // std::invalid_argument (flat kind, n < nlist).
+  // and joined with MergeFrom. options.kind must be kAuto or kIvfSq, and
+  // `options` must have passed Validate(). Throws std::invalid_argument (flat
+  // kind, n < nlist).
   static std::unique_ptr<VectorIndex> Train(int64_t dim, const VectorIndexOptions& options,
                                             const float* vectors, int64_t n);
 
