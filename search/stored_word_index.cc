@@ -11,8 +11,10 @@ namespace lookalike {
 namespace {
 
 constexpr uint32_t kTableFormat = 1;
-constexpr size_t kWordsPerRead = 64;              // query words per MultiGet
-constexpr uint32_t kWordsPerRange = 256;          // words per step of a compaction or a check
+constexpr size_t kWordsPerRead = 64;  // query words per MultiGet
+// Postings a step of a compaction or a check reads at most (about 20 MiB of
+// lists), so its memory does not grow with the collection.
+constexpr uint64_t kPostingsPerRange = uint64_t{1} << 21;
 constexpr size_t kBatchBytes = size_t{32} << 20;  // word lists per WriteBatch
 
 void PutVarint(std::string* out, uint64_t v) {
@@ -259,6 +261,12 @@ std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
   return out;
 }
 
+uint32_t StoredWordIndex::WordsPerRange() const {
+  const auto num_words = static_cast<uint64_t>(vocabulary_.num_words());
+  const uint64_t per_word = stored_postings_ / std::max<uint64_t>(1, num_words) + 1;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(kPostingsPerRange / per_word, 1, 256));
+}
+
 void StoredWordIndex::SetWriter(Store* store) {
   if (store != &store_) throw std::logic_error("StoredWordIndex: writer is another store");
   writer_ = store;
@@ -304,10 +312,11 @@ void StoredWordIndex::WriteMemory() {
 void StoredWordIndex::Compact() {
   const uint32_t segment = NewSegment();
   const auto num_words = static_cast<uint32_t>(vocabulary_.num_words());
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> live(kWordsPerRange);
-  for (uint32_t w0 = 0; w0 < num_words; w0 += kWordsPerRange) {
+  const uint32_t range = WordsPerRange();
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> live(range);
+  for (uint32_t w0 = 0; w0 < num_words; w0 += range) {
     std::vector<uint32_t> words;
-    for (uint32_t w = w0; w < std::min(num_words, w0 + kWordsPerRange); ++w) words.push_back(w);
+    for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
     for (auto& l : live) l.clear();
     ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
       DecodeList(value, [&](uint64_t id, uint64_t b) {
@@ -355,10 +364,11 @@ std::string StoredWordIndex::SerializeAsWordIndex() const {
   for (const Row& row : rows_) encoding::PutFixed64(&out, row.id);
   for (const Row& row : rows_) encoding::PutFixed32(&out, row.words);
   const auto num_words = static_cast<uint32_t>(vocabulary_.num_words());
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> live(kWordsPerRange);
-  for (uint32_t w0 = 0; w0 < num_words; w0 += kWordsPerRange) {
+  const uint32_t range = WordsPerRange();
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> live(range);
+  for (uint32_t w0 = 0; w0 < num_words; w0 += range) {
     std::vector<uint32_t> words;
-    for (uint32_t w = w0; w < std::min(num_words, w0 + kWordsPerRange); ++w) words.push_back(w);
+    for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
     for (auto& l : live) l.clear();
     ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
       DecodeList(value, [&](uint64_t id, uint64_t b) {
@@ -385,9 +395,10 @@ std::vector<std::string> StoredWordIndex::Check() const {
   std::vector<std::string> problems;
   std::vector<uint32_t> seen(rows_.size(), 0);
   const auto num_words = static_cast<uint32_t>(vocabulary_.num_words());
-  for (uint32_t w0 = 0; w0 < num_words; w0 += kWordsPerRange) {
+  const uint32_t range = WordsPerRange();
+  for (uint32_t w0 = 0; w0 < num_words; w0 += range) {
     std::vector<uint32_t> words;
-    for (uint32_t w = w0; w < std::min(num_words, w0 + kWordsPerRange); ++w) words.push_back(w);
+    for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
     try {
       ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
         try {

@@ -20,7 +20,8 @@
 // not list: a killed run leaves uncommitted segments nobody reads. When the
 // table lists more than kMaxSegments segments or dead postings pass a
 // quarter of the live ones, the lists are rewritten into one segment, word
-// range by word range (bounded memory).
+// range by word range (about 2 million postings per step, whatever the
+// collection's size).
 //
 // Scoring accumulates each image's kernel sum over the query's words in
 // query order, as WordIndex::Search does, so both give the same floats.
@@ -112,6 +113,8 @@ class StoredWordIndex {
   void Reindex();
   // Row of image `id`, or -1.
   int64_t RowOf(uint64_t id) const;
+  // Words whose lists a compaction or check step reads together.
+  uint32_t WordsPerRange() const;
   uint32_t NewSegment();
   void WriteMemory();
   void Compact();
