@@ -30,10 +30,12 @@ work=$(cd "$work" && pwd)
 timed() {  # timed LABEL COMMAND...: runs it, prints wall and peak RSS, keeps them in $wall $rss_kb
   label=$1
   shift
-  /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >"$work/out.txt" 2>"$work/err.txt" || {
+  rc=0
+  /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >"$work/out.txt" 2>"$work/err.txt" || rc=$?
+  if [ $rc -gt 1 ]; then  # 1: finished, some inputs skipped (e.g. a flat photo)
     cat "$work/err.txt" >&2
     exit 2
-  }
+  fi
   wall=$(tail -1 "$work/time.txt" | cut -d' ' -f1)
   rss_kb=$(tail -1 "$work/time.txt" | cut -d' ' -f2)
   echo "$label: wall $wall s, peak RSS $((rss_kb / 1024)) MiB"
@@ -52,6 +54,7 @@ fi
 if [ ! -d "$work/db" ]; then
   echo "== $n simulated images, merged"
   rm -rf "$work/sim"
+  mkdir -p "$work/sim"
   "$build/bench/simulate_shards" --from "$work/real" --out "$work/sim" --images "$n" --shards 2
   timed "merge (search index and word index built)" "$L" merge --db "$work/db" "$work"/sim/shard-*
   rm -rf "$work/sim"
@@ -87,6 +90,18 @@ ok = lambda v, l: "ok" if v <= l else "MISSED"
 print(f"   queries {len(t)}: p50 {p50 * 1000:.0f} ms (target <= 200 ms: {ok(p50, 0.2)}), "
       f"p99 {p99 * 1000:.0f} ms (target <= 1000 ms: {ok(p99, 1.0)})")
 PY
+  if [ $layout = db ]; then
+    # What the word stage costs per query, and so how it scales with N.
+    # shellcheck disable=SC2046
+    timed "50 queries, no word stage" "$L" search --db "$d" $(cat "$work/queries.txt") \
+      --format json --rerank-words 0 --word-weight 0
+    python3 - "$work/out.txt" <<'PY'
+import json, sys
+t = sorted(json.loads(l)["seconds"] for l in open(sys.argv[1]))
+pick = lambda q: t[min(len(t) - 1, int(q * len(t)))]
+print(f"   without the word stage: p50 {pick(0.5) * 1000:.0f} ms, p99 {pick(0.99) * 1000:.0f} ms")
+PY
+  fi
   kb=$(du -sk "$d" | cut -f1)
   echo "   disk: $kb KiB, $(awk -v k="$kb" -v n="$n" 'BEGIN { printf "%.1f", k / n }') KiB per image"
 done
