@@ -27,18 +27,19 @@ build=${5:-$(cd "$(dirname "$0")/.." && pwd)/build}
 L=$build/tools/lookalike
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-timed() {  # timed LABEL COMMAND...: runs it, prints wall and peak RSS, keeps them in $wall $rss_kb
+timed() {  # timed LABEL COMMAND...: runs it, prints wall, CPU and peak RSS, keeps $wall $cpu $rss_kb
   label=$1
   shift
   rc=0
-  /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >"$work/out.txt" 2>"$work/err.txt" || rc=$?
+  /usr/bin/time -f "%e %M %U %S" -o "$work/time.txt" "$@" >"$work/out.txt" 2>"$work/err.txt" || rc=$?
   if [ $rc -gt 1 ]; then  # 1: finished, some inputs skipped (e.g. a flat photo)
     cat "$work/err.txt" >&2
     exit 2
   fi
   wall=$(tail -1 "$work/time.txt" | cut -d' ' -f1)
   rss_kb=$(tail -1 "$work/time.txt" | cut -d' ' -f2)
-  echo "$label: wall $wall s, peak RSS $((rss_kb / 1024)) MiB"
+  cpu=$(tail -1 "$work/time.txt" | awk '{ printf "%.2f", $3 + $4 }')
+  echo "$label: wall $wall s, CPU $cpu s, peak RSS $((rss_kb / 1024)) MiB"
 }
 verdict() {  # verdict VALUE LIMIT: "ok" when VALUE <= LIMIT
   awk -v v="$1" -v l="$2" 'BEGIN { print (v + 0 <= l + 0) ? "ok" : "MISSED" }'
@@ -74,9 +75,8 @@ for layout in db db3; do
     name="baseline: word index in the blob (format 3)"
   echo "== $name"
   timed "info" "$L" info --db "$d"
-  echo "   info peak RSS $((rss_kb / 1024)) MiB, wall $wall s"
   timed "one query" "$L" search --db "$d" "$one" --format json
-  echo "   one CLI query: $wall s (target < 1 s: $(verdict "$wall" 0.999)), peak RSS" \
+  echo "   one CLI query: $wall s (target < 1 s: $(verdict "$wall" 0.999); CPU $cpu s), peak RSS" \
     "$((rss_kb / 1024)) MiB (target < $target_rss_mb MiB: $(verdict $((rss_kb / 1024)) "$target_rss_mb"))," \
     "$(awk -v k="$rss_kb" -v n="$n" 'BEGIN { printf "%.2f", k * 1024 / n / 1024 }') KiB per image"
   # shellcheck disable=SC2046

@@ -25,10 +25,25 @@ void PutVarint(std::string* out, uint64_t v) {
   out->push_back(static_cast<char>(v));
 }
 
+// Bits set in x, branch-free and inline (__builtin_popcountll becomes a
+// library call on x86-64 builds without -mpopcnt: 3x slower in scoring).
+inline int PopCount(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ULL;
+  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  return static_cast<int>((x * 0x0101010101010101ULL) >> 56);
+}
+
 uint64_t LoadLe64(const unsigned char* p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+#else
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
+#endif
 }
 
 // One word list value: u32 p, p x varint id delta, p x u64 signature.
@@ -236,8 +251,7 @@ std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
       const uint64_t q = bits[i];
       DecodeList(value, [&](uint64_t id, uint64_t b) {
         const int64_t row = RowOf(id);
-        if (row >= 0 && rows_[row].segment == segment)
-          score[row] += kernel[__builtin_popcountll(q ^ b)];
+        if (row >= 0 && rows_[row].segment == segment) score[row] += kernel[PopCount(q ^ b)];
       });
     });
     const float inv_q = 1.0f / std::sqrt(static_cast<float>(query.size()));

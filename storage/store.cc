@@ -393,7 +393,11 @@ std::vector<std::optional<std::string>> Store::GetWordLists(
   for (size_t i = 0; i < keys.size(); ++i) {
     if (statuses[i].IsNotFound()) continue;
     if (!statuses[i].ok()) throw IoError(path_, statuses[i], "read the word index of");
-    out[i] = CheckedWordValue(values[i].ToString(), "word list", path_);
+    try {
+      out[i].emplace(values[i].data(), CheckXxh3(values[i].data(), values[i].size(), "word list"));
+    } catch (const encoding::CorruptValue&) {
+      CheckedWordValue(values[i].ToString(), "word list", path_);  // throws StoreError
+    }
   }
   return out;
 }

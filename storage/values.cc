@@ -130,13 +130,17 @@ std::string WithXxh3(const std::string& blob) {
   return s;
 }
 
-std::string CheckedXxh3(const std::string& value, const char* what) {
-  if (value.size() < 8) throw encoding::CorruptValue(std::string(what) + ": too short");
-  const size_t n = value.size() - 8;
-  const uint64_t stored = Reader(value.data() + n, 8, what).Fixed64();
-  const uint64_t computed = Hash64(HashKind::kXxh3_64, value.data(), n);
+size_t CheckXxh3(const char* data, size_t size, const char* what) {
+  if (size < 8) throw encoding::CorruptValue(std::string(what) + ": too short");
+  const size_t n = size - 8;
+  const uint64_t stored = Reader(data + n, 8, what).Fixed64();
+  const uint64_t computed = Hash64(HashKind::kXxh3_64, data, n);
   if (stored != computed) throw ChecksumMismatch(what, stored, computed);
-  return value.substr(0, n);
+  return n;
+}
+
+std::string CheckedXxh3(const std::string& value, const char* what) {
+  return value.substr(0, CheckXxh3(value.data(), value.size(), what));
 }
 
 std::string EncodeU64(uint64_t v) {

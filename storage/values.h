@@ -53,6 +53,9 @@ std::string CheckedBlob(const std::string& value, const char* what);
 // by every query: XXH3 is ten times faster than FNV-1a): the blob, checked.
 std::string WithXxh3(const std::string& blob);
 std::string CheckedXxh3(const std::string& value, const char* what);
+// The size of the blob of a value (data, size) ending with its XXH3-64;
+// throws CorruptValue if the hash does not match.
+size_t CheckXxh3(const char* data, size_t size, const char* what);
 
 std::string EncodeU64(uint64_t v);
 
