@@ -5,6 +5,7 @@
 #include "search/stored_word_index.h"
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include <cmath>
 #include <filesystem>
@@ -223,6 +224,38 @@ TEST_F(StoredWordIndexTest, ATableOtherThanTheNamedOneIsRefused) {
   store_->PutSearchIndex("blob");  // no word index: every w: key goes
   EXPECT_EQ(StoredWordIndex::Load(*store_, codebook_, hash), nullptr);
   EXPECT_EQ(store_->NextWordSegment(), 0u);
+}
+
+TEST_F(StoredWordIndexTest, ADamagedListIsReportedNotScored) {
+  StoredWordIndex stored(*store_, vocabulary_);
+  for (uint64_t id = 1; id <= 20; ++id) stored.Add(id, Image(1000 + id));
+  const uint64_t hash = Commit(&stored);
+  store_.reset();
+  {
+    // Flip a byte in one stored list, bypassing the store.
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), (tmp_ / "db").string(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    it->Seek("w:s");
+    ASSERT_TRUE(it->Valid() && it->key().starts_with("w:s"));
+    std::string value = it->value().ToString();
+    value[5] ^= 0x40;
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), it->key(), value).ok());
+  }
+  store_ = Store::Open((tmp_ / "db").string(), Store::Mode::kReadOnly);
+  const std::vector<std::string> problems = store_->Verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("checksum mismatch"), std::string::npos) << problems[0];
+  auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
+  EXPECT_FALSE(loaded->Check().empty());
+  bool threw = false;
+  try {
+    for (uint64_t seed = 1001; seed <= 1020; ++seed) loaded->Search(Image(seed), 5);
+  } catch (const StoreError& e) {
+    threw = e.kind() == StoreError::Kind::kCorrupt;
+  }
+  EXPECT_TRUE(threw) << "a query reading the damaged list is refused, not scored";
 }
 
 }  // namespace
