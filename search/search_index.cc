@@ -16,8 +16,8 @@ namespace {
 
 constexpr char kMagic[4] = {'L', 'K', 'S', 'X'};
 // Format 2 adds the store generation the manifest was reconciled at, format
-// 3 the word index.
-constexpr uint32_t kFormat = 3;
+// 3 the word index, format 4 moves the word index to its own keys.
+constexpr uint32_t kFormat = 4;
 constexpr int64_t kChunk = 256;  // stored vectors projected per call
 
 struct Decoded {
@@ -26,7 +26,8 @@ struct Decoded {
   uint64_t generation = 0;  // 0 = unknown (format 1, or a database without one)
   std::vector<IndexedImage> manifest;
   std::unique_ptr<VectorIndex> index;
-  std::string words;  // WordIndex::Serialize() bytes; empty = none
+  std::string words;        // format 3: WordIndex::Serialize() bytes; empty = none
+  uint64_t word_table = 0;  // format 4: the word index table's hash; 0 = none
 };
 
 Decoded Decode(const std::string& blob) {
@@ -53,10 +54,13 @@ Decoded Decode(const std::string& blob) {
     if (format < 3 ? size != r.remaining() : size > r.remaining())
       throw encoding::CorruptValue("index size mismatch");
     d.index = VectorIndex::Deserialize(std::string(r.Raw(size), size));
-    if (format >= 3) {
+    if (format == 3) {
       const uint64_t words = r.Fixed64();
       if (words != r.remaining()) throw encoding::CorruptValue("word index size mismatch");
       d.words.assign(r.Raw(words), words);
+    } else if (format >= 4) {
+      d.word_table = r.Fixed64();
+      r.ExpectEnd();
     }
   } catch (const encoding::CorruptValue& e) {
     throw std::runtime_error(e.what());
@@ -144,15 +148,28 @@ void LoadPersisted(const Store& store, int64_t dim, bool words, SearchIndexSync*
     sync->manifest = std::move(d.manifest);
     sync->generation = d.generation;
     sync->loaded = true;
-    // Not wanted: left undecoded, and dropped at the next save.
-    if (!words && !d.words.empty()) sync->words_dropped = true;
-    if (words && !d.words.empty()) {
-      try {
-        sync->words = WordIndex::Deserialize(d.words, CodebookFromModel(store.model()));
-      } catch (const encoding::CorruptValue&) {
-        // Derived data: a damaged word index is rebuilt from the features.
-        sync->words.reset();
+    // Not wanted: left unread, and dropped at the next save.
+    const bool has_words = !d.words.empty() || d.word_table != 0;
+    if (!words && has_words) sync->words_dropped = true;
+    if (!words || !has_words) return;
+    try {
+      const Codebook codebook = CodebookFromModel(store.model());
+      if (!d.words.empty()) {
+        // Format 3: the whole index was in the blob; held in memory until
+        // `index` writes it under its own keys.
+        sync->words = StoredWordIndex::FromMemory(store, WordIndex::Deserialize(d.words, codebook));
+        sync->words_converted = true;
+      } else {
+        sync->words = StoredWordIndex::Load(store, codebook, d.word_table);
       }
+    } catch (const encoding::CorruptValue&) {
+      // Derived data: a damaged word index is rebuilt from the features.
+      sync->words.reset();
+      sync->words_converted = false;
+    } catch (const StoreError& e) {
+      if (e.kind() != StoreError::Kind::kCorrupt) throw;
+      sync->words.reset();
+      sync->words_converted = false;
     }
   } catch (const StoreError& e) {
     if (e.kind() != StoreError::Kind::kCorrupt) throw;
@@ -288,7 +305,7 @@ class WordSource {
     return DecodeLocalFeatures(*blob, quantizer_ ? &*quantizer_ : nullptr).descriptors;
   }
   // Adds the images of `ids` to `words`, encoding them on all OpenMP threads.
-  void Add(const std::vector<uint64_t>& ids, WordIndex* words) const {
+  void Add(const std::vector<uint64_t>& ids, StoredWordIndex* words) const {
     constexpr size_t kBatch = 256;
     std::vector<std::vector<WordSignature>> signatures(kBatch);
     for (size_t start = 0; start < ids.size(); start += kBatch) {
@@ -311,9 +328,11 @@ class WordSource {
     }
   }
   // A word index learned from a sample of the images of `manifest` (their
-  // features spread over the collection) and filled with all of them; null
-  // when none has stored features.
-  std::unique_ptr<WordIndex> Build(const std::vector<IndexedImage>& manifest, uint64_t seed) const {
+  // features spread over the collection) and filled with all of them, its
+  // lists written to `writer` as they fill when there is one; null when none
+  // has stored features.
+  std::unique_ptr<StoredWordIndex> Build(const std::vector<IndexedImage>& manifest, uint64_t seed,
+                                         Store* writer) const {
     if (manifest.empty()) return nullptr;
     const Codebook codebook = CodebookFromModel(store_.model());
     // About 500 descriptors per codebook word from up to 400 images spread
@@ -340,7 +359,10 @@ class WordSource {
     if (n == 0) return nullptr;
     WordVocabularyOptions o;
     o.seed = seed;
-    auto words = std::make_unique<WordIndex>(WordVocabulary::Train(codebook, sample.data(), n, o));
+    auto words = std::make_unique<StoredWordIndex>(
+        store_, WordVocabulary::Train(codebook, sample.data(), n, o));
+    std::vector<float>().swap(sample);
+    if (writer) words->SetWriter(writer);
     std::vector<uint64_t> ids;
     ids.reserve(manifest.size());
     for (const IndexedImage& m : manifest) ids.push_back(m.id);
@@ -355,16 +377,22 @@ class WordSource {
 
 // The word index brought in line with the manifest: kept when current,
 // updated by `diff` (removed, then added), or built from every image.
-void SyncWords(const Store& store, const VectorIndexOptions& options,
+// With a `writer` (the `index` run), what it adds is written as segments.
+void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& options,
                const std::vector<int64_t>* to_remove, const std::vector<uint64_t>* to_add,
                SearchIndexSync* sync) {
   if (!options.words || static_cast<int64_t>(sync->manifest.size()) > options.max_word_images) {
     sync->words_dropped = sync->words_dropped || sync->words != nullptr;
     sync->words.reset();
+    sync->words_converted = false;
     return;
   }
   const WordSource source(store);
-  if (sync->words && options.relearn_words) sync->words.reset();
+  if (sync->words && options.relearn_words) {
+    sync->words.reset();
+    sync->words_converted = false;
+  }
+  if (sync->words && writer) sync->words->SetWriter(writer);
   if (sync->words && to_remove) {
     sync->words->Remove(*to_remove);
     // An image the index somehow still holds is re-encoded, not doubled.
@@ -373,11 +401,12 @@ void SyncWords(const Store& store, const VectorIndexOptions& options,
     return;
   }
   if (sync->words) return;
-  sync->words = source.Build(sync->manifest, options.seed);
+  sync->words_converted = false;
+  sync->words = source.Build(sync->manifest, options.seed, writer);
   sync->words_built = sync->words != nullptr;
 }
 
-SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
+SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vectors,
                      const VectorIndexOptions& options, bool build_transient) {
   const int64_t dim = vectors.dim();
   SearchIndexSync sync;
@@ -409,7 +438,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
         sync.retuned = true;
       }
     }
-    SyncWords(store, options, nullptr, nullptr, &sync);
+    SyncWords(store, writer, options, nullptr, nullptr, &sync);
     return sync;
   }
   // Saving records the generation even when nothing else changed.
@@ -418,7 +447,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
   if (!sync.loaded) {
     Rebuild(store, vectors, options, &sync);
     sync.words.reset();
-    SyncWords(store, options, nullptr, nullptr, &sync);
+    SyncWords(store, writer, options, nullptr, nullptr, &sync);
     return sync;
   }
   Difference diff = Compare(store, sync.manifest);
@@ -432,7 +461,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
     sync.num_zero = 0;
     Rebuild(store, vectors, options, &sync);
     sync.words.reset();
-    SyncWords(store, options, nullptr, nullptr, &sync);
+    SyncWords(store, writer, options, nullptr, nullptr, &sync);
     return sync;
   }
   sync.manifest = std::move(diff.wanted);
@@ -442,7 +471,7 @@ SearchIndexSync Sync(const Store& store, const SearchVectors& vectors,
     Retrain(store, vectors, options, want, diff.to_add, &sync);
   else
     AddFresh(store, vectors, options, diff.to_add, &sync);
-  SyncWords(store, options, &diff.to_remove, &diff.to_add, &sync);
+  SyncWords(store, writer, options, &diff.to_remove, &diff.to_add, &sync);
   return sync;
 }
 
@@ -455,20 +484,25 @@ std::string SearchIndexSync::Summary() const {
           : retrained ? " (re-built from its vectors: kind or lists follow the size)"
                       : " (+" + std::to_string(added) + " -" + std::to_string(removed) + ")") +
          (words ? "; word index, " + std::to_string(words->num_postings()) + " postings" +
-                      (words_built ? " (built from the stored features)" : "")
+                      (words_built       ? " (built from the stored features)"
+                       : words_converted ? " (moved out of the blob)"
+                                         : "")
                 : "");
 }
 
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
                                 const VectorIndexOptions& options) {
-  return Sync(store, vectors, options, /*build_transient=*/true);
+  return Sync(store, nullptr, vectors, options, /*build_transient=*/true);
 }
 
-void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
+namespace {
+
+// The blob up to and including the vector index.
+std::string BlobHead(const Store& store, const SearchIndexSync& sync, uint32_t format) {
   if (!sync.index) throw std::logic_error("SaveSearchIndex: no index");
   std::string blob(kMagic, 4);
-  encoding::PutFixed32(&blob, kFormat);
-  encoding::PutFixed64(&blob, store->model().codebook_hash);
+  encoding::PutFixed32(&blob, format);
+  encoding::PutFixed64(&blob, store.model().codebook_hash);
   encoding::PutFixed64(&blob, static_cast<uint64_t>(sync.index->dim()));
   encoding::PutFixed64(&blob, sync.generation);
   encoding::PutFixed64(&blob, sync.manifest.size());
@@ -479,15 +513,84 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   const std::string index = sync.index->Serialize();
   encoding::PutFixed64(&blob, index.size());
   blob += index;
-  const std::string words = sync.words ? sync.words->Serialize() : std::string();
+  return blob;
+}
+
+}  // namespace
+
+void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
+  std::string blob = BlobHead(*store, sync, kFormat);
+  if (!sync.words) {
+    encoding::PutFixed64(&blob, 0);
+    store->PutSearchIndex(blob);
+    return;
+  }
+  sync.words->SetWriter(store);
+  const WordIndexCommit commit = sync.words->Commit();
+  encoding::PutFixed64(&blob, Hash64(HashKind::kXxh3_64, commit.table.data(), commit.table.size()));
+  store->PutSearchIndex(blob, &commit);
+}
+
+void SaveSearchIndexFormat3(Store* store, const SearchIndexSync& sync) {
+  std::string blob = BlobHead(*store, sync, 3);
+  const std::string words = sync.words ? sync.words->SerializeAsWordIndex() : std::string();
   encoding::PutFixed64(&blob, words.size());
   blob += words;
   store->PutSearchIndex(blob);
 }
 
+std::vector<std::string> VerifyWordIndex(const Store& store) {
+  std::vector<std::string> problems;
+  std::optional<std::string> blob;
+  try {
+    blob = store.GetSearchIndex();
+  } catch (const StoreError&) {
+    return problems;  // Store::Verify reports it
+  }
+  const bool has_keys = store.GetWordTable().has_value();
+  if (!blob) {
+    if (has_keys) problems.push_back("word index table (w:t) without a persisted search index");
+    return problems;
+  }
+  Decoded d;
+  try {
+    d = Decode(*blob);
+  } catch (const std::exception& e) {
+    problems.push_back(std::string("persisted search index unusable: ") + e.what());
+    return problems;
+  }
+  if (d.word_table == 0) {
+    if (has_keys)
+      problems.push_back("word index table (w:t) that the persisted search index does not name");
+    return problems;
+  }
+  std::unique_ptr<StoredWordIndex> words;
+  try {
+    words = StoredWordIndex::Load(store, CodebookFromModel(store.model()), d.word_table);
+  } catch (const std::exception& e) {
+    problems.push_back(std::string("word index: ") + e.what());
+    return problems;
+  }
+  if (!words) {
+    problems.push_back("word index table (w:t) missing; the persisted search index names one");
+    return problems;
+  }
+  std::vector<int64_t> ids;
+  for (const IndexedImage& m : d.manifest) ids.push_back(static_cast<int64_t>(m.id));
+  // What is left after removing the manifest's images is not in it.
+  const int64_t held = words->ntotal();
+  const int64_t in_manifest = words->Remove(ids);
+  if (in_manifest != held)
+    problems.push_back("word index holds " + std::to_string(held - in_manifest) +
+                       " images the search index manifest does not list");
+  words = StoredWordIndex::Load(store, CodebookFromModel(store.model()), d.word_table);
+  for (std::string& p : words->Check()) problems.push_back(std::move(p));
+  return problems;
+}
+
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
                                   const VectorIndexOptions& options) {
-  SearchIndexSync sync = Sync(*store, vectors, options, /*build_transient=*/false);
+  SearchIndexSync sync = Sync(*store, store, vectors, options, /*build_transient=*/false);
   if (sync.changed()) SaveSearchIndex(store, sync);
   return sync;
 }

@@ -8,14 +8,20 @@
 // stored vectors, removed or changed ids removed and re-added) and never
 // returns a stale or missing result. The word index of the selective first
 // stage (search/word_index.h), derived from the stored local features, is
-// kept in the same blob and reconciled with the same difference. Blob layout
-// (all little-endian):
-//   "LKSX", u32 format (3), u64 model fingerprint (codebook hash), u64 search
+// reconciled with the same difference and kept under its own keys
+// (search/stored_word_index.h), written in the same WriteBatch as the blob.
+// Blob layout (all little-endian):
+//   "LKSX", u32 format (4), u64 model fingerprint (codebook hash), u64 search
 //   dimension, u64 store generation (from format 2: the manifest matches the
 //   records at that generation, so an unchanged database is not compared
 //   record by record), u64 n, n x (u64 id, u64 content hash) in id order,
-//   u64 size + VectorIndex::Serialize() bytes, then (format 3) u64 size +
-//   WordIndex::Serialize() bytes (size 0: no word index).
+//   u64 size + VectorIndex::Serialize() bytes, then
+//   format 3: u64 size + WordIndex::Serialize() bytes (size 0: no word
+//             index), the whole word index inside the blob: every search read
+//             and decoded it (~7 KiB per image);
+//   format 4: u64 XXH3-64 of the word index table (w:t) written with it, 0 =
+//             no word index: a query reads its own words' lists only.
+// Formats 1-3 are still read; `index` rewrites them as format 4.
 // The store adds chunking and its own checksum (m:xindex, x:<chunk>).
 #pragma once
 
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "indexer/search_vectors.h"
+#include "search/stored_word_index.h"
 #include "search/vector_index.h"
 #include "search/word_index.h"
 #include "storage/store.h"
@@ -50,8 +57,11 @@ struct SearchIndexSync {
   std::unique_ptr<VectorIndex> index;
   // The word index over the same images; null when options.words is off, the
   // index is transient, or no image has stored local features.
-  std::unique_ptr<WordIndex> words;
-  bool words_built = false;            // learned and filled from every image's features
+  // Its lists are read from `store` (which must outlive it) at each search.
+  std::unique_ptr<StoredWordIndex> words;
+  bool words_built = false;  // learned and filled from every image's features
+  // A word index read from a format-3 blob, to be written under its own keys.
+  bool words_converted = false;
   std::vector<IndexedImage> manifest;  // what `index` holds, in id order
   int64_t num_zero = 0;                // images without features (never in the index)
   // The store generation (ImageTotals::generation) the manifest matches;
@@ -75,7 +85,7 @@ struct SearchIndexSync {
   std::string Summary() const;
   bool changed() const {
     return !transient && (!loaded || rebuilt || retrained || retuned || restamped || added ||
-                          removed || words_built || words_dropped);
+                          removed || words_built || words_dropped || words_converted);
   }
   bool words_dropped = false;  // a persisted word index is no longer wanted
 };
@@ -97,8 +107,20 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors
                                 const VectorIndexOptions& options);
 
 // Writes `sync`'s index and manifest with Store::PutSearchIndex (one atomic
-// WriteBatch). Throws StoreError.
+// WriteBatch), with the word index's table (its lists held in memory are
+// first written as a new segment: StoredWordIndex::Commit). `sync.words`
+// must read `store`. Throws StoreError.
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync);
+
+// Writes `sync` as search index format 3 did, the whole word index inside
+// the blob and no w: keys: a database as builds before format 4 left it,
+// for tests and the benchmark's baseline. Holds the whole word index.
+void SaveSearchIndexFormat3(Store* store, const SearchIndexSync& sync);
+
+// `lookalike verify`'s check of the persisted word index: the table is the
+// one the search index blob names, its images are in the blob's manifest,
+// and every list decodes (StoredWordIndex::Check). One line per problem.
+std::vector<std::string> VerifyWordIndex(const Store& store);
 
 // SyncSearchIndex, then SaveSearchIndex if anything changed: what
 // `lookalike index` runs at the end of every run. Builds nothing for an index

@@ -60,7 +60,8 @@ struct Searcher::Impl {
   std::unique_ptr<FeatureReader> features;  // stored local features, for re-ranking
   std::unique_ptr<VectorIndex> index;       // keyed by image id
   std::vector<uint64_t> ids;                // the images the index holds, ascending
-  std::unique_ptr<WordIndex> words;         // the selective first stage; null = none
+  // The selective first stage (lists read per query from `store`); null = none.
+  std::unique_ptr<StoredWordIndex> words;
 
   // The path of image `id`; nullopt if a writer removed it since the index
   // was loaded (the hit is then dropped).

@@ -59,9 +59,12 @@ struct VectorIndexOptions {
   // persisted search index: the selective first stage. Off: no word stage
   // (and an existing word index is dropped at the next save).
   bool words = true;
-  // ... up to this many images: the word index is held in RAM whole (about
-  // 7 KiB per photo), so larger collections keep none until its lists live
-  // on disk (search/README.md, "Selective first stage"). >= 0.
+  // ... up to this many images. Memory no longer limits it (its lists are
+  // read per query from disk, 24 bytes per image stay in RAM); query time
+  // does: scoring reads the lists of the query's words, which grow with the
+  // collection, about 105 CPU-ms per query per 100,000 images (1 s at 1M,
+  // five times the query budget; search/README.md, "Selective first
+  // stage"). >= 0.
   int64_t max_word_images = 100000;
   // Learn the word vocabulary again from the whole collection even when a
   // persisted word index is usable (merge: a database grown shard by shard

@@ -41,6 +41,8 @@ uint32_t GetVarint(encoding::Reader* r) {
 }
 }  // namespace
 
+const float* WordKernelTable() { return kSelectivity.weight; }
+
 WordIndex::WordIndex(WordVocabulary vocabulary)
     : vocabulary_(std::move(vocabulary)), lists_(static_cast<size_t>(vocabulary_.num_words())) {}
 
@@ -98,6 +100,24 @@ std::vector<std::pair<uint64_t, float>> WordIndex::Search(const std::vector<Word
   }
   std::sort(out.begin(), out.end(), better);
   return out;
+}
+
+void WordIndex::ForEachImage(const std::function<void(uint64_t, uint32_t)>& fn) const {
+  for (size_t r = 0; r < id_of_row_.size(); ++r)
+    if (words_of_row_[r] > 0) fn(id_of_row_[r], words_of_row_[r]);
+}
+
+void WordIndex::ForEachList(
+    const std::function<void(uint32_t, const std::vector<std::pair<uint64_t, uint64_t>>&)>& fn)
+    const {
+  std::vector<std::pair<uint64_t, uint64_t>> postings;
+  for (size_t w = 0; w < lists_.size(); ++w) {
+    postings.clear();
+    const List& l = lists_[w];
+    for (size_t i = 0; i < l.rows.size(); ++i)
+      if (words_of_row_[l.rows[i]] > 0) postings.emplace_back(id_of_row_[l.rows[i]], l.bits[i]);
+    if (!postings.empty()) fn(static_cast<uint32_t>(w), postings);
+  }
 }
 
 int64_t WordIndex::bytes() const {

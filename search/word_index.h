@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,10 @@
 #include "indexer/word_signatures.h"
 
 namespace lookalike {
+
+// sigma(u_w) of the kernel for each Hamming distance 0..kSignatureBits: the
+// one table every scorer of the word index uses, so they agree to the bit.
+const float* WordKernelTable();
 
 // Thread-compatible: const methods may run concurrently, Add and Remove may not.
 class WordIndex {
@@ -55,6 +60,14 @@ class WordIndex {
   // returned.
   std::vector<std::pair<uint64_t, float>> Search(const std::vector<WordSignature>& query,
                                                  int64_t m) const;
+
+  // Calls fn(id, words) for every held image, in the order they were added.
+  void ForEachImage(const std::function<void(uint64_t id, uint32_t words)>& fn) const;
+  // Calls fn(word, postings) for every word with held postings, in word
+  // order; postings are (image id, signature bits) in the order added.
+  void ForEachList(
+      const std::function<void(uint32_t word, const std::vector<std::pair<uint64_t, uint64_t>>&)>&
+          fn) const;
 
   int64_t ntotal() const { return static_cast<int64_t>(row_of_id_.size()); }
   int64_t num_postings() const { return num_postings_; }  // of held images

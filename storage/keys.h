@@ -18,6 +18,15 @@
 //   m:xindex            u32 format, u64 size, u32 chunks, u64 FNV-1a of the
 //                       search index blob; optional (search/search_index.h)
 //   x:<chunk BE32>      the search index blob in 4 MiB chunks
+//   w:t                 the word index's table (search/stored_word_index.h
+//                       encodes it: its images, word counts and segments),
+//                       u64 XXH3-64 of the value; optional, written in the
+//                       batch that writes m:xindex
+//   w:v                 the word index's vocabulary, u64 XXH3-64
+//   w:s<seg BE32><word BE32>  the postings of one fine word among the images
+//                       a segment added (search/stored_word_index.h), u64
+//                       XXH3-64; a segment the table does not list is
+//                       uncommitted (a killed run) and never read
 //   i:<id BE64>         ImageRecord (values.h, EncodeRecord)
 //   v:<id BE64>         u32 dim, dim x f32 (schema 3: f16), u64 hash of the
 //                       float bytes; schema 3: the search vector, absent
@@ -45,7 +54,11 @@
 //             Schemas 1 and 2 are still read and written as they are;
 //             `lookalike migrate` converts them (indexer/migration.h, with
 //             the folder exchange of storage/folder_swap.h).
-//   In all, the model, PCA and search index values are checked with FNV-1a.
+//   search index format 4 (any schema-3 database, at its next `index`): the
+//             word index leaves the x: blob for its own w: keys, so a query
+//             reads the lists of its own words only (search/search_index.h).
+//   In all, the model, PCA and search index values are checked with FNV-1a
+//   (the word index's w: values with XXH3-64).
 //   The model value gained min_keypoints and a trailing FNV-1a of the whole
 //   value after schema 1 shipped; models without them still decode.
 // Every image's record, vector, path entry and counters are written in one
@@ -79,6 +92,20 @@ inline std::string SearchIndexChunkKey(uint32_t chunk) {
   return k;
 }
 
+inline constexpr char kWordTableKey[] = "w:t";
+inline constexpr char kWordVocabularyKey[] = "w:v";
+inline constexpr char kWordListPrefix[] = "w:s";
+inline std::string WordSegmentKey(uint32_t segment) {
+  std::string k = kWordListPrefix;
+  for (int i = 3; i >= 0; --i) k.push_back(static_cast<char>((segment >> (8 * i)) & 0xff));
+  return k;
+}
+inline std::string WordListKey(uint32_t segment, uint32_t word) {
+  std::string k = WordSegmentKey(segment);
+  for (int i = 3; i >= 0; --i) k.push_back(static_cast<char>((word >> (8 * i)) & 0xff));
+  return k;
+}
+
 inline constexpr uint32_t kProjectionFormat = 1;
 
 inline std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(id); }
@@ -92,7 +119,7 @@ inline std::string FeaturesKey(uint64_t id) { return "f:" + encoding::BigEndian6
 enum class KeySpace {
   kModel,        // m:schema, m:model, m:pca, m:vdim, m:dq: equal in every input
   kCounter,      // m:next_id, m:count, m:totals: recomputed for the result
-  kDerived,      // m:xindex, x:<chunk>: rebuilt from the records afterwards
+  kDerived,      // m:xindex, x:<chunk>, w:...: rebuilt from the records afterwards
   kImageRecord,  // i:<id BE64>: copied with the id re-mapped in key and value
   kImageValue,   // v:, f: <id BE64>: copied with the id re-mapped in the key
   kPath,         // p:<path>: copied with the id in its value re-mapped
@@ -112,6 +139,7 @@ inline KeySpace KeySpaceOf(const std::string& key, bool* known) {
       case 'p':
         return KeySpace::kPath;
       case 'x':
+      case 'w':
         return KeySpace::kDerived;
       default:
         break;

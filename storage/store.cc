@@ -55,6 +55,19 @@ ImageTotals Updated(ImageTotals totals, const std::optional<ImageRecord>& before
   return totals;
 }
 
+// A w: value (the blob and its XXH3-64) as the blob; StoreError(kCorrupt)
+// if it fails its checksum.
+std::string CheckedWordValue(const std::string& value, const char* what, const std::string& path) {
+  try {
+    return CheckedXxh3(value, what);
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt,
+                     "database " + path + ": " + e.what() +
+                         "; the word index is rebuilt from the stored features (run `lookalike "
+                         "index` to rewrite it)");
+  }
+}
+
 }  // namespace
 
 Store::Store(std::string path, std::unique_ptr<Impl> impl)
@@ -312,7 +325,7 @@ std::optional<std::string> Store::GetSearchIndex() const {
   return blob;
 }
 
-void Store::PutSearchIndex(const std::string& blob) {
+void Store::PutSearchIndex(const std::string& blob, const WordIndexCommit* words) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   const uint32_t chunks =
@@ -332,8 +345,82 @@ void Store::PutSearchIndex(const std::string& blob) {
   encoding::PutFixed32(&header, chunks);
   encoding::PutFixed64(&header, encoding::Fnv1a64(blob.data(), blob.size()));
   batch.Put(kSearchIndexKey, header);
+  if (!words) {
+    batch.DeleteRange("w:", "w;");
+  } else {
+    batch.Put(kWordTableKey, WithXxh3(words->table));
+    if (!words->vocabulary.empty()) batch.Put(kWordVocabularyKey, WithXxh3(words->vocabulary));
+    // Every segment outside the list: the gaps between listed ones, and
+    // everything before the first and after the last.
+    std::vector<uint32_t> keep = words->segments;
+    std::sort(keep.begin(), keep.end());
+    std::string from = kWordListPrefix;
+    for (uint32_t s : keep) {
+      batch.DeleteRange(from, WordSegmentKey(s));
+      from = s == UINT32_MAX ? std::string("w:t") : WordSegmentKey(s + 1);
+    }
+    batch.DeleteRange(from, "w:t");
+  }
   const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
+}
+
+std::optional<std::string> Store::GetWordTable() const {
+  auto value = impl_->Get(kWordTableKey);
+  if (!value) return std::nullopt;
+  return CheckedWordValue(*value, "word index table (w:t)", path_);
+}
+
+std::optional<std::string> Store::GetWordVocabulary() const {
+  auto value = impl_->Get(kWordVocabularyKey);
+  if (!value) return std::nullopt;
+  return CheckedWordValue(*value, "word index vocabulary (w:v)", path_);
+}
+
+std::vector<std::optional<std::string>> Store::GetWordLists(
+    const std::vector<std::pair<uint32_t, uint32_t>>& keys) const {
+  std::vector<std::string> names(keys.size());
+  std::vector<rocksdb::Slice> slices(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    names[i] = WordListKey(keys[i].first, keys[i].second);
+    slices[i] = names[i];
+  }
+  std::vector<rocksdb::PinnableSlice> values(keys.size());
+  std::vector<rocksdb::Status> statuses(keys.size());
+  impl_->db->MultiGet(rocksdb::ReadOptions(), impl_->db->DefaultColumnFamily(), keys.size(),
+                      slices.data(), values.data(), statuses.data());
+  std::vector<std::optional<std::string>> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) throw IoError(path_, statuses[i], "read the word index of");
+    try {
+      out[i].emplace(values[i].data(), CheckXxh3(values[i].data(), values[i].size(), "word list"));
+    } catch (const encoding::CorruptValue&) {
+      CheckedWordValue(values[i].ToString(), "word list", path_);  // throws StoreError
+    }
+  }
+  return out;
+}
+
+void Store::PutWordLists(uint32_t segment,
+                         const std::vector<std::pair<uint32_t, std::string>>& lists) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  rocksdb::WriteBatch batch;
+  for (const auto& [word, value] : lists) batch.Put(WordListKey(segment, word), WithXxh3(value));
+  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) throw IoError(path_, s, "write to");
+}
+
+uint32_t Store::NextWordSegment() const {
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  it->SeekForPrev(WordListKey(UINT32_MAX, UINT32_MAX));
+  if (!it->status().ok()) throw IoError(path_, it->status(), "read the word index of");
+  if (!it->Valid() || !it->key().starts_with(kWordListPrefix) || it->key().size() != 11) return 0;
+  uint32_t segment = 0;
+  for (size_t i = 3; i < 7; ++i)
+    segment = (segment << 8) | static_cast<unsigned char>(it->key()[i]);
+  return segment + 1;
 }
 
 std::optional<std::string> Store::GetFeatures(uint64_t id) const {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "storage/model_record.h"
@@ -136,6 +137,15 @@ struct MergeSummary {
   uint64_t added = 0;              // images added
   uint64_t sst_bytes = 0;          // bytes of the ingested table files
 };
+// What Store::PutSearchIndex writes of the word index (search/
+// stored_word_index.h encodes the values; the store adds a checksum to each).
+struct WordIndexCommit {
+  std::string table;       // w:t
+  std::string vocabulary;  // w:v; empty = keep the stored one
+  // The segments `table` lists: every w:s key of another segment is deleted.
+  std::vector<uint32_t> segments;
+};
+
 // Judges one image's local-features blob (without its checksum) for
 // Store::Verify: empty when fine, else what is wrong.
 using FeaturesCheck =
@@ -254,8 +264,28 @@ class Store {
 
   // Replaces the persisted search index in one atomic WriteBatch: the blob
   // in chunks of 4 MiB under x:<u32 BE chunk>, and m:xindex (format, size,
-  // chunk count, FNV-1a of the blob). Throws StoreError(kIo).
-  void PutSearchIndex(const std::string& blob);
+  // chunk count, FNV-1a of the blob), with the word index's table and
+  // vocabulary (`words`; null: every w: key is deleted) and the deletion of
+  // every word-list segment the table does not list. Throws StoreError(kIo).
+  void PutSearchIndex(const std::string& blob, const WordIndexCommit* words = nullptr);
+
+  // The word index's table and vocabulary (w:t, w:v), or nullopt. Throws
+  // StoreError(kCorrupt) if the value fails its checksum.
+  std::optional<std::string> GetWordTable() const;
+  std::optional<std::string> GetWordVocabulary() const;
+  // The word lists of the (segment, word) pairs `keys`, in their order, with
+  // one RocksDB MultiGet; nullopt for an absent one. Throws
+  // StoreError(kCorrupt) if a value fails its checksum.
+  std::vector<std::optional<std::string>> GetWordLists(
+      const std::vector<std::pair<uint32_t, uint32_t>>& keys) const;
+  // Writes word lists of `segment` (word, value) in one WriteBatch. The
+  // segment is used by no committed table: PutSearchIndex commits it (or a
+  // later one deletes it). Throws StoreError(kIo).
+  void PutWordLists(uint32_t segment, const std::vector<std::pair<uint32_t, std::string>>& lists);
+  // One more than the highest segment any word list is stored under (0 when
+  // there is none): a segment number no committed table and no list left by
+  // a killed run uses.
+  uint32_t NextWordSegment() const;
 
   // Replaces the record of an already stored image (e.g. a new mtime for the
   // same content), keeping its vector.

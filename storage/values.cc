@@ -122,6 +122,27 @@ std::string CheckedBlob(const std::string& value, const char* what) {
   return value.substr(0, n);
 }
 
+std::string WithXxh3(const std::string& blob) {
+  std::string s;
+  s.reserve(blob.size() + 8);
+  s = blob;
+  encoding::PutFixed64(&s, Hash64(HashKind::kXxh3_64, blob.data(), blob.size()));
+  return s;
+}
+
+size_t CheckXxh3(const char* data, size_t size, const char* what) {
+  if (size < 8) throw encoding::CorruptValue(std::string(what) + ": too short");
+  const size_t n = size - 8;
+  const uint64_t stored = Reader(data + n, 8, what).Fixed64();
+  const uint64_t computed = Hash64(HashKind::kXxh3_64, data, n);
+  if (stored != computed) throw ChecksumMismatch(what, stored, computed);
+  return n;
+}
+
+std::string CheckedXxh3(const std::string& value, const char* what) {
+  return value.substr(0, CheckXxh3(value.data(), value.size(), what));
+}
+
 std::string EncodeU64(uint64_t v) {
   std::string s;
   encoding::PutFixed64(&s, v);

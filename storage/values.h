@@ -49,6 +49,14 @@ void ReadVector(const char* data, size_t size, uint64_t dim, bool half, HashKind
 std::string WithChecksum(const std::string& blob);
 std::string CheckedBlob(const std::string& value, const char* what);
 
+// A blob followed by its XXH3-64 (the word index's w: values, read in bulk
+// by every query: XXH3 is ten times faster than FNV-1a): the blob, checked.
+std::string WithXxh3(const std::string& blob);
+std::string CheckedXxh3(const std::string& value, const char* what);
+// The size of the blob of a value (data, size) ending with its XXH3-64;
+// throws CorruptValue if the hash does not match.
+size_t CheckXxh3(const char* data, size_t size, const char* what);
+
 std::string EncodeU64(uint64_t v);
 
 // m:totals: u64 descriptors, u64 images without features, u64 generation.

@@ -217,6 +217,27 @@ void CheckSearchIndex(const VerifyContext& c, const std::function<void()>& read_
   }
 }
 
+// The word index's keys (w:): each well formed and whole (its checksum).
+// Which segments the table lists, and what the values hold, search/
+// stored_word_index.h checks (VerifyWordIndex).
+void CheckWordKeys(const VerifyContext& c) {
+  std::unique_ptr<rocksdb::Iterator> it(c.db->NewIterator(c.ro));
+  for (it->Seek("w:"); it->Valid() && it->key().starts_with("w:"); it->Next()) {
+    const std::string key = it->key().ToString();
+    const bool list = key.size() == 11 && key.compare(0, 3, kWordListPrefix) == 0;
+    if (!list && key != kWordTableKey && key != kWordVocabularyKey) {
+      c.problems->Add("word index key " + it->key().ToString(true) + ": malformed");
+      continue;
+    }
+    try {
+      CheckedXxh3(it->value().ToString(), "word index value");
+    } catch (const encoding::CorruptValue& e) {
+      c.problems->Add("word index key " + it->key().ToString(true) + ": " + e.what());
+    }
+  }
+  if (!it->status().ok()) c.problems->Add("reading the word index: " + it->status().ToString());
+}
+
 }  // namespace
 
 std::vector<std::string> Store::Verify(size_t max_problems,
@@ -249,6 +270,7 @@ std::vector<std::string> Store::Verify(size_t max_problems,
                  " and " + std::to_string(counted.without_features));
   CheckOrphans(c);
   CheckSearchIndex(c, [this] { GetSearchIndex(); });
+  CheckWordKeys(c);
   return problems.Take();
 }
 

@@ -76,12 +76,15 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     return Searcher::Open(db(), o);
   }
   // The persisted index as a fresh read-only open sees it.
+  // Its word index reads the store it was opened with, kept in readers_.
   SearchIndexSync Persisted() {
-    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    readers_.push_back(Store::Open(db(), Store::Mode::kReadOnly));
+    const Store& store = *readers_.back();
     VectorIndexOptions o;
     o.kind = GetParam();
-    return SyncSearchIndex(*store, SearchVectors(*store), o);
+    return SyncSearchIndex(store, SearchVectors(store), o);
   }
+  std::vector<std::unique_ptr<Store>> readers_;
   // Every stored image with features is found first by its own stored vector.
   void ExpectEachImageFindsItself(const Searcher& searcher) {
     auto store = Store::Open(db(), Store::Mode::kReadOnly);
@@ -303,6 +306,54 @@ TEST_P(PersistedIndexTest, WordIndexIsDroppedWhenOffAndBuiltWhenMissing) {
   EXPECT_EQ(capped.words, nullptr);
   o.max_word_images = -1;
   EXPECT_THROW(o.Validate(), std::invalid_argument);
+}
+
+TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
+  testing::WriteSyntheticSet(dir(), 6, 1, 320, 240);
+  PhaseRecorder observer;
+  Index(&observer);
+  std::vector<std::pair<uint64_t, float>> expected;
+  std::vector<WordSignature> query;
+  {
+    const SearchIndexSync p = Persisted();
+    ASSERT_NE(p.words, nullptr);
+    const FeatureReader features(*readers_.back());
+    const auto f = features.Read(p.manifest.at(1).id);
+    ASSERT_TRUE(f.has_value());
+    query = p.words->vocabulary().Encode(f->descriptors.data(), f->num());
+    expected = p.words->Search(query, 10);
+    ASSERT_GT(expected.size(), 1u);
+    // A database as a build before format 4 left it: the word index inside
+    // the blob, no w: keys.
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    SaveSearchIndexFormat3(store.get(), p);
+    EXPECT_FALSE(store->GetWordTable().has_value());
+  }
+  {
+    // Searched from the blob, read-only, as before.
+    const SearchIndexSync p = Persisted();
+    EXPECT_TRUE(p.loaded);
+    EXPECT_TRUE(p.words_converted);
+    EXPECT_FALSE(p.words_built);
+    ExpectWordsMatchManifest(p);
+    EXPECT_EQ(p.words->Search(query, 10), expected);
+  }
+  {
+    // The next `index` moves it to its own keys, the same index.
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    VectorIndexOptions o;
+    o.kind = GetParam();
+    const SearchIndexSync moved = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+    EXPECT_TRUE(moved.words_converted);
+    EXPECT_NE(moved.Summary().find("moved out of the blob"), std::string::npos) << moved.Summary();
+    EXPECT_TRUE(store->GetWordTable().has_value());
+    EXPECT_TRUE(VerifyWordIndex(*store).empty());
+  }
+  const SearchIndexSync p = Persisted();
+  EXPECT_FALSE(p.changed());
+  EXPECT_FALSE(p.words_converted);
+  ExpectWordsMatchManifest(p);
+  EXPECT_EQ(p.words->Search(query, 10), expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, PersistedIndexTest,

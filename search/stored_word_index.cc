@@ -1,0 +1,442 @@
+#include "search/stored_word_index.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "storage/encoding.h"
+
+namespace lookalike {
+namespace {
+
+constexpr uint32_t kTableFormat = 1;
+constexpr size_t kWordsPerRead = 64;  // query words per MultiGet
+// Postings a step of a compaction or a check reads at most (about 20 MiB of
+// lists), so its memory does not grow with the collection.
+constexpr uint64_t kPostingsPerRange = uint64_t{1} << 21;
+constexpr size_t kBatchBytes = size_t{32} << 20;  // word lists per WriteBatch
+
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+// Bits set in x, branch-free and inline (__builtin_popcountll becomes a
+// library call on x86-64 builds without -mpopcnt: 3x slower in scoring).
+inline int PopCount(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ULL;
+  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  return static_cast<int>((x * 0x0101010101010101ULL) >> 56);
+}
+
+uint64_t LoadLe64(const unsigned char* p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+#else
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+#endif
+}
+
+// One word list value: u32 p, p x varint id delta, p x u64 signature.
+std::string EncodeList(std::vector<std::pair<uint64_t, uint64_t>>* postings) {
+  std::sort(postings->begin(), postings->end());
+  std::string out;
+  out.reserve(4 + postings->size() * 11);
+  encoding::PutFixed32(&out, static_cast<uint32_t>(postings->size()));
+  uint64_t previous = 0;
+  for (const auto& p : *postings) {
+    PutVarint(&out, p.first - previous);
+    previous = p.first;
+  }
+  for (const auto& p : *postings) encoding::PutFixed64(&out, p.second);
+  return out;
+}
+
+// Calls fn(id, bits) for every posting of a list value, ids ascending.
+// Throws encoding::CorruptValue.
+template <typename Fn>
+void DecodeList(const std::string& value, Fn&& fn) {
+  const auto* p = reinterpret_cast<const unsigned char*>(value.data());
+  if (value.size() < 4) throw encoding::CorruptValue("word list: too short");
+  const uint32_t count = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+                         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+  if (count == 0 || (value.size() - 4) / 9 < count)
+    throw encoding::CorruptValue("word list: count does not fit its size");
+  const unsigned char* bits = p + value.size() - size_t{count} * 8;
+  const unsigned char* v = p + 4;
+  uint64_t id = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t delta = 0;
+    for (int shift = 0;; shift += 7) {
+      if (v >= bits || shift > 63) throw encoding::CorruptValue("word list: bad id delta");
+      const unsigned char b = *v++;
+      delta |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) break;
+    }
+    if (i > 0 && delta == 0) throw encoding::CorruptValue("word list: ids not ascending");
+    id += delta;
+    fn(id, LoadLe64(bits + size_t{i} * 8));
+  }
+  if (v != bits) throw encoding::CorruptValue("word list: size mismatch");
+}
+
+}  // namespace
+
+StoredWordIndex::StoredWordIndex(const Store& store, WordVocabulary vocabulary)
+    : store_(store),
+      vocabulary_(std::move(vocabulary)),
+      vocabulary_new_(true),
+      memory_(std::make_unique<WordIndex>(vocabulary_)) {}
+
+std::unique_ptr<StoredWordIndex> StoredWordIndex::FromMemory(const Store& store,
+                                                             std::unique_ptr<WordIndex> index) {
+  auto out = std::make_unique<StoredWordIndex>(store, index->vocabulary());
+  out->memory_ = std::move(index);
+  return out;
+}
+
+std::unique_ptr<StoredWordIndex> StoredWordIndex::Load(const Store& store, const Codebook& codebook,
+                                                       uint64_t table_hash) {
+  const std::optional<std::string> table = store.GetWordTable();
+  if (!table) return nullptr;
+  if (Hash64(HashKind::kXxh3_64, table->data(), table->size()) != table_hash)
+    throw encoding::CorruptValue("word index table is not the one the search index names");
+  const std::optional<std::string> vocabulary = store.GetWordVocabulary();
+  if (!vocabulary) throw encoding::CorruptValue("word index vocabulary missing");
+  auto out =
+      std::make_unique<StoredWordIndex>(store, WordVocabulary::Deserialize(*vocabulary, codebook));
+  out->vocabulary_new_ = false;
+  encoding::Reader r(*table, "word index table");
+  if (r.Fixed32() != kTableFormat) throw encoding::CorruptValue("word index table: unknown format");
+  const uint32_t num_segments = r.Fixed32();
+  if (num_segments > r.remaining() / 4) throw encoding::CorruptValue("word index table truncated");
+  out->segments_.resize(num_segments);
+  for (uint32_t& s : out->segments_) s = r.Fixed32();
+  for (size_t i = 1; i < out->segments_.size(); ++i)
+    if (out->segments_[i] <= out->segments_[i - 1])
+      throw encoding::CorruptValue("word index table: segments not ascending");
+  out->stored_postings_ = r.Fixed64();
+  const uint64_t n = r.Fixed64();
+  if (n > r.remaining() / 16) throw encoding::CorruptValue("word index table truncated");
+  out->rows_.resize(n);
+  for (Row& row : out->rows_) row.id = r.Fixed64();
+  for (Row& row : out->rows_) {
+    row.words = r.Fixed32();
+    if (row.words == 0) throw encoding::CorruptValue("word index table: an image without words");
+    out->live_postings_ += row.words;
+  }
+  for (Row& row : out->rows_) {
+    row.segment = r.Fixed32();
+    if (!std::binary_search(out->segments_.begin(), out->segments_.end(), row.segment))
+      throw encoding::CorruptValue("word index table: an image in an unlisted segment");
+  }
+  r.ExpectEnd();
+  for (size_t i = 1; i < out->rows_.size(); ++i)
+    if (out->rows_[i].id <= out->rows_[i - 1].id)
+      throw encoding::CorruptValue("word index table: ids not ascending");
+  if (static_cast<uint64_t>(out->live_postings_) > out->stored_postings_)
+    throw encoding::CorruptValue("word index table: postings do not add up");
+  out->Reindex();
+  return out;
+}
+
+std::string StoredWordIndex::EncodeTable() const {
+  std::string out;
+  out.reserve(32 + segments_.size() * 4 + rows_.size() * 16);
+  encoding::PutFixed32(&out, kTableFormat);
+  encoding::PutFixed32(&out, static_cast<uint32_t>(segments_.size()));
+  for (uint32_t s : segments_) encoding::PutFixed32(&out, s);
+  encoding::PutFixed64(&out, stored_postings_);
+  encoding::PutFixed64(&out, rows_.size());
+  for (const Row& row : rows_) encoding::PutFixed64(&out, row.id);
+  for (const Row& row : rows_) encoding::PutFixed32(&out, row.words);
+  for (const Row& row : rows_) encoding::PutFixed32(&out, row.segment);
+  return out;
+}
+
+int64_t StoredWordIndex::ntotal() const {
+  return static_cast<int64_t>(rows_.size()) + memory_->ntotal();
+}
+
+int64_t StoredWordIndex::num_postings() const { return live_postings_ + memory_->num_postings(); }
+
+void StoredWordIndex::Reindex() {
+  row_of_id_.clear();
+  if (rows_.empty()) return;
+  const uint64_t max_id = rows_.back().id;
+  // A dense map while ids are (ids are allocated in order; gaps are removed
+  // images and merged shards' unused ranges), else binary search.
+  if (max_id > 16 * rows_.size() + (uint64_t{1} << 20)) return;
+  row_of_id_.assign(max_id + 1, 0);
+  for (size_t r = 0; r < rows_.size(); ++r) row_of_id_[rows_[r].id] = static_cast<uint32_t>(r + 1);
+}
+
+int64_t StoredWordIndex::RowOf(uint64_t id) const {
+  if (!row_of_id_.empty()) return id < row_of_id_.size() ? int64_t{row_of_id_[id]} - 1 : -1;
+  const auto it = std::lower_bound(rows_.begin(), rows_.end(), id,
+                                   [](const Row& row, uint64_t v) { return row.id < v; });
+  return it != rows_.end() && it->id == id ? it - rows_.begin() : -1;
+}
+
+int64_t StoredWordIndex::Remove(const std::vector<int64_t>& ids) {
+  int64_t removed = memory_->Remove(ids);
+  if (ids.empty() || rows_.empty()) return removed;
+  std::vector<uint64_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<Row> kept;
+  kept.reserve(rows_.size());
+  for (const Row& row : rows_) {
+    if (std::binary_search(sorted.begin(), sorted.end(), row.id)) {
+      live_postings_ -= row.words;
+      ++removed;
+    } else {
+      kept.push_back(row);
+    }
+  }
+  if (kept.size() != rows_.size()) {
+    rows_ = std::move(kept);
+    Reindex();
+  }
+  return removed;
+}
+
+void StoredWordIndex::Add(uint64_t id, const std::vector<WordSignature>& signatures) {
+  if (RowOf(id) >= 0)
+    throw std::logic_error("word index: image " + std::to_string(id) + " added twice");
+  memory_->Add(id, signatures);
+  if (writer_ && memory_->ntotal() >= segment_images_) WriteMemory();
+}
+
+void StoredWordIndex::ReadLists(
+    const std::vector<uint32_t>& words,
+    const std::function<void(size_t, uint32_t, const std::string&)>& fn) const {
+  std::vector<std::pair<uint32_t, uint32_t>> keys;
+  for (size_t start = 0; start < words.size(); start += kWordsPerRead) {
+    const size_t end = std::min(words.size(), start + kWordsPerRead);
+    keys.clear();
+    for (size_t i = start; i < end; ++i)
+      for (uint32_t s : segments_) keys.emplace_back(s, words[i]);
+    const std::vector<std::optional<std::string>> values = store_.GetWordLists(keys);
+    for (size_t k = 0; k < keys.size(); ++k)
+      if (values[k]) fn(start + k / segments_.size(), keys[k].first, *values[k]);
+  }
+}
+
+std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
+    const std::vector<WordSignature>& query, int64_t m) const {
+  std::vector<std::pair<uint64_t, float>> out;
+  if (query.empty() || m <= 0 || ntotal() == 0) return out;
+  if (!rows_.empty() && !segments_.empty()) {
+    const float* kernel = WordKernelTable();
+    std::vector<uint32_t> words;
+    std::vector<uint64_t> bits;
+    for (const WordSignature& q : query)
+      if (q.word < static_cast<uint32_t>(vocabulary_.num_words())) {
+        words.push_back(q.word);
+        bits.push_back(q.bits);
+      }
+    // Each image's sum runs over the query's words in query order (an image
+    // has one live posting per word), as in WordIndex::Search.
+    std::vector<float> score(rows_.size(), 0.0f);
+    ReadLists(words, [&](size_t i, uint32_t segment, const std::string& value) {
+      const uint64_t q = bits[i];
+      DecodeList(value, [&](uint64_t id, uint64_t b) {
+        const int64_t row = RowOf(id);
+        if (row >= 0 && rows_[row].segment == segment) score[row] += kernel[PopCount(q ^ b)];
+      });
+    });
+    const float inv_q = 1.0f / std::sqrt(static_cast<float>(query.size()));
+    for (size_t r = 0; r < score.size(); ++r)
+      if (score[r] > 0)
+        out.emplace_back(rows_[r].id,
+                         score[r] * inv_q / std::sqrt(static_cast<float>(rows_[r].words)));
+  }
+  if (memory_->ntotal() > 0) {
+    const auto held = memory_->Search(query, m);
+    out.insert(out.end(), held.begin(), held.end());
+  }
+  auto better = [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
+  if (static_cast<int64_t>(out.size()) > m) {
+    std::nth_element(out.begin(), out.begin() + m, out.end(), better);
+    out.resize(static_cast<size_t>(m));
+  }
+  std::sort(out.begin(), out.end(), better);
+  return out;
+}
+
+uint32_t StoredWordIndex::WordsPerRange() const {
+  const auto num_words = static_cast<uint64_t>(vocabulary_.num_words());
+  const uint64_t per_word = stored_postings_ / std::max<uint64_t>(1, num_words) + 1;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(kPostingsPerRange / per_word, 1, 256));
+}
+
+void StoredWordIndex::SetWriter(Store* store) {
+  if (store != &store_) throw std::logic_error("StoredWordIndex: writer is another store");
+  writer_ = store;
+}
+
+uint32_t StoredWordIndex::NewSegment() {
+  // Above every list stored, committed or left by a killed run, so a new
+  // segment never mixes with old lists.
+  if (next_segment_ == 0) next_segment_ = writer_->NextWordSegment();
+  if (!segments_.empty()) next_segment_ = std::max(next_segment_, segments_.back() + 1);
+  if (next_segment_ == UINT32_MAX)
+    throw std::runtime_error("word index: segment numbers exhausted");
+  return next_segment_++;
+}
+
+void StoredWordIndex::WriteMemory() {
+  if (memory_->ntotal() == 0) return;
+  const uint32_t segment = NewSegment();
+  std::vector<std::pair<uint32_t, std::string>> lists;
+  size_t bytes = 0;
+  memory_->ForEachList([&](uint32_t word, const std::vector<std::pair<uint64_t, uint64_t>>& p) {
+    std::vector<std::pair<uint64_t, uint64_t>> postings = p;
+    lists.emplace_back(word, EncodeList(&postings));
+    bytes += lists.back().second.size();
+    if (bytes >= kBatchBytes) {
+      writer_->PutWordLists(segment, lists);
+      lists.clear();
+      bytes = 0;
+    }
+  });
+  if (!lists.empty()) writer_->PutWordLists(segment, lists);
+  memory_->ForEachImage([&](uint64_t id, uint32_t words) {
+    rows_.push_back(Row{id, words, segment});
+  });
+  std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.id < b.id; });
+  stored_postings_ += static_cast<uint64_t>(memory_->num_postings());
+  live_postings_ += memory_->num_postings();
+  segments_.push_back(segment);
+  memory_ = std::make_unique<WordIndex>(vocabulary_);
+  Reindex();
+}
+
+void StoredWordIndex::Compact() {
+  const uint32_t segment = NewSegment();
+  const auto num_words = static_cast<uint32_t>(vocabulary_.num_words());
+  const uint32_t range = WordsPerRange();
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> live(range);
+  for (uint32_t w0 = 0; w0 < num_words; w0 += range) {
+    std::vector<uint32_t> words;
+    for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
+    for (auto& l : live) l.clear();
+    ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
+      DecodeList(value, [&](uint64_t id, uint64_t b) {
+        const int64_t row = RowOf(id);
+        if (row >= 0 && rows_[row].segment == s) live[i].emplace_back(id, b);
+      });
+    });
+    std::vector<std::pair<uint32_t, std::string>> lists;
+    for (size_t i = 0; i < words.size(); ++i)
+      if (!live[i].empty()) lists.emplace_back(words[i], EncodeList(&live[i]));
+    if (!lists.empty()) writer_->PutWordLists(segment, lists);
+  }
+  for (Row& row : rows_) row.segment = segment;
+  segments_ = {segment};
+  stored_postings_ = static_cast<uint64_t>(live_postings_);
+}
+
+WordIndexCommit StoredWordIndex::Commit() {
+  if (!writer_) throw std::logic_error("StoredWordIndex::Commit: no writer");
+  WriteMemory();
+  const uint64_t dead = stored_postings_ - static_cast<uint64_t>(live_postings_);
+  if (segments_.size() > kMaxSegments || dead > static_cast<uint64_t>(live_postings_) / 4)
+    Compact();
+  if (rows_.empty()) segments_.clear();
+  WordIndexCommit commit;
+  commit.table = EncodeTable();
+  if (vocabulary_new_) commit.vocabulary = vocabulary_.Serialize();
+  vocabulary_new_ = false;
+  commit.segments = segments_;
+  return commit;
+}
+
+std::string StoredWordIndex::SerializeAsWordIndex() const {
+  if (has_unwritten()) {
+    // Held in memory only: its own format already.
+    if (!rows_.empty()) throw std::logic_error("SerializeAsWordIndex: commit first");
+    return memory_->Serialize();
+  }
+  std::string out;
+  encoding::PutFixed32(&out, 1);
+  const std::string vocabulary = vocabulary_.Serialize();
+  encoding::PutFixed64(&out, vocabulary.size());
+  out += vocabulary;
+  encoding::PutFixed64(&out, rows_.size());
+  for (const Row& row : rows_) encoding::PutFixed64(&out, row.id);
+  for (const Row& row : rows_) encoding::PutFixed32(&out, row.words);
+  const auto num_words = static_cast<uint32_t>(vocabulary_.num_words());
+  const uint32_t range = WordsPerRange();
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> live(range);
+  for (uint32_t w0 = 0; w0 < num_words; w0 += range) {
+    std::vector<uint32_t> words;
+    for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
+    for (auto& l : live) l.clear();
+    ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
+      DecodeList(value, [&](uint64_t id, uint64_t b) {
+        const int64_t row = RowOf(id);
+        if (row >= 0 && rows_[row].segment == s)
+          live[i].emplace_back(static_cast<uint64_t>(row), b);
+      });
+    });
+    for (size_t i = 0; i < words.size(); ++i) {
+      std::sort(live[i].begin(), live[i].end());
+      encoding::PutFixed32(&out, static_cast<uint32_t>(live[i].size()));
+      uint64_t previous = 0;
+      for (const auto& p : live[i]) {
+        PutVarint(&out, p.first - previous);
+        previous = p.first;
+      }
+      for (const auto& p : live[i]) encoding::PutFixed64(&out, p.second);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> StoredWordIndex::Check() const {
+  std::vector<std::string> problems;
+  std::vector<uint32_t> seen(rows_.size(), 0);
+  const auto num_words = static_cast<uint32_t>(vocabulary_.num_words());
+  const uint32_t range = WordsPerRange();
+  for (uint32_t w0 = 0; w0 < num_words; w0 += range) {
+    std::vector<uint32_t> words;
+    for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
+    try {
+      ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
+        try {
+          DecodeList(value, [&](uint64_t id, uint64_t) {
+            const int64_t row = RowOf(id);
+            if (row >= 0 && rows_[row].segment == s) ++seen[row];
+          });
+        } catch (const encoding::CorruptValue& e) {
+          if (problems.size() < 100)
+            problems.push_back("word index list of word " + std::to_string(words[i]) +
+                               " in segment " + std::to_string(s) + ": " + e.what());
+        }
+      });
+    } catch (const StoreError& e) {
+      problems.push_back(e.what());
+      return problems;
+    }
+  }
+  for (size_t r = 0; r < rows_.size() && problems.size() < 100; ++r)
+    if (seen[r] != rows_[r].words)
+      problems.push_back("word index: image " + std::to_string(rows_[r].id) + " has " +
+                         std::to_string(seen[r]) + " live postings, its table entry says " +
+                         std::to_string(rows_[r].words));
+  return problems;
+}
+
+}  // namespace lookalike

@@ -1,0 +1,141 @@
+// The word index of the selective first stage (search/word_index.h) kept in
+// the database key by key, so that a query reads the posting lists of its
+// own words only and no process holds the whole index:
+//
+//   w:t  the table: u32 format (1), u32 next segment, u32 segments s,
+//        s x u32 segment, u64 postings stored (live or not), u64 images n,
+//        n x u64 id (ascending), n x u32 words of the image, n x u32 the
+//        segment holding its postings. About 16 bytes per image.
+//   w:v  the vocabulary (WordVocabulary::Serialize).
+//   w:s<segment BE32><word BE32>  the postings of one word among the images
+//        one segment added: u32 p, p x varint id delta (ids ascending, the
+//        first from 0), p x u64 signature.
+//
+// (the store adds an XXH3-64 to each value.) An image's postings are live in
+// the segment its table row names only: a changed image re-added in a later
+// segment leaves dead postings behind, which scoring skips and compaction
+// drops. `index` writes new segments (one per 8,192 images added) before
+// its commit, then the table with the search index blob in one WriteBatch
+// (Store::PutSearchIndex), which also deletes every segment the table does
+// not list: a killed run leaves uncommitted segments nobody reads. When the
+// table lists more than kMaxSegments segments or dead postings pass a
+// quarter of the live ones, the lists are rewritten into one segment, word
+// range by word range (about 2 million postings per step, whatever the
+// collection's size).
+//
+// Scoring accumulates each image's kernel sum over the query's words in
+// query order, as WordIndex::Search does, so both give the same floats.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "indexer/codebook.h"
+#include "indexer/word_signatures.h"
+#include "search/word_index.h"
+#include "storage/store.h"
+
+namespace lookalike {
+
+// Thread-compatible: const methods may run concurrently, the others may not.
+// Reads through `store`, which must outlive it.
+class StoredWordIndex {
+ public:
+  // Segments a table may list before `Commit` compacts them into one.
+  static constexpr size_t kMaxSegments = 8;
+  // Images an `index` run holds in memory before writing them as a segment.
+  static constexpr int64_t kSegmentImages = 8192;
+
+  // An empty index over `vocabulary` (written at the next Commit).
+  StoredWordIndex(const Store& store, WordVocabulary vocabulary);
+  // The persisted one (w:t, w:v), or null if the database has none; its
+  // table must hash (XXH3-64) to `table_hash` (what the search index blob
+  // recorded). Throws encoding::CorruptValue or StoreError(kCorrupt).
+  static std::unique_ptr<StoredWordIndex> Load(const Store& store, const Codebook& codebook,
+                                               uint64_t table_hash);
+  // A whole index held in memory (read from a format-3 search index blob,
+  // or built by a read-only open); written out as segments at Commit.
+  static std::unique_ptr<StoredWordIndex> FromMemory(const Store& store,
+                                                     std::unique_ptr<WordIndex> index);
+
+  const WordVocabulary& vocabulary() const { return vocabulary_; }
+  int64_t ntotal() const;
+  int64_t num_postings() const;  // of held images
+  // True if images are held in memory only (not yet written as a segment).
+  bool has_unwritten() const { return memory_->ntotal() > 0; }
+
+  // Removes the images of `ids` it holds (in memory: their postings on disk
+  // become dead); returns how many it held.
+  int64_t Remove(const std::vector<int64_t>& ids);
+  // Adds image `id` (not held) with its signatures, in memory; with a writer
+  // (SetWriter), every kSegmentImages images are written as a segment.
+  void Add(uint64_t id, const std::vector<WordSignature>& signatures);
+
+  // The `m` images most similar to `query`, exactly as WordIndex::Search
+  // ranks and scores them over the same images. Reads the lists of the
+  // query's words (one MultiGet per 64 words). Throws StoreError(kCorrupt)
+  // or encoding::CorruptValue on a damaged list.
+  std::vector<std::pair<uint64_t, float>> Search(const std::vector<WordSignature>& query,
+                                                 int64_t m) const;
+
+  // Images per segment instead of kSegmentImages (tests: many segments
+  // from few images). >= 1.
+  void set_segment_images(int64_t n) { segment_images_ = n; }
+
+  // From now on Add and Commit write segments into `store` (the store this
+  // index reads, open read-write).
+  void SetWriter(Store* store);
+  // Writes what memory holds as a segment, compacts if due, and returns the
+  // table (and the vocabulary if it is new) for Store::PutSearchIndex.
+  // Needs a writer. Throws StoreError.
+  WordIndexCommit Commit();
+
+  // The whole index as WordIndex::Serialize writes it (search index format
+  // 3 embedded it): for tests and the benchmark's baseline. Holds it all.
+  std::string SerializeAsWordIndex() const;
+
+  // Problems of the persisted index: each listed segment's lists decode,
+  // ids ascending, every table image has exactly its word count of live
+  // postings. One line per problem.
+  std::vector<std::string> Check() const;
+
+ private:
+  struct Row {
+    uint64_t id = 0;
+    uint32_t words = 0;
+    uint32_t segment = 0;
+  };
+  std::string EncodeTable() const;
+  void Reindex();
+  // Row of image `id`, or -1.
+  int64_t RowOf(uint64_t id) const;
+  // Words whose lists a compaction or check step reads together.
+  uint32_t WordsPerRange() const;
+  uint32_t NewSegment();
+  void WriteMemory();
+  void Compact();
+  // Calls fn(word, segment, postings) for each (listed segment, word) of
+  // `words`, reading them in groups; postings are raw list values.
+  void ReadLists(
+      const std::vector<uint32_t>& words,
+      const std::function<void(size_t index, uint32_t segment, const std::string&)>& fn) const;
+
+  const Store& store_;
+  Store* writer_ = nullptr;
+  WordVocabulary vocabulary_;
+  bool vocabulary_new_ = false;
+  std::vector<Row> rows_;            // ascending id
+  std::vector<uint32_t> row_of_id_;  // dense id -> row + 1 (0 = none), when ids are dense
+  std::vector<uint32_t> segments_;   // committed or written by this run, ascending
+  uint32_t next_segment_ = 0;        // the writer's next new segment; 0 = ask the store
+  int64_t segment_images_ = kSegmentImages;
+  uint64_t stored_postings_ = 0;
+  int64_t live_postings_ = 0;
+  std::unique_ptr<WordIndex> memory_;
+};
+
+}  // namespace lookalike

@@ -1,0 +1,262 @@
+// The word index under its own keys (search/stored_word_index.h) against the
+// in-memory WordIndex as the oracle: the same images, the same scores to the
+// bit and the same ranks, across segments, removals, changed images,
+// compaction, an uncommitted segment left by a killed run, and a reload.
+#include "search/stored_word_index.h"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "search/word_index.h"
+#include "storage/encoding.h"
+#include "storage/store.h"
+
+namespace lookalike {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kDim = 128;
+constexpr int kClusters = 16;
+
+std::vector<float> RandomUnit(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g;
+  std::vector<float> x(static_cast<size_t>(n) * kDim);
+  for (int64_t i = 0; i < n; ++i) {
+    double norm = 0;
+    for (int j = 0; j < kDim; ++j) norm += double{x[i * kDim + j] = g(rng)} * x[i * kDim + j];
+    for (int j = 0; j < kDim; ++j) x[i * kDim + j] /= static_cast<float>(std::sqrt(norm));
+  }
+  return x;
+}
+
+ModelRecord MakeModel() {
+  ModelRecord m;
+  m.num_clusters = kClusters;
+  m.dim = kDim;
+  m.centroids = RandomUnit(kClusters, 1);
+  m.codebook_hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
+  return m;
+}
+
+class StoredWordIndexTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_ = fs::path(testing::TempDir()) /
+           ("stored_words_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(tmp_);
+    fs::create_directories(tmp_);
+    store_ = Store::Create((tmp_ / "db").string(), model_);
+  }
+  void TearDown() override {
+    store_.reset();
+    fs::remove_all(tmp_);
+  }
+  WordVocabulary Train() const {
+    const std::vector<float> sample = RandomUnit(3000, 2);
+    WordVocabularyOptions o;
+    o.fine_per_word = 4;
+    return WordVocabulary::Train(codebook_, sample.data(), 3000, o);
+  }
+  // An "image" of `n` random descriptors.
+  std::vector<WordSignature> Image(uint64_t seed, int64_t n = 150) const {
+    const auto x = RandomUnit(n, seed);
+    return vocabulary_.Encode(x.data(), n);
+  }
+  // Commits `words` as `index` does (with a stand-in blob) and returns its
+  // table's hash.
+  uint64_t Commit(StoredWordIndex* words) {
+    words->SetWriter(store_.get());
+    const WordIndexCommit c = words->Commit();
+    store_->PutSearchIndex("blob", &c);
+    return Hash64(HashKind::kXxh3_64, c.table.data(), c.table.size());
+  }
+  // Every query ranks the same images with the same float scores.
+  void ExpectSame(const WordIndex& oracle, const StoredWordIndex& stored, uint64_t seed) {
+    ASSERT_EQ(oracle.ntotal(), stored.ntotal());
+    ASSERT_EQ(oracle.num_postings(), stored.num_postings());
+    std::mt19937_64 rng(seed);
+    for (int q = 0; q < 25; ++q) {
+      // Mostly partial copies of held images (many near-ties), some unrelated.
+      std::vector<WordSignature> query = Image(rng() % 400 + 1000, 40 + rng() % 200);
+      if (q % 5 == 0) query = Image(rng() + 100000);
+      const int64_t m = 1 + static_cast<int64_t>(rng() % 60);
+      const auto a = oracle.Search(query, m);
+      const auto b = stored.Search(query, m);
+      ASSERT_EQ(a.size(), b.size()) << "query " << q;
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].first, b[i].first) << "query " << q << " rank " << i;
+        EXPECT_EQ(a[i].second, b[i].second) << "query " << q << " rank " << i;
+      }
+    }
+  }
+
+  fs::path tmp_;
+  ModelRecord model_ = MakeModel();
+  Codebook codebook_{kClusters, kDim, model_.centroids};
+  WordVocabulary vocabulary_ = Train();
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoredWordIndexTest, ScoresAndRanksAsTheInMemoryIndexAcrossUpdates) {
+  WordIndex oracle(vocabulary_);
+  StoredWordIndex stored(*store_, vocabulary_);
+  stored.SetWriter(store_.get());
+  stored.set_segment_images(37);  // several segments, one partly filled
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> ids;
+  uint64_t id = 0;
+  for (int i = 0; i < 200; ++i) {
+    id += 1 + rng() % 3;  // gaps, as removed images leave them
+    ids.push_back(id);
+    const auto sig = Image(1000 + i);
+    oracle.Add(id, sig);
+    stored.Add(id, sig);
+  }
+  // Before the commit: written segments plus images still in memory.
+  ExpectSame(oracle, stored, 1);
+  uint64_t hash = Commit(&stored);
+  ExpectSame(oracle, stored, 2);
+  auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
+  ASSERT_NE(loaded, nullptr);
+  ExpectSame(oracle, *loaded, 3);
+  EXPECT_TRUE(loaded->Check().empty());
+
+  // A second run: some images removed, some changed (same id, new content:
+  // their old postings stay behind, dead), some added with lower and
+  // higher ids.
+  std::vector<int64_t> removed, changed;
+  for (size_t i = 0; i < ids.size(); i += 7) removed.push_back(static_cast<int64_t>(ids[i]));
+  for (size_t i = 3; i < ids.size(); i += 11)
+    if (i % 7 != 0) changed.push_back(static_cast<int64_t>(ids[i]));
+  for (auto* list : {&removed, &changed}) {
+    EXPECT_EQ(oracle.Remove(*list), static_cast<int64_t>(list->size()));
+    EXPECT_EQ(loaded->Remove(*list), static_cast<int64_t>(list->size()));
+  }
+  loaded->SetWriter(store_.get());
+  loaded->set_segment_images(37);
+  for (size_t i = 0; i < changed.size(); ++i) {
+    const auto sig = Image(1000 + 400 - i);  // another image's content
+    oracle.Add(static_cast<uint64_t>(changed[i]), sig);
+    loaded->Add(static_cast<uint64_t>(changed[i]), sig);
+  }
+  for (int i = 0; i < 60; ++i) {
+    const auto sig = Image(5000 + i);
+    oracle.Add(id + 1 + i, sig);
+    loaded->Add(id + 1 + i, sig);
+  }
+  ExpectSame(oracle, *loaded, 4);
+  hash = Commit(loaded.get());
+  ExpectSame(oracle, *loaded, 5);
+  auto again = StoredWordIndex::Load(*store_, codebook_, hash);
+  ASSERT_NE(again, nullptr);
+  ExpectSame(oracle, *again, 6);
+  EXPECT_TRUE(again->Check().empty());
+  // What search index format 3 embedded holds the same index.
+  const auto back = WordIndex::Deserialize(again->SerializeAsWordIndex(), codebook_);
+  ExpectSame(*back, *again, 7);
+}
+
+TEST_F(StoredWordIndexTest, CompactionKeepsResultsAndDropsDeadPostings) {
+  WordIndex oracle(vocabulary_);
+  StoredWordIndex stored(*store_, vocabulary_);
+  stored.SetWriter(store_.get());
+  stored.set_segment_images(10);  // 12 segments > kMaxSegments: compacted
+  for (uint64_t id = 1; id <= 120; ++id) {
+    const auto sig = Image(1000 + id);
+    oracle.Add(id, sig);
+    stored.Add(id, sig);
+  }
+  const uint64_t hash = Commit(&stored);
+  auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
+  ASSERT_NE(loaded, nullptr);
+  ExpectSame(oracle, *loaded, 1);
+  EXPECT_TRUE(loaded->Check().empty());
+  // One segment left: every other list was deleted with the commit.
+  EXPECT_EQ(store_->NextWordSegment(), 13u);
+  EXPECT_EQ(loaded->SerializeAsWordIndex(), oracle.Serialize());
+}
+
+TEST_F(StoredWordIndexTest, AnUncommittedSegmentIsNeverRead) {
+  WordIndex oracle(vocabulary_);
+  StoredWordIndex stored(*store_, vocabulary_);
+  for (uint64_t id = 1; id <= 50; ++id) {
+    const auto sig = Image(1000 + id);
+    oracle.Add(id, sig);
+    stored.Add(id, sig);
+  }
+  const uint64_t hash = Commit(&stored);
+  // A run killed after writing a segment, before its commit.
+  {
+    auto run = StoredWordIndex::Load(*store_, codebook_, hash);
+    run->SetWriter(store_.get());
+    run->set_segment_images(5);
+    run->Remove({1, 2, 3});
+    for (uint64_t id = 1; id <= 8; ++id) run->Add(id + 100, Image(9000 + id));
+  }
+  auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
+  ExpectSame(oracle, *loaded, 1);
+  EXPECT_TRUE(loaded->Check().empty());
+  // The next run writes above it, and its commit deletes it.
+  loaded->SetWriter(store_.get());
+  const auto sig = Image(777);
+  oracle.Add(500, sig);
+  loaded->Add(500, sig);
+  const uint64_t next = Commit(loaded.get());
+  auto after = StoredWordIndex::Load(*store_, codebook_, next);
+  ExpectSame(oracle, *after, 2);
+  EXPECT_TRUE(after->Check().empty());
+  EXPECT_EQ(store_->Verify(), std::vector<std::string>());
+}
+
+TEST_F(StoredWordIndexTest, ATableOtherThanTheNamedOneIsRefused) {
+  StoredWordIndex stored(*store_, vocabulary_);
+  stored.Add(1, Image(1));
+  const uint64_t hash = Commit(&stored);
+  EXPECT_THROW(StoredWordIndex::Load(*store_, codebook_, hash + 1), encoding::CorruptValue);
+  store_->PutSearchIndex("blob");  // no word index: every w: key goes
+  EXPECT_EQ(StoredWordIndex::Load(*store_, codebook_, hash), nullptr);
+  EXPECT_EQ(store_->NextWordSegment(), 0u);
+}
+
+TEST_F(StoredWordIndexTest, ADamagedListIsReportedNotScored) {
+  StoredWordIndex stored(*store_, vocabulary_);
+  for (uint64_t id = 1; id <= 20; ++id) stored.Add(id, Image(1000 + id));
+  const uint64_t hash = Commit(&stored);
+  store_.reset();
+  {
+    // Flip a byte in one stored list, bypassing the store.
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), (tmp_ / "db").string(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    it->Seek("w:s");
+    ASSERT_TRUE(it->Valid() && it->key().starts_with("w:s"));
+    std::string value = it->value().ToString();
+    value[5] ^= 0x40;
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), it->key(), value).ok());
+  }
+  store_ = Store::Open((tmp_ / "db").string(), Store::Mode::kReadOnly);
+  const std::vector<std::string> problems = store_->Verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("checksum mismatch"), std::string::npos) << problems[0];
+  auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
+  EXPECT_FALSE(loaded->Check().empty());
+  bool threw = false;
+  try {
+    for (uint64_t seed = 1001; seed <= 1020; ++seed) loaded->Search(Image(seed), 5);
+  } catch (const StoreError& e) {
+    threw = e.kind() == StoreError::Kind::kCorrupt;
+  }
+  EXPECT_TRUE(threw) << "a query reading the damaged list is refused, not scored";
+}
+
+}  // namespace
+}  // namespace lookalike
