@@ -12,12 +12,15 @@
 // signatures. The colour histogram is the mean of the two.
 //
 // usage: grow_distractors --from DB --out SHARD --images N --source-prefix P [--seed X]
+//                         [--start I]
 //
 // DB is a schema-3 database with a PCA (it stores search vectors); only its
 // images whose path starts with P are sources, so nothing is derived from a
 // relevant image of the dev set. SHARD is created with DB's model, as
 // `index --model-from DB` would, and can be merged into a copy of DB with
-// `lookalike merge`. Paths are /synthetic/<i / 1000>/<i>.jpg.
+// `lookalike merge`. Paths are /synthetic/<i / 1000>/<i>.jpg for i = I .. I + N - 1
+// (I = --start, default 0): image i depends only on the seed and i, so a run
+// stopped early is continued by another shard from where it stopped.
 #include <omp.h>
 
 #include <algorithm>
@@ -80,7 +83,7 @@ Descriptors Collage(const LocalFeatures& a, const LocalFeatures& b, float nx, fl
 
 int main(int argc, char** argv) {
   std::string from, out, prefix;
-  int64_t images = 0;
+  int64_t images = 0, start = 0;
   uint64_t seed = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -92,6 +95,8 @@ int main(int argc, char** argv) {
       images = std::atoll(v.c_str());
     else if (a == "--source-prefix")
       prefix = v;
+    else if (a == "--start")
+      start = std::atoll(v.c_str());
     else if (a == "--seed")
       seed = std::strtoull(v.c_str(), nullptr, 10);
     else {
@@ -99,10 +104,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (from.empty() || out.empty() || images < 1 || prefix.empty()) {
+  if (from.empty() || out.empty() || images < 1 || prefix.empty() || start < 0) {
     std::fprintf(stderr,
                  "usage: grow_distractors --from DB --out SHARD --images N --source-prefix P "
-                 "[--seed X]\n");
+                 "[--seed X] [--start I]\n");
     return 2;
   }
   try {
@@ -145,7 +150,7 @@ int main(int argc, char** argv) {
 #pragma omp parallel for schedule(dynamic, 4)
       for (int64_t j = 0; j < n; ++j) {
         // Image i's sources and line depend only on the seed and i.
-        const int64_t i = begin + j;
+        const int64_t i = start + begin + j;
         std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i));
         std::uniform_int_distribution<size_t> pick(0, sources.size() - 1);
         const size_t ia = pick(rng);
