@@ -27,7 +27,10 @@ std::vector<float> Around(const std::vector<float>& centres, int64_t n, float si
     const float* c = centres.data() + (i % k) * kDim;
     float* row = x.data() + i * kDim;
     double norm = 0;
-    for (int j = 0; j < kDim; ++j) norm += double{row[j] = c[j] + noise(rng)} * row[j];
+    for (int j = 0; j < kDim; ++j) {
+      row[j] = c[j] + noise(rng);  // written, then read: one statement would be unsequenced
+      norm += double{row[j]} * row[j];
+    }
     for (int j = 0; j < kDim; ++j) row[j] = static_cast<float>(row[j] / std::sqrt(norm));
   }
   return x;
