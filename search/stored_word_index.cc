@@ -323,11 +323,11 @@ void StoredWordIndex::WriteMemory() {
   Reindex();
 }
 
-void StoredWordIndex::Compact() {
-  const uint32_t segment = NewSegment();
+void StoredWordIndex::ForEachLiveRange(
+    const std::function<void(const std::vector<uint32_t>& words, LiveLists* live)>& fn) const {
   const auto num_words = static_cast<uint32_t>(vocabulary_.num_words());
   const uint32_t range = WordsPerRange();
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> live(range);
+  LiveLists live(range);
   for (uint32_t w0 = 0; w0 < num_words; w0 += range) {
     std::vector<uint32_t> words;
     for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
@@ -335,14 +335,25 @@ void StoredWordIndex::Compact() {
     ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
       DecodeList(value, [&](uint64_t id, uint64_t b) {
         const int64_t row = RowOf(id);
-        if (row >= 0 && rows_[row].segment == s) live[i].emplace_back(id, b);
+        if (row >= 0 && rows_[row].segment == s)
+          live[i].emplace_back(static_cast<uint64_t>(row), b);
       });
     });
-    std::vector<std::pair<uint32_t, std::string>> lists;
-    for (size_t i = 0; i < words.size(); ++i)
-      if (!live[i].empty()) lists.emplace_back(words[i], EncodeList(&live[i]));
-    if (!lists.empty()) writer_->PutWordLists(segment, lists);
+    fn(words, &live);
   }
+}
+
+void StoredWordIndex::Compact() {
+  const uint32_t segment = NewSegment();
+  ForEachLiveRange([&](const std::vector<uint32_t>& words, LiveLists* live) {
+    std::vector<std::pair<uint32_t, std::string>> lists;
+    for (size_t i = 0; i < words.size(); ++i) {
+      if ((*live)[i].empty()) continue;
+      for (auto& p : (*live)[i]) p.first = rows_[p.first].id;  // stored lists hold ids
+      lists.emplace_back(words[i], EncodeList(&(*live)[i]));
+    }
+    if (!lists.empty()) writer_->PutWordLists(segment, lists);
+  });
   for (Row& row : rows_) row.segment = segment;
   segments_ = {segment};
   stored_postings_ = static_cast<uint64_t>(live_postings_);
@@ -377,31 +388,11 @@ std::string StoredWordIndex::SerializeAsWordIndex() const {
   encoding::PutFixed64(&out, rows_.size());
   for (const Row& row : rows_) encoding::PutFixed64(&out, row.id);
   for (const Row& row : rows_) encoding::PutFixed32(&out, row.words);
-  const auto num_words = static_cast<uint32_t>(vocabulary_.num_words());
-  const uint32_t range = WordsPerRange();
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> live(range);
-  for (uint32_t w0 = 0; w0 < num_words; w0 += range) {
-    std::vector<uint32_t> words;
-    for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
-    for (auto& l : live) l.clear();
-    ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
-      DecodeList(value, [&](uint64_t id, uint64_t b) {
-        const int64_t row = RowOf(id);
-        if (row >= 0 && rows_[row].segment == s)
-          live[i].emplace_back(static_cast<uint64_t>(row), b);
-      });
-    });
-    for (size_t i = 0; i < words.size(); ++i) {
-      std::sort(live[i].begin(), live[i].end());
-      encoding::PutFixed32(&out, static_cast<uint32_t>(live[i].size()));
-      uint64_t previous = 0;
-      for (const auto& p : live[i]) {
-        PutVarint(&out, p.first - previous);
-        previous = p.first;
-      }
-      for (const auto& p : live[i]) encoding::PutFixed64(&out, p.second);
-    }
-  }
+  // WordIndex::Serialize's lists hold row deltas, coded as the stored lists
+  // code id deltas.
+  ForEachLiveRange([&](const std::vector<uint32_t>& words, LiveLists* live) {
+    for (size_t i = 0; i < words.size(); ++i) out += EncodeList(&(*live)[i]);
+  });
   return out;
 }
 

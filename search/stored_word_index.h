@@ -118,6 +118,13 @@ class StoredWordIndex {
   uint32_t NewSegment();
   void WriteMemory();
   void Compact();
+  // Per word of a range: its postings whose image's row lists that segment
+  // (the live ones), as (row, signature bits).
+  using LiveLists = std::vector<std::vector<std::pair<uint64_t, uint64_t>>>;
+  // Calls fn(words, live) for every range of WordsPerRange() words in word
+  // order, live[i] holding the live postings of words[i].
+  void ForEachLiveRange(
+      const std::function<void(const std::vector<uint32_t>& words, LiveLists* live)>& fn) const;
   // Calls fn(word, segment, postings) for each (listed segment, word) of
   // `words`, reading them in groups; postings are raw list values.
   void ReadLists(
