@@ -264,14 +264,7 @@ std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
     const auto held = memory_->Search(query, m);
     out.insert(out.end(), held.begin(), held.end());
   }
-  auto better = [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  };
-  if (static_cast<int64_t>(out.size()) > m) {
-    std::nth_element(out.begin(), out.begin() + m, out.end(), better);
-    out.resize(static_cast<size_t>(m));
-  }
-  std::sort(out.begin(), out.end(), better);
+  KeepBestWordScores(&out, m);
   return out;
 }
 

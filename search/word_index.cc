@@ -60,6 +60,17 @@ void WordIndex::Add(uint64_t id, const std::vector<WordSignature>& signatures) {
   num_postings_ += static_cast<int64_t>(signatures.size());
 }
 
+void KeepBestWordScores(std::vector<std::pair<uint64_t, float>>* out, int64_t m) {
+  auto better = [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
+  if (static_cast<int64_t>(out->size()) > m) {
+    std::nth_element(out->begin(), out->begin() + m, out->end(), better);
+    out->resize(static_cast<size_t>(m));
+  }
+  std::sort(out->begin(), out->end(), better);
+}
+
 int64_t WordIndex::Remove(const std::vector<int64_t>& ids) {
   int64_t removed = 0;
   for (int64_t id : ids) {
@@ -91,14 +102,7 @@ std::vector<std::pair<uint64_t, float>> WordIndex::Search(const std::vector<Word
     if (score[r] > 0 && words_of_row_[r] > 0)
       out.emplace_back(id_of_row_[r],
                        score[r] * inv_q / std::sqrt(static_cast<float>(words_of_row_[r])));
-  auto better = [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  };
-  if (static_cast<int64_t>(out.size()) > m) {
-    std::nth_element(out.begin(), out.begin() + m, out.end(), better);
-    out.resize(static_cast<size_t>(m));
-  }
-  std::sort(out.begin(), out.end(), better);
+  KeepBestWordScores(&out, m);
   return out;
 }
 

@@ -34,6 +34,10 @@ namespace lookalike {
 // one table every scorer of the word index uses, so they agree to the bit.
 const float* WordKernelTable();
 
+// Keeps the `m` best of (id, similarity) pairs, best first, ties by lower id:
+// the order every word index search returns.
+void KeepBestWordScores(std::vector<std::pair<uint64_t, float>>* out, int64_t m);
+
 // Thread-compatible: const methods may run concurrently, Add and Remove may not.
 class WordIndex {
  public:
