@@ -14,7 +14,10 @@
 //     python3 DEVSET/../evaluate.py DEVSET/gt.csv $f --groups DEVSET/queries_meta.csv
 //   done
 //
-// A setting is "off" or DIM[:nowhiten][:reg=R][:power=A][:f32].
+// A setting is "off" or DIM[:nowhiten][:reg=R][:power=A][:f32|:f16][:qB[:clip=C]]:
+// the matrix as stored by default (4-bit), as float32 or float16; or, as an
+// experiment, the float32 matrix on a grid of 2^B levels per row spanning its
+// largest magnitude, or +-C x its RMS.
 //
 //   build/bench/pca_devset --timing 1000 256 [--f32]
 // times the costs at K = 512 on synthetic unit vectors instead: learning from
@@ -38,9 +41,11 @@
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
 #include "indexer/projection.h"
+#include "indexer/search_vectors.h"
 #include "search/searcher.h"
 #include "storage/encoding.h"
 #include "storage/store.h"
+#include "storage/values.h"
 
 namespace {
 
@@ -50,6 +55,8 @@ using Clock = std::chrono::steady_clock;
 struct Setting {
   std::string name;
   bool off = false;
+  int quant_bits = 0;  // components rounded to this many bits per value (0 = off)
+  float clip = 0;      // ... over +-clip x the row's RMS (0 = its largest magnitude)
   ProjectionOptions options;
 };
 
@@ -68,8 +75,15 @@ Setting ParseSetting(const std::string& text) {
     if (part == "nowhiten")
       s.options.whiten = false;
     else if (part == "f32")
-      s.options.half_precision = false;
-    else if (part.rfind("reg=", 0) == 0)
+      s.options.component_bits = 32;
+    else if (part == "f16")
+      s.options.component_bits = 16;
+    else if (part.rfind("clip=", 0) == 0)
+      s.clip = std::stof(part.substr(5));
+    else if (part.rfind("q", 0) == 0) {
+      s.quant_bits = std::stoi(part.substr(1));
+      s.options.component_bits = 32;
+    } else if (part.rfind("reg=", 0) == 0)
       s.options.eigen_regularization = std::stof(part.substr(4));
     else if (part.rfind("power=", 0) == 0)
       s.options.power_alpha = std::stof(part.substr(6));
@@ -103,7 +117,7 @@ int Timing(int64_t n, int out_dim, bool half) {
   }
   ProjectionOptions o;
   o.out_dim = out_dim;
-  o.half_precision = half;
+  o.component_bits = half ? 16 : 32;
   auto t = Clock::now();
   const ProjectionRecord rec = LearnProjection(x.data(), n, dim, o);
   std::printf("learn from %lld vectors -> %u dims: %.2f s\n", static_cast<long long>(n),
@@ -141,9 +155,7 @@ int Timing(int64_t n, int out_dim, bool half) {
   std::printf(
       "database size on disk (model + projection): %.1f MiB\n",
       static_cast<double>(Store::Open(db, Store::Mode::kReadOnly)->SizeOnDisk()) / (1 << 20));
-  std::printf("m:pca value: %llu bytes\n",
-              static_cast<unsigned long long>(36 + 4 * (dim + rec.out_dim) +
-                                              uint64_t{rec.out_dim} * dim * (half ? 2 : 4) + 8));
+  std::printf("m:pca value: %zu bytes\n", store_detail::EncodeProjection(rec).size());
   std::filesystem::remove_all(db);
   return 0;
 }
@@ -167,7 +179,7 @@ int main(int argc, char** argv) {
   }
   if (db.empty() || queries.empty() || out_dir.empty() || settings.empty()) {
     std::cerr << "usage: pca_devset --db DB --queries DIR --out DIR SETTING...\n"
-                 "  SETTING: off | DIM[:nowhiten][:reg=R][:power=A][:f32]\n";
+                 "  SETTING: off | DIM[:nowhiten][:reg=R][:power=A][:f32|:f16][:qB[:clip=C]]\n";
     return 2;
   }
   std::filesystem::create_directories(out_dir);
@@ -175,10 +187,19 @@ int main(int argc, char** argv) {
   const int64_t dim = static_cast<int64_t>(store->model().vlad_dim());
   std::vector<float> base;
   std::vector<std::string> paths;
-  store->ForEachVector([&](const ImageRecord& r, const float* v) {
-    if (r.status == ImageStatus::kNoFeatures) return;
-    paths.push_back(r.path);
-    base.insert(base.end(), v, v + dim);
+  // Full VLAD vectors, stored (schemas 1-2) or derived from the stored
+  // features (schema 3 without a projection).
+  const SearchVectors vectors(*store);
+  if (vectors.dim() != dim) {
+    std::cerr << "pca_devset: " << db << " has a PCA projection; index it with --pca-dim 0\n";
+    return 2;
+  }
+  vectors.ForEach([&](const std::vector<ImageRecord>& records, const float* v) {
+    for (size_t i = 0; i < records.size(); ++i) {
+      if (records[i].status == ImageStatus::kNoFeatures) continue;
+      paths.push_back(records[i].path);
+      base.insert(base.end(), v + i * dim, v + (i + 1) * dim);
+    }
   });
   const int64_t n = static_cast<int64_t>(paths.size());
   std::vector<FileError> errors;
@@ -201,12 +222,33 @@ int main(int argc, char** argv) {
     if (!s.off) {
       const ProjectionRecord rec = LearnProjection(base.data(), n, dim, s.options);
       learn_s = std::chrono::duration<double>(Clock::now() - t0).count();
-      // Through the stored encoding, so float16 rounding is included.
-      sp = SearchProjection::FromRecord(&rec, dim);
-      if (s.options.half_precision) {
-        ProjectionRecord rounded = rec;
-        for (float& c : rounded.components) c = encoding::HalfToFloat(encoding::FloatToHalf(c));
-        sp = SearchProjection::FromRecord(&rounded, dim);
+      if (s.quant_bits > 0) {
+        // An experiment beside the stored formats: the float32 matrix put on
+        // a uniform grid of 2^bits levels per row, symmetric, its range the
+        // row's largest magnitude or +-clip x its RMS.
+        ProjectionRecord q = rec;
+        const int64_t w = static_cast<int64_t>(q.in_dim);
+        const float levels = static_cast<float>((1 << (s.quant_bits - 1)) - 1) + 0.5f;
+        for (uint32_t c = 0; c < q.out_dim; ++c) {
+          float* row = q.components.data() + c * w;
+          float mx = 0;
+          double ss = 0;
+          for (int64_t j = 0; j < w; ++j) {
+            mx = std::max(mx, std::fabs(row[j]));
+            ss += double{row[j]} * row[j];
+          }
+          if (s.clip > 0) mx = std::min(mx, s.clip * static_cast<float>(std::sqrt(ss / w)));
+          const float step = mx / levels;
+          const float top = levels - 0.5f;
+          for (int64_t j = 0; j < w; ++j)
+            row[j] = step * (std::clamp(std::floor(row[j] / step), -top - 1, top) + 0.5f);
+        }
+        sp = SearchProjection::FromRecord(&q, dim);
+      } else {
+        // Through the stored encoding (m:pca), so its rounding is included.
+        const ProjectionRecord stored = store_detail::DecodeProjection(
+            store_detail::EncodeProjection(rec), static_cast<uint64_t>(dim));
+        sp = SearchProjection::FromRecord(&stored, dim);
       }
     }
     const int64_t od = sp.out_dim();

@@ -21,6 +21,9 @@ void ProjectionOptions::Validate() const {
   if (!(power_alpha > 0.0f && power_alpha <= 1.0f))
     throw std::invalid_argument("--pca-power must be in (0, 1], got " +
                                 std::to_string(power_alpha));
+  if (component_bits != 4 && component_bits != 16 && component_bits != 32)
+    throw std::invalid_argument("--pca-bits must be 4, 16 or 32, got " +
+                                std::to_string(component_bits));
 }
 
 bool ShouldLearnProjection(const ProjectionOptions& options, int64_t num_images) {
@@ -77,6 +80,30 @@ std::vector<double> CentredGramEigen(const float* x, int64_t n, int64_t dim,
                                std::to_string(info) + ")");
   }
   return gc;
+}
+
+// Puts every component value on its row's 4-bit grid, step x (c - 7.5) for
+// c in 0..15, with the step covering +-3 RMS of the row (values beyond are
+// clamped: a unit row of 65,536 values has RMS 1/256, and its few larger
+// values matter less than a fine step for the bulk; measured against the
+// largest value as the range in indexer/README.md). The record then holds
+// exactly what m:pca stores, so a projection just learned and one read back
+// map vectors identically.
+void QuantizeComponents(ProjectionRecord* p) {
+  const uint64_t dim = p->in_dim;
+  p->component_scales.assign(p->out_dim, 0.0f);
+  for (uint32_t c = 0; c < p->out_dim; ++c) {
+    float* row = p->components.data() + c * dim;
+    double sum2 = 0;
+    for (uint64_t j = 0; j < dim; ++j) sum2 += double{row[j]} * row[j];
+    const double rms = std::sqrt(sum2 / static_cast<double>(dim));
+    const float step = static_cast<float>(std::max(3.0 * rms / 7.5, 1e-30));
+    p->component_scales[c] = step;
+    for (uint64_t j = 0; j < dim; ++j) {
+      const float code = std::clamp(std::floor(row[j] / step + 8.0f), 0.0f, 15.0f);
+      row[j] = step * (code - 7.5f);
+    }
+  }
 }
 
 }  // namespace
@@ -144,7 +171,7 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
   p.out_dim = static_cast<uint32_t>(keep);
   p.num_samples = static_cast<uint32_t>(n);
   p.whiten = options.whiten;
-  p.half_precision = options.half_precision;
+  p.component_bits = static_cast<uint32_t>(options.component_bits);
   p.eigen_regularization = options.eigen_regularization;
   p.power_alpha = options.power_alpha;
   p.mean = mean;
@@ -171,6 +198,7 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
     const float inv = static_cast<float>(1.0 / std::sqrt(std::max(norm2, 1e-300)));
     for (int64_t j = 0; j < dim; ++j) u[j] *= inv;
   }
+  if (p.component_bits == 4) QuantizeComponents(&p);
   return p;
 }
 

@@ -63,16 +63,25 @@ struct ModelRecord {
 // (indexer/projection.h learns and applies it). Optional: a database without
 // one searches its full VLAD vectors, as every database did before.
 struct ProjectionRecord {
-  uint32_t in_dim = 0;             // VLAD dimension it reads (model vlad_dim)
-  uint32_t out_dim = 0;            // components kept, >= 1
-  uint32_t num_samples = 0;        // vectors it was learned from
-  bool whiten = true;              // scale component i by (eigenvalue_i + reg x mean)^-1/2
-  bool half_precision = true;      // components stored as float16 (else float32)
+  uint32_t in_dim = 0;       // VLAD dimension it reads (model vlad_dim)
+  uint32_t out_dim = 0;      // components kept, >= 1
+  uint32_t num_samples = 0;  // vectors it was learned from
+  bool whiten = true;        // scale component i by (eigenvalue_i + reg x mean)^-1/2
+  // Bits per stored component value: 32 (float32), 16 (float16) or 4 (a
+  // code c in 0..15 standing for scale_row x (c - 7.5), m:pca format 2).
+  uint32_t component_bits = 16;
   float eigen_regularization = 0;  // relative eigenvalue floor for whitening, >= 0
   float power_alpha = 1.0f;        // signed power after projection (1 = off)
   std::vector<float> mean;         // in_dim
   std::vector<float> eigenvalues;  // out_dim, descending
   std::vector<float> components;   // out_dim x in_dim, orthonormal rows, row-major
+  // One step per row when component_bits is 4 (its values are then exactly
+  // step x (c - 7.5)); empty otherwise.
+  std::vector<float> component_scales;
+
+  // The m:pca format it is stored in: 2 for 4-bit components, else 1 (the
+  // bytes every earlier build wrote and reads).
+  uint32_t format() const { return component_bits == 4 ? 2 : 1; }
 
   // Whether it maps vectors of a model with this vlad_dim: in_dim equals it
   // and 1 <= out_dim <= in_dim. The one shape rule, for the decoder and for
@@ -80,24 +89,28 @@ struct ProjectionRecord {
   bool Maps(uint64_t vlad_dim) const {
     return in_dim == vlad_dim && out_dim >= 1 && out_dim <= in_dim;
   }
-  // Whether mean, eigenvalues and components have the sizes in_dim and
-  // out_dim say.
+  // Whether the bits are known and mean, eigenvalues, components and scales
+  // have the sizes in_dim, out_dim and component_bits say.
   bool SizesConsistent() const {
-    return mean.size() == in_dim && eigenvalues.size() == out_dim &&
-           components.size() == uint64_t{out_dim} * in_dim;
+    return (component_bits == 4 || component_bits == 16 || component_bits == 32) &&
+           mean.size() == in_dim && eigenvalues.size() == out_dim &&
+           components.size() == uint64_t{out_dim} * in_dim &&
+           component_scales.size() == (component_bits == 4 ? out_dim : 0u);
   }
 
   // The stored fields after the format number, in their on-disk order, as
-  // ModelRecord::Fields. `Coder` also has Dimensions (checks in_dim and
-  // out_dim before the arrays they size), Floats (f32 each, as many as the
-  // vector holds or the count given) and Components (f16 when half_precision,
-  // else f32).
+  // ModelRecord::Fields. `Coder` also has FlagsAndBits (u32 flags: whiten 1,
+  // float16 2; from format 2 on a u32 of component bits follows), Dimensions
+  // (checks in_dim and out_dim before the arrays they size), Floats (f32
+  // each, as many as the vector holds or the count given) and Components
+  // (f32 or f16 values; or, 4-bit, out_dim f32 steps then each row's codes,
+  // two per byte, low nibble first, rows padded to whole bytes).
   template <class Record, class Coder>
   static void Fields(Record& p, Coder& c) {
     c.U32(p.in_dim);
     c.U32(p.out_dim);
     c.U32(p.num_samples);
-    c.Flags(p.whiten, p.half_precision);
+    c.FlagsAndBits(p);
     c.F32(p.eigen_regularization);
     c.F32(p.power_alpha);
     c.Dimensions(p);

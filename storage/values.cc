@@ -1,5 +1,6 @@
 #include "storage/values.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -233,9 +234,20 @@ class ModelReader : public FieldReader {
   bool appended_ = false;
 };
 
+// A 4-bit component value's code: c in 0..15 with value step x (c - 7.5).
+// Values already on that grid map back to their own code.
+inline uint8_t ComponentCode(float value, float step) {
+  const float c = std::floor(value / step + 8.0f);
+  return static_cast<uint8_t>(std::clamp(c, 0.0f, 15.0f));
+}
+
 class ProjectionWriter : public FieldWriter {
  public:
   using FieldWriter::FieldWriter;
+  void FlagsAndBits(const ProjectionRecord& p) {
+    Flags(p.whiten, p.component_bits == 16);
+    if (p.format() >= 2) U32(p.component_bits);
+  }
   void Dimensions(const ProjectionRecord& p) {
     if (!p.SizesConsistent())
       throw StoreError(StoreError::Kind::kIo, "projection has inconsistent sizes");
@@ -245,9 +257,22 @@ class ProjectionWriter : public FieldWriter {
   }
   void Components(const ProjectionRecord& p) {
     const uint64_t n = p.components.size();
-    const size_t at = s_->size();
     std::string& s = *s_;
-    if (p.half_precision) {
+    const size_t at = s.size();
+    if (p.component_bits == 4) {
+      Floats(p.component_scales, p.out_dim);
+      const uint64_t row_bytes = (uint64_t{p.in_dim} + 1) / 2;
+      const size_t codes = s.size();
+      s.resize(codes + row_bytes * p.out_dim, '\0');
+      for (uint32_t r = 0; r < p.out_dim; ++r) {
+        const float* row = p.components.data() + uint64_t{r} * p.in_dim;
+        char* out = s.data() + codes + r * row_bytes;
+        for (uint32_t j = 0; j < p.in_dim; ++j)
+          out[j / 2] =
+              static_cast<char>(static_cast<uint8_t>(out[j / 2]) |
+                                (ComponentCode(row[j], p.component_scales[r]) << (4 * (j % 2))));
+      }
+    } else if (p.component_bits == 16) {
       s.resize(at + 2 * n);
       for (uint64_t i = 0; i < n; ++i) {
         const uint16_t h = encoding::FloatToHalf(p.components[i]);
@@ -267,7 +292,18 @@ class ProjectionWriter : public FieldWriter {
 
 class ProjectionReader : public FieldReader {
  public:
-  ProjectionReader(Reader* r, uint64_t vlad_dim) : FieldReader(r), vlad_dim_(vlad_dim) {}
+  ProjectionReader(Reader* r, uint32_t format, uint64_t vlad_dim)
+      : FieldReader(r), format_(format), vlad_dim_(vlad_dim) {}
+  void FlagsAndBits(ProjectionRecord& p) {
+    bool half = false;
+    Flags(p.whiten, half);
+    p.component_bits = half ? 16 : 32;
+    if (format_ < 2) return;
+    U32(p.component_bits);
+    if (p.component_bits != 4)
+      throw encoding::CorruptValue("projection: format 2 with " + std::to_string(p.component_bits) +
+                                   "-bit components (only 4-bit ones use it)");
+  }
   void Dimensions(const ProjectionRecord& p) {
     if (!p.Maps(vlad_dim_))
       throw encoding::CorruptValue(
@@ -281,7 +317,22 @@ class ProjectionReader : public FieldReader {
   void Components(ProjectionRecord& p) {
     const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
     p.components.resize(n);
-    if (p.half_precision) {
+    if (p.component_bits == 4) {
+      Floats(p.component_scales, p.out_dim);
+      const uint64_t row_bytes = (uint64_t{p.in_dim} + 1) / 2;
+      const auto* raw = reinterpret_cast<const unsigned char*>(r_->Raw(row_bytes * p.out_dim));
+      for (uint32_t r = 0; r < p.out_dim; ++r) {
+        const float step = p.component_scales[r];
+        if (!(step > 0.0f) || !std::isfinite(step))
+          throw encoding::CorruptValue("projection: bad step " + std::to_string(step) +
+                                       " of component " + std::to_string(r));
+        float values[16];
+        for (int c = 0; c < 16; ++c) values[c] = step * (static_cast<float>(c) - 7.5f);
+        float* row = p.components.data() + uint64_t{r} * p.in_dim;
+        const unsigned char* in = raw + r * row_bytes;
+        for (uint32_t j = 0; j < p.in_dim; ++j) row[j] = values[(in[j / 2] >> (4 * (j % 2))) & 15];
+      }
+    } else if (p.component_bits == 16) {
       // A table of all 65536 halves decodes tens of millions of them fast.
       static const std::vector<float> table = [] {
         std::vector<float> t(65536);
@@ -303,6 +354,7 @@ class ProjectionReader : public FieldReader {
   }
 
  private:
+  uint32_t format_;
   uint64_t vlad_dim_;
 };
 
@@ -336,13 +388,13 @@ ModelRecord DecodeModel(const std::string& value) {
   return m;
 }
 
-// m:pca: u32 format, then ProjectionRecord::Fields, then a u64 FNV-1a of
-// everything before it.
+// m:pca: u32 format (ProjectionRecord::format()), then
+// ProjectionRecord::Fields, then a u64 FNV-1a of everything before it.
 std::string EncodeProjection(const ProjectionRecord& p) {
   const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
   std::string s;
-  s.reserve(36 + 4 * (p.in_dim + p.out_dim) + n * (p.half_precision ? 2 : 4) + 8);
-  encoding::PutFixed32(&s, kProjectionFormat);
+  s.reserve(44 + 4 * (p.in_dim + 2 * p.out_dim) + n * p.component_bits / 8 + p.out_dim + 8);
+  encoding::PutFixed32(&s, p.format());
   ProjectionWriter writer(&s);
   ProjectionRecord::Fields(p, writer);
   encoding::PutFixed64(&s, encoding::Fnv1a64(s.data(), s.size()));
@@ -357,11 +409,11 @@ ProjectionRecord DecodeProjection(const std::string& value, uint64_t vlad_dim) {
   if (stored != computed) throw ChecksumMismatch("projection (m:pca)", stored, computed);
   Reader r(value.data(), body, "projection");
   const uint32_t format = r.Fixed32();
-  if (format != kProjectionFormat)
+  if (format < 1 || format > kProjectionFormat)
     throw encoding::CorruptValue("projection: format " + std::to_string(format) +
-                                 ", this build reads " + std::to_string(kProjectionFormat));
+                                 ", this build reads 1 to " + std::to_string(kProjectionFormat));
   ProjectionRecord p;
-  ProjectionReader reader(&r, vlad_dim);
+  ProjectionReader reader(&r, format, vlad_dim);
   ProjectionRecord::Fields(p, reader);
   r.ExpectEnd();
   return p;

@@ -60,7 +60,7 @@ InfoReport MakeInfoReport(const Store& store, const std::string& db) {
     r.pca_regularization = pca->eigen_regularization;
     r.pca_power = pca->power_alpha;
     r.pca_samples = pca->num_samples;
-    r.pca_half = pca->half_precision;
+    r.pca_bits = pca->component_bits;
   }
   if (const auto quantizer = store.GetDescriptorQuantizer())
     r.descriptor_code_bytes =

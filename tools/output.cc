@@ -502,7 +502,8 @@ Json InfoJson(const InfoReport& i) {
                 {"regularization", Decimal(i.pca_regularization)},
                 {"power", Decimal(i.pca_power)},
                 {"samples", i.pca_samples},
-                {"half_precision", i.pca_half}};
+                {"half_precision", i.pca_bits == 16},
+                {"component_bits", i.pca_bits}};
   else
     j["pca"] = nullptr;
   j["stored"] = {{"descriptor_bytes", i.descriptor_code_bytes ? i.descriptor_code_bytes : i.dim},
@@ -523,7 +524,9 @@ void WriteInfoTable(std::ostream& out, const InfoReport& i) {
   const std::string pca = i.has_pca ? std::to_string(i.pca_out_dim) + "-d" +
                                           (i.pca_whiten ? ", whitened" : "") + ", learned from " +
                                           std::to_string(i.pca_samples) + " images" +
-                                          (i.pca_half ? ", float16" : ", float32")
+                                          (i.pca_bits == 4    ? ", 4-bit"
+                                           : i.pca_bits == 16 ? ", float16"
+                                                              : ", float32")
                                     : std::string("none (search uses the full VLAD vectors)");
   out << "database      " << EscapeField(i.path) << "\n"
       << "schema        " << i.schema_version << " (" << i.image_hash

@@ -110,7 +110,8 @@ struct InfoReport {
   bool intra_norm = true, residual_norm = false;
   bool has_pca = false;
   uint32_t pca_out_dim = 0, pca_samples = 0;
-  bool pca_whiten = false, pca_half = false;
+  bool pca_whiten = false;
+  uint32_t pca_bits = 0;  // bits per stored matrix value: 4, 16 or 32
   float pca_regularization = 0, pca_power = 1;
   // What each image stores: bytes of a keypoint's descriptor (its product-
   // quantiser code; 0 = one byte per component, the older layout) and the

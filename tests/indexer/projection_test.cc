@@ -69,6 +69,7 @@ TEST_P(LearnTest, MatchesOpenCvPcaWithOrthonormalRows) {
   const std::vector<float> x = MakeVectors(n, dim, 11);
   ProjectionOptions o;
   o.out_dim = 10;
+  o.component_bits = 32;  // the learned matrix itself, not its stored code
   const ProjectionRecord p = LearnProjection(x.data(), n, dim, o);
   ASSERT_EQ(p.in_dim, dim);
   ASSERT_EQ(p.out_dim, 10u);
@@ -111,6 +112,7 @@ TEST(ProjectionTest, WhitenedTrainingDataHasUnitVariance) {
   const std::vector<float> x = MakeVectors(n, dim, 5);
   ProjectionOptions o;
   o.out_dim = 8;
+  o.component_bits = 32;
   o.eigen_regularization = 0;  // full whitening
   const ProjectionRecord p = LearnProjection(x.data(), n, dim, o);
   ASSERT_EQ(p.out_dim, 8u);
@@ -232,6 +234,53 @@ TEST(ProjectionTest, HalfPrecisionConversion) {
   for (uint16_t h = 1; h < 0x400; h += 37) EXPECT_EQ(FloatToHalf(HalfToFloat(h)), h);
 }
 
+// The 4-bit matrix (the default) is the float one on a per-row grid of 16
+// levels over +-3 RMS: each value is step x (c - 7.5), and vectors projected
+// through it keep their neighbours. If the grid were coarse or the values off
+// it, the checks on codes or on neighbours would fail.
+TEST(ProjectionTest, FourBitComponentsStayOnTheirGridAndKeepNeighbours) {
+  const int64_t n = 300, dim = 2048;
+  const std::vector<float> x = MakeVectors(n, dim, 21);
+  ProjectionOptions o;
+  o.out_dim = 32;
+  ASSERT_EQ(o.component_bits, 4);
+  const ProjectionRecord q = LearnProjection(x.data(), n, dim, o);
+  o.component_bits = 32;
+  const ProjectionRecord f = LearnProjection(x.data(), n, dim, o);
+  ASSERT_EQ(q.component_scales.size(), q.out_dim);
+  EXPECT_TRUE(f.component_scales.empty());
+  for (uint32_t c = 0; c < q.out_dim; ++c) {
+    const float step = q.component_scales[c];
+    // +-3 RMS of a unit row of `dim` values over 15 steps.
+    EXPECT_NEAR(step, 3.0 / std::sqrt(double{dim}) / 7.5, 1e-6) << c;
+    for (int64_t j = 0; j < dim; ++j) {
+      const float code = q.components[c * dim + j] / step + 7.5f;
+      ASSERT_NEAR(code, std::round(code), 1e-3) << c << "," << j;
+      ASSERT_GE(code, -1e-3f);
+      ASSERT_LE(code, 15.001f);
+    }
+  }
+  const SearchProjection sq = SearchProjection::FromRecord(&q, dim);
+  const SearchProjection sf = SearchProjection::FromRecord(&f, dim);
+  std::vector<float> pq(n * 32), pf(n * 32);
+  sq.Apply(x.data(), n, pq.data());
+  sf.Apply(x.data(), n, pf.data());
+  int same_neighbour = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_GT(Dot(&pq[i * 32], &pf[i * 32], 32), 0.97) << i;
+    int64_t best_q = -1, best_f = -1;
+    double top_q = -2, top_f = -2;
+    for (int64_t j = 0; j < n; ++j) {
+      if (j == i) continue;
+      const double dq = Dot(&pq[i * 32], &pq[j * 32], 32), df = Dot(&pf[i * 32], &pf[j * 32], 32);
+      if (dq > top_q) top_q = dq, best_q = j;
+      if (df > top_f) top_f = df, best_f = j;
+    }
+    same_neighbour += best_q == best_f;
+  }
+  EXPECT_GE(same_neighbour, n * 9 / 10);
+}
+
 // A model with K = 4, d = 16 (64-d VLAD) for store tests.
 ModelRecord SmallModel() {
   ModelRecord m;
@@ -244,13 +293,13 @@ ModelRecord SmallModel() {
 }
 
 TEST(ProjectionStoreTest, RoundTripAndCorruptionDetected) {
-  for (const bool half : {true, false}) {
+  for (const int bits : {4, 16, 32}) {
     TempDir tmp;
     const std::string db = tmp / "db";
     const std::vector<float> x = MakeVectors(30, 64, 2);
     ProjectionOptions o;
     o.out_dim = 12;
-    o.half_precision = half;
+    o.component_bits = bits;
     o.eigen_regularization = 0.25f;
     o.power_alpha = 0.5f;
     const ProjectionRecord p = LearnProjection(x.data(), 30, 64, o);
@@ -263,14 +312,15 @@ TEST(ProjectionStoreTest, RoundTripAndCorruptionDetected) {
       EXPECT_EQ(loaded->out_dim, 12u);
       EXPECT_EQ(loaded->num_samples, 30u);
       EXPECT_TRUE(loaded->whiten);
-      EXPECT_EQ(loaded->half_precision, half);
+      EXPECT_EQ(loaded->component_bits, static_cast<uint32_t>(bits));
+      EXPECT_EQ(loaded->component_scales, p.component_scales);
       EXPECT_EQ(loaded->eigen_regularization, 0.25f);
       EXPECT_EQ(loaded->power_alpha, 0.5f);
       EXPECT_EQ(loaded->mean, p.mean);
       EXPECT_EQ(loaded->eigenvalues, p.eigenvalues);
       ASSERT_EQ(loaded->components.size(), p.components.size());
       for (size_t i = 0; i < p.components.size(); ++i) {
-        if (half)
+        if (bits == 16)
           EXPECT_NEAR(loaded->components[i], p.components[i],
                       std::fabs(p.components[i]) * 0x1p-11f + 0x1p-24f);
         else
@@ -399,6 +449,7 @@ TEST(ProjectionPipelineTest, ReExtractedSampleAndMinImages) {
     o.training_cache_bytes = cache_bytes;
     o.projection.out_dim = 6;
     o.projection.min_images = min_images;
+    o.projection.component_bits = 32;  // compares the learned components
     EXPECT_EQ(BuildIndex(o, nullptr).indexed, 10);
     return Store::Open(db, Store::Mode::kReadOnly)->GetProjection();
   };

@@ -57,7 +57,7 @@ SearchProjection Truncation(uint32_t out_dim) {
   p.in_dim = kVlad;
   p.out_dim = out_dim;
   p.whiten = false;
-  p.half_precision = false;
+  p.component_bits = 32;
   p.mean.assign(kVlad, 0.0f);
   p.eigenvalues.assign(out_dim, 1.0f);
   p.components.assign(uint64_t{out_dim} * kVlad, 0.0f);
