@@ -14,7 +14,11 @@
 
 namespace lookalike {
 namespace {
-constexpr uint32_t kFormat = 1;
+// Vocabulary formats: 1 (fine centroids as float32), 2 (as float16: 2 MiB
+// instead of 4 at 512 x 16 x 128; the centroids are rounded when learned, so
+// the vocabulary in memory is the stored one).
+constexpr uint32_t kFormatF32 = 1;
+constexpr uint32_t kFormatF16 = 2;
 
 float Dot(const float* a, const float* b, int d) {
   float s = 0;
@@ -30,8 +34,9 @@ void WordVocabularyOptions::Validate() const {
 }
 
 WordVocabulary::WordVocabulary(const Codebook& codebook, int fine_per_word, std::vector<float> fine,
-                               std::vector<float> rotation)
-    : codebook_(codebook),
+                               std::vector<float> rotation, bool half)
+    : half_(half),
+      codebook_(codebook),
       num_coarse_(codebook.num_clusters()),
       fine_per_word_(fine_per_word),
       dim_(codebook.dim()),
@@ -77,35 +82,55 @@ WordVocabulary WordVocabulary::Train(const Codebook& codebook, const float* desc
       for (int j = 0; j < d; ++j)
         out[static_cast<size_t>(s) * d + j] = c[j] + clustering.centroids[s * d + j];
   }
+  for (float& v : fine) v = encoding::HalfToFloat(encoding::FloatToHalf(v));
   faiss::RandomRotationMatrix rotation(d, kSignatureBits);
   rotation.init(static_cast<int>(options.seed & 0x7fffffff));
-  return WordVocabulary(codebook, f, std::move(fine), rotation.A);
+  return WordVocabulary(codebook, f, std::move(fine), rotation.A, /*half=*/true);
 }
 
 std::string WordVocabulary::Serialize() const {
   std::string out;
-  encoding::PutFixed32(&out, kFormat);
+  encoding::PutFixed32(&out, half_ ? kFormatF16 : kFormatF32);
   encoding::PutFixed32(&out, static_cast<uint32_t>(num_coarse_));
   encoding::PutFixed32(&out, static_cast<uint32_t>(fine_per_word_));
   encoding::PutFixed32(&out, static_cast<uint32_t>(dim_));
   encoding::PutFixed32(&out, kSignatureBits);
-  encoding::PutFloats(&out, fine_.data(), fine_.size());
+  if (half_) {
+    const size_t at = out.size();
+    out.resize(at + 2 * fine_.size());
+    for (size_t i = 0; i < fine_.size(); ++i) {
+      const uint16_t h = encoding::FloatToHalf(fine_[i]);
+      out[at + 2 * i] = static_cast<char>(h & 0xff);
+      out[at + 2 * i + 1] = static_cast<char>(h >> 8);
+    }
+  } else {
+    encoding::PutFloats(&out, fine_.data(), fine_.size());
+  }
   encoding::PutFloats(&out, rotation_.data(), rotation_.size());
   return out;
 }
 
 WordVocabulary WordVocabulary::Deserialize(const std::string& blob, const Codebook& codebook) {
   encoding::Reader r(blob, "word vocabulary");
-  if (r.Fixed32() != kFormat) throw encoding::CorruptValue("word vocabulary: unknown format");
+  const uint32_t format = r.Fixed32();
+  if (format != kFormatF32 && format != kFormatF16)
+    throw encoding::CorruptValue("word vocabulary: unknown format " + std::to_string(format));
   const uint32_t k = r.Fixed32(), f = r.Fixed32(), d = r.Fixed32(), bits = r.Fixed32();
   if (k != static_cast<uint32_t>(codebook.num_clusters()) ||
       d != static_cast<uint32_t>(codebook.dim()) || f < 1 || f > 256 || bits != kSignatureBits)
     throw encoding::CorruptValue("word vocabulary does not fit the codebook");
   std::vector<float> fine(static_cast<size_t>(k) * f * d), rotation(size_t{bits} * d);
-  encoding::GetFloats(r.Raw(fine.size() * 4), fine.size(), fine.data());
+  if (format == kFormatF16) {
+    const auto* raw = reinterpret_cast<const unsigned char*>(r.Raw(fine.size() * 2));
+    for (size_t i = 0; i < fine.size(); ++i)
+      fine[i] = encoding::HalfToFloat(static_cast<uint16_t>(raw[2 * i] | (raw[2 * i + 1] << 8)));
+  } else {
+    encoding::GetFloats(r.Raw(fine.size() * 4), fine.size(), fine.data());
+  }
   encoding::GetFloats(r.Raw(rotation.size() * 4), rotation.size(), rotation.data());
   r.ExpectEnd();
-  return WordVocabulary(codebook, static_cast<int>(f), std::move(fine), std::move(rotation));
+  return WordVocabulary(codebook, static_cast<int>(f), std::move(fine), std::move(rotation),
+                        format == kFormatF16);
 }
 
 std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int64_t n) const {

@@ -56,8 +56,9 @@ class WordVocabulary {
   // Reads what Serialize wrote for `codebook`; throws encoding::CorruptValue
   // when the blob does not fit it.
   static WordVocabulary Deserialize(const std::string& blob, const Codebook& codebook);
-  // u32 format (1), u32 coarse words, u32 fine per word, u32 dim, u32 bits
-  // (64), words x fine x dim f32 fine centroids, bits x dim f32 rotation,
+  // u32 format (2; 1 for a vocabulary read in format 1, which keeps it), u32
+  // coarse words, u32 fine per word, u32 dim, u32 bits (64), words x fine x
+  // dim fine centroids (format 2: f16; 1: f32), bits x dim f32 rotation,
   // little-endian. The store adds its checksum.
   std::string Serialize() const;
 
@@ -70,7 +71,11 @@ class WordVocabulary {
 
  private:
   WordVocabulary(const Codebook& codebook, int fine_per_word, std::vector<float> fine,
-                 std::vector<float> rotation);
+                 std::vector<float> rotation, bool half);
+  // Fine centroids stored as float16 (format 2, every vocabulary learned
+  // now) or float32 (format 1, read from an older database and written back
+  // as it was, so its postings stay valid).
+  bool half_ = true;
   Codebook codebook_;
   int num_coarse_ = 0;
   int fine_per_word_ = 0;

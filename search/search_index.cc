@@ -381,7 +381,8 @@ class WordSource {
 void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& options,
                const std::vector<int64_t>* to_remove, const std::vector<uint64_t>* to_add,
                SearchIndexSync* sync) {
-  if (!options.words || static_cast<int64_t>(sync->manifest.size()) > options.max_word_images) {
+  const int64_t images = static_cast<int64_t>(sync->manifest.size());
+  if (!options.words || images > options.max_word_images) {
     sync->words_dropped = sync->words_dropped || sync->words != nullptr;
     sync->words.reset();
     sync->words_converted = false;
@@ -402,6 +403,9 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
   }
   if (sync->words) return;
   sync->words_converted = false;
+  // None is built for a small collection; one it has (built with a lower
+  // minimum, or before it shrank) is kept and used.
+  if (images < options.min_word_images) return;
   sync->words = source.Build(sync->manifest, options.seed, writer);
   sync->words_built = sync->words != nullptr;
 }

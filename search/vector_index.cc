@@ -79,6 +79,9 @@ void VectorIndexOptions::Validate() const {
   if (max_word_images < 0)
     throw std::invalid_argument("the word index's image limit must be >= 0, got " +
                                 std::to_string(max_word_images));
+  if (min_word_images < 0)
+    throw std::invalid_argument("--word-index-min-images must be >= 0, got " +
+                                std::to_string(min_word_images));
   if (auto_threshold < 1)
     throw std::invalid_argument("index auto_threshold must be >= 1, got " +
                                 std::to_string(auto_threshold));

@@ -137,6 +137,39 @@ TEST(WordSignaturesTest, SerializeRoundTrip) {
   }
 }
 
+// A vocabulary learned now is stored in format 2 (float16 centroids); one
+// read in format 1 (float32, older databases) encodes the same and is written
+// back in format 1, byte for byte, so its stored postings stay valid.
+TEST(WordSignaturesTest, HalfPrecisionFormatAndFormatOneKept) {
+  const Fixture f = Make(4);
+  const std::string v2 = f.vocabulary.Serialize();
+  ASSERT_EQ(static_cast<unsigned char>(v2[0]), 2u);
+  // The same vocabulary in format 1: the header, then every f16 centroid
+  // widened to f32, then the rotation as it is.
+  const size_t header = 20;
+  const size_t centroids = size_t{8} * 4 * kDim;  // 8 words x 4 fine x kDim
+  ASSERT_EQ(v2.size(), header + 2 * centroids + size_t{64} * kDim * 4);
+  std::string v1 = v2.substr(0, header);
+  v1[0] = 1;
+  for (size_t i = 0; i < centroids; ++i) {
+    const auto* p = reinterpret_cast<const unsigned char*>(v2.data() + header + 2 * i);
+    const float x = encoding::HalfToFloat(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+    encoding::PutFloats(&v1, &x, 1);
+  }
+  v1 += v2.substr(header + 2 * centroids);
+  const WordVocabulary old = WordVocabulary::Deserialize(v1, f.codebook);
+  EXPECT_EQ(old.Serialize(), v1);
+  EXPECT_EQ(WordVocabulary::Deserialize(v2, f.codebook).Serialize(), v2);
+  const std::vector<float> image = Around(RandomUnit(8, 1), 150, 0.05f, 5);
+  const auto a = f.vocabulary.Encode(image.data(), 150);
+  const auto b = old.Encode(image.data(), 150);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].word, b[i].word);
+    EXPECT_EQ(a[i].bits, b[i].bits);
+  }
+}
+
 TEST(WordSignaturesTest, CorruptOrForeignBlobsAreRejected) {
   const Fixture f = Make(4);
   const std::string blob = f.vocabulary.Serialize();

@@ -62,7 +62,8 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     // What `lookalike index` runs next (tools/index_command.cc).
     VectorIndexOptions index;
     index.kind = GetParam();
-    index.nprobe = 64;  // every list at this size: results as exact as the codes
+    index.min_word_images = 0;  // a word index on these few images too
+    index.nprobe = 64;          // every list at this size: results as exact as the codes
     auto store = Store::Open(db(), Store::Mode::kReadWrite);
     const SearchIndexSync sync = UpdateSearchIndex(store.get(), SearchVectors(*store), index);
     observer->OnPhase("search index: " + sync.Summary());
@@ -72,6 +73,7 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     SearchOptions o;
     o.k = 3;
     o.rerank = 0;
+    o.index.min_word_images = 0;
     o.backend = Backend::kCpu;
     return Searcher::Open(db(), o);
   }
@@ -82,6 +84,7 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     const Store& store = *readers_.back();
     VectorIndexOptions o;
     o.kind = GetParam();
+    o.min_word_images = 0;
     return SyncSearchIndex(store, SearchVectors(store), o);
   }
   std::vector<std::unique_ptr<Store>> readers_;
@@ -271,6 +274,7 @@ TEST_P(PersistedIndexTest, WordIndexIsDroppedWhenOffAndBuiltWhenMissing) {
   Index(&observer);
   VectorIndexOptions o;
   o.kind = GetParam();
+  o.min_word_images = 0;
   o.words = false;
   {
     auto store = Store::Open(db(), Store::Mode::kReadWrite);
@@ -305,6 +309,47 @@ TEST_P(PersistedIndexTest, WordIndexIsDroppedWhenOffAndBuiltWhenMissing) {
   EXPECT_TRUE(capped.words_dropped);
   EXPECT_EQ(capped.words, nullptr);
   o.max_word_images = -1;
+  EXPECT_THROW(o.Validate(), std::invalid_argument);
+}
+
+// Under its minimum a collection gets no word index built, but one it has
+// is kept and used (a collection that shrank, or indexed with a lower
+// minimum); from the minimum on one is built.
+TEST_P(PersistedIndexTest, WordIndexBuiltFromItsMinimumAndKeptBelowIt) {
+  testing::WriteSyntheticSet(dir(), 6, 1, 320, 240);
+  PhaseRecorder observer;
+  Index(&observer);  // with a word index (minimum 0)
+  const int64_t images = static_cast<int64_t>(Persisted().manifest.size());
+  VectorIndexOptions o;
+  o.kind = GetParam();
+  o.min_word_images = images + 1;
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    const SearchIndexSync kept = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+    EXPECT_FALSE(kept.words_dropped);
+    ASSERT_NE(kept.words, nullptr);
+    EXPECT_FALSE(kept.words_built);
+    // Dropped (--word-index off), then not built again under the minimum.
+    o.words = false;
+    EXPECT_TRUE(UpdateSearchIndex(store.get(), SearchVectors(*store), o).words_dropped);
+    o.words = true;
+    const SearchIndexSync none = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+    EXPECT_EQ(none.words, nullptr);
+    EXPECT_FALSE(none.words_built);
+  }
+  {
+    // A reader with the same minimum builds none either.
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    const SearchIndexSync read = SyncSearchIndex(*store, SearchVectors(*store), o);
+    EXPECT_EQ(read.words, nullptr);
+  }
+  o.min_word_images = images;
+  auto store = Store::Open(db(), Store::Mode::kReadWrite);
+  const SearchIndexSync built = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+  EXPECT_TRUE(built.words_built);
+  ASSERT_NE(built.words, nullptr);
+  EXPECT_EQ(built.words->ntotal(), images);
+  o.min_word_images = -1;
   EXPECT_THROW(o.Validate(), std::invalid_argument);
 }
 
@@ -343,6 +388,7 @@ TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
     auto store = Store::Open(db(), Store::Mode::kReadWrite);
     VectorIndexOptions o;
     o.kind = GetParam();
+    o.min_word_images = 0;
     const SearchIndexSync moved = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
     EXPECT_TRUE(moved.words_converted);
     EXPECT_NE(moved.Summary().find("moved out of the blob"), std::string::npos) << moved.Summary();

@@ -48,6 +48,8 @@ class SearcherTest : public ::testing::Test {
                                  float colour_weight = SearchOptions().colour_weight,
                                  float word_weight = SearchOptions().word_weight) {
     SearchOptions o;
+    o.index.min_word_images = 0;
+    o.index.min_word_images = 0;  // these few images keep a word index
     o.k = k;
     o.rerank = rerank;
     o.colour_weight = colour_weight;
@@ -144,6 +146,8 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   const std::string original = AbsolutePath(paths[4]);
   auto search = [&](int rerank, int rerank_vlad, float colour_weight, int rerank_words = 0) {
     SearchOptions o;
+    o.index.min_word_images = 0;
+    o.index.min_word_images = 0;  // these few images keep a word index
     o.k = 12;
     o.rerank = rerank;
     o.rerank_vlad = rerank_vlad;
@@ -273,6 +277,8 @@ TEST(SearcherColourTest, ColourSeparatesImagesThatLookAlikeInGrey) {
   testing::WriteImage(query, blue(cv::Rect(4, 3, 310, 232)).clone());
   auto search = [&](float w) {
     SearchOptions o;
+    o.index.min_word_images = 0;
+    o.index.min_word_images = 0;  // these few images keep a word index
     o.k = 2;
     o.rerank = 0;
     o.colour_weight = w;
@@ -371,6 +377,7 @@ TEST(RankingTest, NoisyOrScore) {
 TEST(SearcherOpenTest, ErrorsAndValidation) {
   TempDir tmp;
   SearchOptions o;
+  o.index.min_word_images = 0;
   o.backend = Backend::kCpu;
   try {
     Searcher::Open(tmp / "nothing", o);
