@@ -82,8 +82,8 @@ std::vector<double> CentredGramEigen(const float* x, int64_t n, int64_t dim,
   return gc;
 }
 
-// Puts every component value on its row's 4-bit grid, step x (c - 7.5) for
-// c in 0..15, with the step covering +-3 RMS of the row (values beyond are
+// Puts every component value on its row's 4-bit grid
+// (ProjectionRecord::FourBitCode), with the step covering +-3 RMS of the row (values beyond are
 // clamped: a unit row of 65,536 values has RMS 1/256, and its few larger
 // values matter less than a fine step for the bulk; measured against the
 // largest value as the range in indexer/README.md). The record then holds
@@ -99,10 +99,8 @@ void QuantizeComponents(ProjectionRecord* p) {
     const double rms = std::sqrt(sum2 / static_cast<double>(dim));
     const float step = static_cast<float>(std::max(3.0 * rms / 7.5, 1e-30));
     p->component_scales[c] = step;
-    for (uint64_t j = 0; j < dim; ++j) {
-      const float code = std::clamp(std::floor(row[j] / step + 8.0f), 0.0f, 15.0f);
-      row[j] = step * (code - 7.5f);
-    }
+    for (uint64_t j = 0; j < dim; ++j)
+      row[j] = ProjectionRecord::FourBitValue(ProjectionRecord::FourBitCode(row[j], step), step);
   }
 }
 

@@ -95,17 +95,10 @@ std::string WordVocabulary::Serialize() const {
   encoding::PutFixed32(&out, static_cast<uint32_t>(fine_per_word_));
   encoding::PutFixed32(&out, static_cast<uint32_t>(dim_));
   encoding::PutFixed32(&out, kSignatureBits);
-  if (half_) {
-    const size_t at = out.size();
-    out.resize(at + 2 * fine_.size());
-    for (size_t i = 0; i < fine_.size(); ++i) {
-      const uint16_t h = encoding::FloatToHalf(fine_[i]);
-      out[at + 2 * i] = static_cast<char>(h & 0xff);
-      out[at + 2 * i + 1] = static_cast<char>(h >> 8);
-    }
-  } else {
+  if (half_)
+    encoding::PutHalves(&out, fine_.data(), fine_.size());
+  else
     encoding::PutFloats(&out, fine_.data(), fine_.size());
-  }
   encoding::PutFloats(&out, rotation_.data(), rotation_.size());
   return out;
 }
@@ -120,13 +113,10 @@ WordVocabulary WordVocabulary::Deserialize(const std::string& blob, const Codebo
       d != static_cast<uint32_t>(codebook.dim()) || f < 1 || f > 256 || bits != kSignatureBits)
     throw encoding::CorruptValue("word vocabulary does not fit the codebook");
   std::vector<float> fine(static_cast<size_t>(k) * f * d), rotation(size_t{bits} * d);
-  if (format == kFormatF16) {
-    const auto* raw = reinterpret_cast<const unsigned char*>(r.Raw(fine.size() * 2));
-    for (size_t i = 0; i < fine.size(); ++i)
-      fine[i] = encoding::HalfToFloat(static_cast<uint16_t>(raw[2 * i] | (raw[2 * i + 1] << 8)));
-  } else {
+  if (format == kFormatF16)
+    encoding::GetHalves(r.Raw(fine.size() * 2), fine.size(), fine.data());
+  else
     encoding::GetFloats(r.Raw(fine.size() * 4), fine.size(), fine.data());
-  }
   encoding::GetFloats(r.Raw(rotation.size() * 4), rotation.size(), rotation.data());
   r.ExpectEnd();
   return WordVocabulary(codebook, static_cast<int>(f), std::move(fine), std::move(rotation),

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace lookalike {
 namespace encoding {
@@ -132,6 +133,28 @@ inline float HalfToFloat(uint16_t h) {
   float f;
   std::memcpy(&f, &x, 4);
   return f;
+}
+
+// n floats as little-endian halves (FloatToHalf each), appended to `out`.
+inline void PutHalves(std::string* out, const float* v, size_t n) {
+  const size_t at = out->size();
+  out->resize(at + 2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = FloatToHalf(v[i]);
+    (*out)[at + 2 * i] = static_cast<char>(h & 0xff);
+    (*out)[at + 2 * i + 1] = static_cast<char>(h >> 8);
+  }
+}
+// n little-endian halves at `raw` into `out`, through a table of all 65,536
+// (fast for the tens of millions of a PCA matrix).
+inline void GetHalves(const char* raw, size_t n, float* out) {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = HalfToFloat(static_cast<uint16_t>(h));
+    return t;
+  }();
+  const auto* b = reinterpret_cast<const unsigned char*>(raw);
+  for (size_t i = 0; i < n; ++i) out[i] = table[b[2 * i] | (uint32_t{b[2 * i + 1]} << 8)];
 }
 
 // Sequential reader over an encoded value.

@@ -5,6 +5,8 @@
 // indexer/projection.h); storage never sees indexer types.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -82,6 +84,17 @@ struct ProjectionRecord {
   // The m:pca format it is stored in: 2 for 4-bit components, else 1 (the
   // bytes every earlier build wrote and reads).
   uint32_t format() const { return component_bits == 4 ? 2 : 1; }
+
+  // The 4-bit grid, defined once for the learner (which puts values on it)
+  // and the codec: code c in 0..15 stands for step x (c - 7.5); a value maps
+  // to the code whose cell holds it (the end cells take what lies beyond),
+  // so a value on the grid maps back to its own code.
+  static uint8_t FourBitCode(float value, float step) {
+    return static_cast<uint8_t>(std::clamp(std::floor(value / step + 8.0f), 0.0f, 15.0f));
+  }
+  static float FourBitValue(uint8_t code, float step) {
+    return step * (static_cast<float>(code) - 7.5f);
+  }
 
   // Whether it maps vectors of a model with this vlad_dim: in_dim equals it
   // and 1 <= out_dim <= in_dim. The one shape rule, for the decoder and for

@@ -72,12 +72,7 @@ void PutVector(rocksdb::WriteBatch* batch, const std::string& key, const float* 
   encoding::PutFixed32(&head, static_cast<uint32_t>(dim));
   rocksdb::Slice floats(reinterpret_cast<const char*>(v), dim * 4);
   if (half) {
-    swapped.reserve(dim * 2);
-    for (uint64_t i = 0; i < dim; ++i) {
-      const uint16_t h = encoding::FloatToHalf(v[i]);
-      swapped.push_back(static_cast<char>(h & 0xff));
-      swapped.push_back(static_cast<char>(h >> 8));
-    }
+    encoding::PutHalves(&swapped, v, dim);
     floats = rocksdb::Slice(swapped);
   } else if (!encoding::kLittleEndianHost) {
     swapped.reserve(dim * 4);
@@ -103,9 +98,7 @@ void ReadVector(const char* data, size_t size, uint64_t dim, bool half, HashKind
     encoding::GetFloats(raw, dim, out);
     return;
   }
-  const auto* b = reinterpret_cast<const uint8_t*>(raw);
-  for (uint64_t i = 0; i < dim; ++i)
-    out[i] = encoding::HalfToFloat(static_cast<uint16_t>(b[2 * i] | (b[2 * i + 1] << 8)));
+  encoding::GetHalves(raw, dim, out);
 }
 
 std::string WithChecksum(const std::string& blob) {
@@ -234,13 +227,6 @@ class ModelReader : public FieldReader {
   bool appended_ = false;
 };
 
-// A 4-bit component value's code: c in 0..15 with value step x (c - 7.5).
-// Values already on that grid map back to their own code.
-inline uint8_t ComponentCode(float value, float step) {
-  const float c = std::floor(value / step + 8.0f);
-  return static_cast<uint8_t>(std::clamp(c, 0.0f, 15.0f));
-}
-
 class ProjectionWriter : public FieldWriter {
  public:
   using FieldWriter::FieldWriter;
@@ -258,7 +244,6 @@ class ProjectionWriter : public FieldWriter {
   void Components(const ProjectionRecord& p) {
     const uint64_t n = p.components.size();
     std::string& s = *s_;
-    const size_t at = s.size();
     if (p.component_bits == 4) {
       Floats(p.component_scales, p.out_dim);
       const uint64_t row_bytes = (uint64_t{p.in_dim} + 1) / 2;
@@ -266,26 +251,17 @@ class ProjectionWriter : public FieldWriter {
       s.resize(codes + row_bytes * p.out_dim, '\0');
       for (uint32_t r = 0; r < p.out_dim; ++r) {
         const float* row = p.components.data() + uint64_t{r} * p.in_dim;
+        const float step = p.component_scales[r];
         char* out = s.data() + codes + r * row_bytes;
         for (uint32_t j = 0; j < p.in_dim; ++j)
           out[j / 2] =
               static_cast<char>(static_cast<uint8_t>(out[j / 2]) |
-                                (ComponentCode(row[j], p.component_scales[r]) << (4 * (j % 2))));
+                                (ProjectionRecord::FourBitCode(row[j], step) << (4 * (j % 2))));
       }
     } else if (p.component_bits == 16) {
-      s.resize(at + 2 * n);
-      for (uint64_t i = 0; i < n; ++i) {
-        const uint16_t h = encoding::FloatToHalf(p.components[i]);
-        s[at + 2 * i] = static_cast<char>(h & 0xff);
-        s[at + 2 * i + 1] = static_cast<char>(h >> 8);
-      }
+      encoding::PutHalves(&s, p.components.data(), n);
     } else {
-      s.resize(at + 4 * n);
-      for (uint64_t i = 0; i < n; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, &p.components[i], 4);
-        for (int b = 0; b < 4; ++b) s[at + 4 * i + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
-      }
+      encoding::PutFloats(&s, p.components.data(), n);
     }
   }
 };
@@ -327,29 +303,15 @@ class ProjectionReader : public FieldReader {
           throw encoding::CorruptValue("projection: bad step " + std::to_string(step) +
                                        " of component " + std::to_string(r));
         float values[16];
-        for (int c = 0; c < 16; ++c) values[c] = step * (static_cast<float>(c) - 7.5f);
+        for (uint8_t c = 0; c < 16; ++c) values[c] = ProjectionRecord::FourBitValue(c, step);
         float* row = p.components.data() + uint64_t{r} * p.in_dim;
         const unsigned char* in = raw + r * row_bytes;
         for (uint32_t j = 0; j < p.in_dim; ++j) row[j] = values[(in[j / 2] >> (4 * (j % 2))) & 15];
       }
     } else if (p.component_bits == 16) {
-      // A table of all 65536 halves decodes tens of millions of them fast.
-      static const std::vector<float> table = [] {
-        std::vector<float> t(65536);
-        for (uint32_t h = 0; h < 65536; ++h) t[h] = encoding::HalfToFloat(static_cast<uint16_t>(h));
-        return t;
-      }();
-      const auto* raw = reinterpret_cast<const unsigned char*>(r_->Raw(2 * n));
-      for (uint64_t i = 0; i < n; ++i)
-        p.components[i] = table[raw[2 * i] | (uint32_t{raw[2 * i + 1]} << 8)];
+      encoding::GetHalves(r_->Raw(2 * n), n, p.components.data());
     } else {
-      const char* raw = r_->Raw(4 * n);
-      for (uint64_t i = 0; i < n; ++i) {
-        uint32_t bits = 0;
-        for (int b = 3; b >= 0; --b)
-          bits = (bits << 8) | static_cast<unsigned char>(raw[4 * i + b]);
-        std::memcpy(&p.components[i], &bits, 4);
-      }
+      encoding::GetFloats(r_->Raw(4 * n), n, p.components.data());
     }
   }
 

@@ -40,6 +40,15 @@ std::vector<float> RandomUnit(int64_t n, uint64_t seed) {
   return Around(std::vector<float>(kDim, 0.0f), n, 1.0f, seed);
 }
 
+void ExpectSameSignatures(const std::vector<WordSignature>& a,
+                          const std::vector<WordSignature>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].word, b[i].word) << i;
+    EXPECT_EQ(a[i].bits, b[i].bits) << i;
+  }
+}
+
 struct Fixture {
   Codebook codebook;
   std::vector<float> sample;
@@ -130,11 +139,7 @@ TEST(WordSignaturesTest, SerializeRoundTrip) {
   const std::vector<float> image = Around(RandomUnit(8, 1), 150, 0.05f, 5);
   const auto a = f.vocabulary.Encode(image.data(), 150);
   const auto b = back.Encode(image.data(), 150);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].word, b[i].word);
-    EXPECT_EQ(a[i].bits, b[i].bits);
-  }
+  ExpectSameSignatures(a, b);
 }
 
 // A vocabulary learned now is stored in format 2 (float16 centroids); one
@@ -163,11 +168,7 @@ TEST(WordSignaturesTest, HalfPrecisionFormatAndFormatOneKept) {
   const std::vector<float> image = Around(RandomUnit(8, 1), 150, 0.05f, 5);
   const auto a = f.vocabulary.Encode(image.data(), 150);
   const auto b = old.Encode(image.data(), 150);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].word, b[i].word);
-    EXPECT_EQ(a[i].bits, b[i].bits);
-  }
+  ExpectSameSignatures(a, b);
 }
 
 TEST(WordSignaturesTest, CorruptOrForeignBlobsAreRejected) {
