@@ -74,7 +74,7 @@ class SiftExtractor final : public DescriptorExtractor {
     out.keypoints.resize(static_cast<size_t>(out.num));
     for (int64_t i = 0; i < out.num; ++i) {
       const cv::KeyPoint& k = keypoints[static_cast<size_t>(i)];
-      out.keypoints[static_cast<size_t>(i)] = Keypoint{k.pt.x, k.pt.y, k.size, k.angle};
+      out.keypoints[static_cast<size_t>(i)] = Keypoint{k.pt.x, k.pt.y, k.size, k.angle, k.response};
     }
     if (root_) RootSiftInPlace(out.values.data(), out.num, out.dim);
     return out;

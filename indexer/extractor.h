@@ -33,6 +33,9 @@ struct Keypoint {
   float x = 0, y = 0;  // centre, pixels
   float size = 0;      // diameter of the described region, pixels
   float angle = 0;     // dominant orientation, degrees in [0, 360)
+  // The detector's strength (SIFT's DoG contrast); 0 when unknown: stored
+  // features do not keep it, only a freshly extracted query has it.
+  float response = 0;
 };
 
 // Row-major num x dim descriptors of one image, and the keypoint of each row.

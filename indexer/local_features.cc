@@ -223,7 +223,14 @@ FeaturesCheck LocalFeaturesCheck(const Store& store, std::vector<std::string>* p
 
 LocalFeatures MakeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t height,
                                 const DescriptorQuantizer* quantizer) {
-  if (!quantizer) return DecodeLocalFeatures(EncodeLocalFeatures(d, width, height));
+  if (!quantizer) {
+    LocalFeatures f = DecodeLocalFeatures(EncodeLocalFeatures(d, width, height));
+    // The stored layout does not keep detector responses; verification of a
+    // query picks its strongest features by them.
+    for (size_t i = 0; i < f.keypoints.size(); ++i)
+      f.keypoints[i].response = d.keypoints[i].response;
+    return f;
+  }
   LocalFeatures f;
   f.width = width;
   f.height = height;

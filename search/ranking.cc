@@ -38,6 +38,14 @@ float SimilaritySpread(const std::vector<Candidate>& list) {
   return spread > 1e-6f ? spread : kDefaultSimilaritySpread;
 }
 
+// The verifier's options for a search: a candidate with fewer matches than
+// min_inliers cannot be verified, so RANSAC is not tried below that.
+VerifyOptions VerifyFor(const SearchOptions& options) {
+  VerifyOptions v = options.verify;
+  v.min_matches = std::max(v.min_matches, options.min_inliers);
+  return v;
+}
+
 }  // namespace
 
 float CombinedScore(float base, int inliers) {
@@ -52,11 +60,10 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
       stored_features_(stored_features),
       vectors_(vectors),
       options_(options),
-      features_(features),
-      colour_(colour),
-      verify_(options.verify) {
-  // A candidate with fewer matches than min_inliers cannot be verified.
-  verify_.min_matches = std::max(verify_.min_matches, options.min_inliers);
+      verify_(VerifyFor(options)),
+      verified_features_(StrongestFeatures(features, options.verify_keypoints)),
+      prepared_(verified_features_, verify_),
+      colour_(colour) {
   fuse_colour_ = options.colour_weight > 0 && options.colour_depth > 0 && !colour.empty() &&
                  store.stores_colour();
   rerank_ = options.rerank > 0 && features.num() >= 5;
@@ -113,7 +120,7 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, const std::vector<uint64
   for (size_t t = 0; t < todo.size(); ++t) {
     try {
       if (const auto candidate = stored_features_.Read(todo[t]))
-        found[t] = VerifyPair(features_, *candidate, verify_).inliers;
+        found[t] = prepared_.Verify(*candidate).inliers;
     } catch (...) {
 #pragma omp critical(lookalike_search_failure)
       if (!failure) failure = std::current_exception();

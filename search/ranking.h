@@ -134,9 +134,13 @@ class QueryRanking {
   const FeatureReader& stored_features_;
   const SearchVectors& vectors_;
   const SearchOptions& options_;
-  const LocalFeatures& features_;
+  // options.verify, min_matches raised to min_inliers.
+  VerifyOptions verify_;
+  // The features verification matches: the query's strongest
+  // options.verify_keypoints (StrongestFeatures).
+  LocalFeatures verified_features_;
+  PreparedQuery prepared_;  // verified_features_, prepared once for all candidates
   const std::vector<uint8_t>& colour_;
-  VerifyOptions verify_;  // options.verify, min_matches raised to min_inliers
   bool fuse_colour_ = false;
   bool rerank_ = false;
   std::unordered_map<uint64_t, float> colour_of_;        // id -> c

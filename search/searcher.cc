@@ -34,6 +34,9 @@ void SearchOptions::Validate() const {
         "--min-inliers must be >= 5 (four matches always fit a "
         "homography), got " +
         std::to_string(min_inliers));
+  if (verify_keypoints < 0 || verify_keypoints > 1000000)
+    throw std::invalid_argument("--verify-keypoints must be in 0..1000000, got " +
+                                std::to_string(verify_keypoints));
   if (expansion < 0 || expansion > 100)
     throw std::invalid_argument("--expansion must be in 0..100, got " + std::to_string(expansion));
   if (threads < 0)

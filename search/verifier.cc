@@ -1,7 +1,12 @@
 #include "search/verifier.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <opencv2/calib3d.hpp>
 #include <opencv2/core.hpp>
 #include <stdexcept>
@@ -24,31 +29,53 @@ void VerifyOptions::Validate() const {
         "min matches must be >= 5 (four matches always fit a "
         "homography), got " +
         std::to_string(min_matches));
+  if (match_dims < 0)
+    throw std::invalid_argument("match dims must be >= 0, got " + std::to_string(match_dims));
+  if (match_shortlist < 2 || match_shortlist > 64)
+    throw std::invalid_argument("match shortlist must be in 2..64, got " +
+                                std::to_string(match_shortlist));
   if (ransac_iterations < 1)
     throw std::invalid_argument("RANSAC iterations must be >= 1, got " +
                                 std::to_string(ransac_iterations));
 }
 
-Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candidate,
-                        const VerifyOptions& options) {
-  Verification v;
-  const int nq = static_cast<int>(query.num()), nc = static_cast<int>(candidate.num());
-  if (nq < 2 || nc < 2 || query.dim != candidate.dim) return v;
-  const int dim = query.dim;
+namespace {
 
-  // Best and second-best candidate feature of every query feature, by dot
-  // product of unit rows (largest dot = smallest distance), in row blocks so
-  // the similarity block stays in cache-friendly bounds.
-  constexpr int kBlock = 256;
-  std::vector<float> sims(static_cast<size_t>(kBlock) * nc);
-  std::vector<int> best(nq);
-  std::vector<float> best_dist(nq), second_dist(nq);
+// The nearest and second-nearest candidate feature of every query feature.
+struct NearestTwo {
+  std::vector<int> best;
+  std::vector<float> best_dist, second_dist;  // Euclidean, of unit rows
+  explicit NearestTwo(int nq) : best(nq, -1), best_dist(nq), second_dist(nq) {}
+  void Set(int i, int j1, float s1, float s2) {
+    best[i] = j1;
+    best_dist[i] = std::sqrt(std::max(0.0f, 2.0f - 2.0f * s1));
+    second_dist[i] = std::sqrt(std::max(0.0f, 2.0f - 2.0f * s2));
+  }
+};
+
+// Rows of the query's similarity block at a time: the block (kBlock x nc
+// floats) stays in cache-friendly bounds.
+constexpr int kBlock = 256;
+
+// sims (nc x rows, column-major: one query row's similarities contiguous) =
+// candidate (nc x dim, row-major) * query rows^T.
+void SimilarityBlock(const float* candidate, int nc, const float* query_rows, int rows, int dim,
+                     float* sims) {
   const float one = 1.0f, zero = 0.0f;
+  sgemm_("T", "N", &nc, &rows, &dim, &one, candidate, &dim, query_rows, &dim, &zero, sims, &nc);
+}
+
+// Exact: every query row against every candidate row, by dot product of unit
+// rows (largest dot = smallest distance).
+void ExactNearestTwo(const LocalFeatures& query, const LocalFeatures& candidate, NearestTwo* nn) {
+  const int nq = static_cast<int>(query.num()), nc = static_cast<int>(candidate.num());
+  const int dim = query.dim;
+  std::vector<float> sims(static_cast<size_t>(kBlock) * nc);
   for (int q0 = 0; q0 < nq; q0 += kBlock) {
     const int rows = std::min(kBlock, nq - q0);
-    // Column-major view: sims(nc x rows) = C (nc x dim) * Q^T.
-    sgemm_("T", "N", &nc, &rows, &dim, &one, candidate.descriptors.data(), &dim,
-           query.descriptors.data() + static_cast<size_t>(q0) * dim, &dim, &zero, sims.data(), &nc);
+    SimilarityBlock(candidate.descriptors.data(), nc,
+                    query.descriptors.data() + static_cast<size_t>(q0) * dim, rows, dim,
+                    sims.data());
     for (int r = 0; r < rows; ++r) {
       const float* s = sims.data() + static_cast<size_t>(r) * nc;
       float s1 = -std::numeric_limits<float>::infinity(), s2 = s1;
@@ -62,17 +89,141 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
           s2 = s[j];
         }
       }
-      best[q0 + r] = j1;
-      best_dist[q0 + r] = std::sqrt(std::max(0.0f, 2.0f - 2.0f * s1));
-      second_dist[q0 + r] = std::sqrt(std::max(0.0f, 2.0f - 2.0f * s2));
+      nn->Set(q0 + r, j1, s1, s2);
+    }
+  }
+}
+
+// Eight partial sums, which the compiler keeps in vector registers (a single
+// running sum cannot be reordered, so it would stay scalar).
+float Dot(const float* a, const float* b, int dim) {
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= dim; i += 8)
+    for (int k = 0; k < 8; ++k) part[k] += a[i + k] * b[i + k];
+  float sum = 0;
+  for (; i < dim; ++i) sum += a[i] * b[i];
+  for (float p : part) sum += p;
+  return sum;
+}
+
+}  // namespace
+
+PreparedQuery::PreparedQuery(const LocalFeatures& features, const VerifyOptions& options)
+    : features_(features), options_(options) {
+  const int nq = static_cast<int>(features.num()), dim = features.dim;
+  if (options.match_dims <= 0 || options.match_dims >= dim || nq < 2) return;
+  const int r = options.match_dims;
+  // The query's principal axes (uncentred: the directions that best keep its
+  // rows' dot products): eigenvectors of Q^T Q, largest eigenvalues last.
+  std::vector<float> gram(static_cast<size_t>(dim) * dim);
+  const float one = 1.0f, zero = 0.0f;
+  sgemm_("N", "T", &dim, &dim, &nq, &one, features.descriptors.data(), &dim,
+         features.descriptors.data(), &dim, &zero, gram.data(), &dim);
+  std::vector<double> a(gram.begin(), gram.end()), w(static_cast<size_t>(dim));
+  int lwork = -1, info = 0;
+  double query_work = 0;
+  dsyev_("V", "U", &dim, a.data(), &dim, w.data(), &query_work, &lwork, &info);
+  lwork = static_cast<int>(query_work);
+  std::vector<double> work(static_cast<size_t>(std::max(lwork, 1)));
+  dsyev_("V", "U", &dim, a.data(), &dim, w.data(), work.data(), &lwork, &info);
+  if (info != 0) return;  // exact matching then
+  basis_.resize(static_cast<size_t>(r) * dim);
+  for (int i = 0; i < r; ++i)
+    for (int k = 0; k < dim; ++k)
+      basis_[static_cast<size_t>(i) * dim + k] =
+          static_cast<float>(a[static_cast<size_t>(dim - 1 - i) * dim + k]);
+  projected_ = Project(features.descriptors.data(), nq);
+}
+
+std::vector<float> PreparedQuery::Project(const float* rows, int n) const {
+  const int dim = features_.dim, r = options_.match_dims;
+  std::vector<float> out(static_cast<size_t>(n) * r);
+  const float one = 1.0f, zero = 0.0f;
+  // out^T (r x n) = basis (r x dim) * rows^T (dim x n).
+  sgemm_("T", "N", &r, &n, &dim, &one, basis_.data(), &dim, rows, &dim, &zero, out.data(), &r);
+  return out;
+}
+
+Verification PreparedQuery::Verify(const LocalFeatures& candidate) const {
+  Verification v;
+  const LocalFeatures& query = features_;
+  const int nq = static_cast<int>(query.num()), nc = static_cast<int>(candidate.num());
+  if (nq < 2 || nc < 2 || query.dim != candidate.dim) return v;
+  const int dim = query.dim;
+  NearestTwo nn(nq);
+  const int shortlist = options_.match_shortlist;
+  if (basis_.empty() || nc <= 2 * shortlist) {
+    ExactNearestTwo(query, candidate, &nn);
+  } else {
+    // Approximate: the `shortlist` nearest candidate rows in the query's
+    // principal subspace, re-scored exactly; the best two of those are the
+    // nearest two (the second can only be overestimated in distance, which
+    // makes the ratio test slightly more permissive).
+    const int r = options_.match_dims;
+    const std::vector<float> cand = Project(candidate.descriptors.data(), nc);
+    std::vector<float> sims(static_cast<size_t>(kBlock) * nc);
+    std::vector<float> top_sim(shortlist);
+    std::vector<int> top_row(shortlist);
+    for (int q0 = 0; q0 < nq; q0 += kBlock) {
+      const int rows = std::min(kBlock, nq - q0);
+      SimilarityBlock(cand.data(), nc, projected_.data() + static_cast<size_t>(q0) * r, rows, r,
+                      sims.data());
+      for (int row = 0; row < rows; ++row) {
+        const float* s = sims.data() + static_cast<size_t>(row) * nc;
+        std::fill(top_sim.begin(), top_sim.end(), -std::numeric_limits<float>::infinity());
+        std::fill(top_row.begin(), top_row.end(), -1);
+        float floor = top_sim[shortlist - 1];  // the shortlist's weakest
+        auto offer = [&](int j) {
+          if (!(s[j] > floor)) return;
+          int k = shortlist - 1;
+          for (; k > 0 && top_sim[k - 1] < s[j]; --k) {
+            top_sim[k] = top_sim[k - 1];
+            top_row[k] = top_row[k - 1];
+          }
+          top_sim[k] = s[j];
+          top_row[k] = j;
+          floor = top_sim[shortlist - 1];
+        };
+        // Once the shortlist fills, most groups of eight hold nothing above
+        // its weakest: one vector comparison skips them.
+        int j = 0;
+#ifdef __SSE2__
+        for (; j + 8 <= nc; j += 8) {
+          const __m128 f = _mm_set1_ps(floor);
+          const int above = _mm_movemask_ps(_mm_cmpgt_ps(_mm_loadu_ps(s + j), f)) |
+                            _mm_movemask_ps(_mm_cmpgt_ps(_mm_loadu_ps(s + j + 4), f));
+          if (above == 0) continue;
+          for (int k = 0; k < 8; ++k) offer(j + k);
+        }
+#endif
+        for (; j < nc; ++j) offer(j);
+        const float* qrow = query.descriptors.data() + static_cast<size_t>(q0 + row) * dim;
+        float s1 = -std::numeric_limits<float>::infinity(), s2 = s1;
+        int j1 = -1;
+        for (int k = 0; k < shortlist; ++k) {
+          const int j = top_row[k];
+          if (j < 0) break;
+          const float e =
+              Dot(qrow, candidate.descriptors.data() + static_cast<size_t>(j) * dim, dim);
+          if (e > s1 || (e == s1 && j < j1)) {
+            s2 = s1;
+            s1 = e;
+            j1 = j;
+          } else if (e > s2) {
+            s2 = e;
+          }
+        }
+        nn.Set(q0 + row, j1, s1, s2);
+      }
     }
   }
   // Ratio test, then one-to-one: a candidate feature keeps its closest query feature.
   std::vector<int> owner(nc, -1);
   for (int i = 0; i < nq; ++i) {
-    if (!(best_dist[i] < options.ratio * second_dist[i])) continue;
-    int& o = owner[best[i]];
-    if (o < 0 || best_dist[i] < best_dist[o]) o = i;
+    if (nn.best[i] < 0 || !(nn.best_dist[i] < options_.ratio * nn.second_dist[i])) continue;
+    int& o = owner[nn.best[i]];
+    if (o < 0 || nn.best_dist[i] < nn.best_dist[o]) o = i;
   }
   std::vector<cv::Point2f> src, dst;
   std::vector<std::pair<int, int>> matched;
@@ -85,15 +236,45 @@ Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candida
     dst.emplace_back(b.x, b.y);
   }
   v.matches = static_cast<int>(src.size());
-  if (v.matches < options.min_matches) return v;
+  if (v.matches < options_.min_matches) return v;
   cv::Mat mask;
-  const cv::Mat h = cv::findHomography(src, dst, cv::RANSAC, options.ransac_threshold, mask,
-                                       options.ransac_iterations, 0.999);
+  const int method = options_.ransac == RansacMethod::kUsac ? cv::USAC_DEFAULT : cv::RANSAC;
+  const cv::Mat h = cv::findHomography(src, dst, method, options_.ransac_threshold, mask,
+                                       options_.ransac_iterations, 0.999);
   if (h.empty() || mask.empty()) return v;
   v.inliers = cv::countNonZero(mask);
   for (size_t i = 0; i < matched.size(); ++i)
     if (mask.at<uchar>(static_cast<int>(i))) v.inlier_pairs.push_back(matched[i]);
   return v;
+}
+
+Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candidate,
+                        const VerifyOptions& options) {
+  return PreparedQuery(query, options).Verify(candidate);
+}
+
+LocalFeatures StrongestFeatures(const LocalFeatures& f, int64_t max_keypoints) {
+  if (max_keypoints <= 0 || f.num() <= max_keypoints) return f;
+  std::vector<int64_t> order(static_cast<size_t>(f.num()));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&f](int64_t a, int64_t b) {
+    return f.keypoints[static_cast<size_t>(a)].response >
+           f.keypoints[static_cast<size_t>(b)].response;
+  });
+  order.resize(static_cast<size_t>(max_keypoints));
+  std::sort(order.begin(), order.end());
+  LocalFeatures out;
+  out.width = f.width;
+  out.height = f.height;
+  out.dim = f.dim;
+  out.keypoints.reserve(order.size());
+  out.descriptors.reserve(order.size() * static_cast<size_t>(f.dim));
+  for (int64_t i : order) {
+    out.keypoints.push_back(f.keypoints[static_cast<size_t>(i)]);
+    const float* row = f.descriptors.data() + i * f.dim;
+    out.descriptors.insert(out.descriptors.end(), row, row + f.dim);
+  }
+  return out;
 }
 
 FeatureReader::FeatureReader(const Store& store)

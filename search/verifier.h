@@ -20,15 +20,34 @@
 
 namespace lookalike {
 
+// How the homography is fitted to the matches.
+enum class RansacMethod {
+  kClassic,  // OpenCV's RANSAC (cv::RANSAC): what dedup was calibrated with
+  // OpenCV's USAC framework (cv::USAC_DEFAULT): LO-RANSAC, whose local
+  // optimisation refits on the inliers, with the SPRT test that abandons a
+  // hopeless model early. What search uses: a third less time per fitted
+  // pair and no fewer verified matches (search/README.md, "Cheaper
+  // verification").
+  kUsac,
+};
+
 struct VerifyOptions {
   float ratio = 0.8f;             // Lowe's ratio test on descriptor distances, (0, 1]
   float ransac_threshold = 5.0f;  // reprojection error, pixels of the downscaled frame
   int ransac_iterations = 2000;
+  RansacMethod ransac = RansacMethod::kClassic;
   // Fewer one-to-one matches than this are not worth a RANSAC fit: the pair
   // could not reach the caller's inlier threshold anyway (45 % of the pairs
   // search re-ranks on the dev set). At least 5: four matches always fit a
   // homography exactly.
   int min_matches = 5;
+  // Nearest neighbours: 0 = exact (every query descriptor against every
+  // candidate descriptor, one matrix product). > 0 = in the query's top
+  // `match_dims` principal components (a quarter of the products at 32 of
+  // SIFT's 128), the `match_shortlist` nearest there re-scored exactly
+  // (PreparedQuery). Search uses it; dedup stays exact.
+  int match_dims = 0;
+  int match_shortlist = 4;  // 2..64
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;
 };
@@ -42,9 +61,38 @@ struct Verification {
   std::vector<std::pair<int, int>> inlier_pairs;
 };
 
+// One query's features prepared for verification against many candidates:
+// with options.match_dims > 0, its principal axes and its descriptors
+// projected on them, computed once. Borrows `features`, which must outlive
+// it. Verify is thread-safe (const, no shared state) and single-threaded
+// inside.
+class PreparedQuery {
+ public:
+  PreparedQuery(const LocalFeatures& features, const VerifyOptions& options);
+  Verification Verify(const LocalFeatures& candidate) const;
+
+ private:
+  // n rows of features_.dim floats -> n x match_dims, on the basis.
+  std::vector<float> Project(const float* rows, int n) const;
+
+  const LocalFeatures& features_;
+  VerifyOptions options_;
+  std::vector<float> basis_;      // match_dims x dim, row-major; empty = exact matching
+  std::vector<float> projected_;  // the query's descriptors on the basis, num x match_dims
+};
+
+// PreparedQuery(query, options).Verify(candidate), for one pair.
 // Thread-safe (no shared state); single-threaded inside.
 Verification VerifyPair(const LocalFeatures& query, const LocalFeatures& candidate,
                         const VerifyOptions& options);
+
+// The `max_keypoints` features of `features` with the strongest detector
+// response (Keypoint::response; ties and unknown responses keep the earlier
+// feature), in their original order; all of them when there are no more
+// than that (0 = no limit). Verification's cost grows with the product of
+// the two images' feature counts, and a detailed 512-px photo can have
+// 4,000: its strongest features are what a copy or another view shares.
+LocalFeatures StrongestFeatures(const LocalFeatures& features, int64_t max_keypoints);
 
 // The stored local features of a database's images, decoded: what search
 // re-ranking and dedup verify against. Thread-safe (concurrent store reads).

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -44,6 +47,28 @@ TEST_F(VerifierTest, TransformedCopiesVerifyUnrelatedImagesDoNot) {
     const Verification v =
         VerifyPair(Features(testing::MakeSyntheticImage(seed, 480, 360)), a, VerifyOptions());
     EXPECT_LT(v.inliers, threshold) << "unrelated image " << seed;
+  }
+}
+
+TEST_F(VerifierTest, LoRansacVerifiesCopiesAsClassicRansacDoes) {
+  const cv::Mat original = testing::MakeSyntheticImage(44, 480, 360);
+  const LocalFeatures a = Features(original);
+  const int threshold = SearchOptions().min_inliers;
+  VerifyOptions classic, usac;
+  usac.ransac = RansacMethod::kUsac;
+  for (testing::Transform t : {testing::Transform::kCrop, testing::Transform::kScale,
+                               testing::Transform::kRotate, testing::Transform::kJpeg}) {
+    const LocalFeatures b = Features(testing::ApplyTransform(original, t));
+    const Verification c = VerifyPair(b, a, classic), u = VerifyPair(b, a, usac);
+    EXPECT_EQ(u.matches, c.matches) << "matching does not depend on the fit";
+    // Local optimisation refits on the inliers: never far below RANSAC's.
+    EXPECT_GE(u.inliers, c.inliers * 9 / 10) << testing::TransformName(t);
+    EXPECT_GE(u.inliers, 3 * threshold) << testing::TransformName(t);
+    EXPECT_EQ(u.inlier_pairs.size(), static_cast<size_t>(u.inliers));
+  }
+  for (uint64_t seed : {45, 46, 47}) {
+    const LocalFeatures u = Features(testing::MakeSyntheticImage(seed, 480, 360));
+    EXPECT_LT(VerifyPair(u, a, usac).inliers, threshold) << "unrelated image " << seed;
   }
 }
 
@@ -87,6 +112,79 @@ TEST_F(VerifierTest, EmptyOrTinyFeatureSetsGiveNothing) {
   EXPECT_EQ(VerifyPair(a, none, VerifyOptions()).inliers, 0);
 }
 
+// The matches of two verifications as (query row, candidate row) pairs.
+std::set<std::pair<int, int>> Inliers(const Verification& v) {
+  return {v.inlier_pairs.begin(), v.inlier_pairs.end()};
+}
+
+TEST_F(VerifierTest, PrincipalComponentMatchingAgreesWithExactMatching) {
+  const cv::Mat original = testing::MakeSyntheticImage(39, 480, 360);
+  const LocalFeatures a = Features(original);
+  VerifyOptions exact, projected;
+  projected.match_dims = 32;
+  for (testing::Transform t : {testing::Transform::kCrop, testing::Transform::kScale,
+                               testing::Transform::kRotate, testing::Transform::kBlur}) {
+    const LocalFeatures b = Features(testing::ApplyTransform(original, t));
+    const Verification e = VerifyPair(b, a, exact);
+    const Verification p = PreparedQuery(b, projected).Verify(a);
+    ASSERT_GE(e.inliers, 24) << testing::TransformName(t);
+    // The shortlist keeps nearly every exact nearest neighbour; a missed
+    // second neighbour only loosens the ratio test, so matches can grow.
+    std::set<std::pair<int, int>> common;
+    const auto ei = Inliers(e), pi = Inliers(p);
+    std::set_intersection(ei.begin(), ei.end(), pi.begin(), pi.end(),
+                          std::inserter(common, common.begin()));
+    EXPECT_GE(common.size(), ei.size() * 9 / 10) << testing::TransformName(t);
+    EXPECT_GE(p.inliers, e.inliers * 9 / 10) << testing::TransformName(t);
+    EXPECT_LE(p.inliers, e.inliers * 11 / 10 + 2) << testing::TransformName(t);
+  }
+  const int threshold = SearchOptions().min_inliers;
+  for (uint64_t seed : {40, 41, 42}) {
+    const LocalFeatures u = Features(testing::MakeSyntheticImage(seed, 480, 360));
+    EXPECT_LT(PreparedQuery(u, projected).Verify(a).inliers, threshold) << "unrelated " << seed;
+  }
+  // One prepared query serves many candidates with the same answers as
+  // preparing it for each.
+  const LocalFeatures b = Features(testing::ApplyTransform(original, testing::Transform::kScale));
+  const PreparedQuery prepared(b, projected);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(Inliers(prepared.Verify(a)), Inliers(VerifyPair(b, a, projected)));
+  }
+}
+
+TEST(StrongestFeaturesTest, KeepsTheStrongestInTheirOrder) {
+  LocalFeatures f;
+  f.dim = 2;
+  f.width = 10;
+  f.height = 20;
+  const float responses[] = {0.1f, 0.5f, 0.3f, 0.5f, 0.2f};
+  for (int i = 0; i < 5; ++i) {
+    Keypoint k;
+    k.x = static_cast<float>(i);
+    k.response = responses[i];
+    f.keypoints.push_back(k);
+    f.descriptors.push_back(static_cast<float>(i));
+    f.descriptors.push_back(-static_cast<float>(i));
+  }
+  const LocalFeatures s = StrongestFeatures(f, 3);
+  ASSERT_EQ(s.num(), 3);
+  EXPECT_EQ(s.width, 10u);
+  EXPECT_EQ(s.height, 20u);
+  EXPECT_EQ(s.keypoints[0].x, 1);  // 0.5
+  EXPECT_EQ(s.keypoints[1].x, 2);  // 0.3
+  EXPECT_EQ(s.keypoints[2].x, 3);  // 0.5, after the earlier tie
+  EXPECT_EQ(s.descriptors, (std::vector<float>{1, -1, 2, -2, 3, -3}));
+  EXPECT_EQ(StrongestFeatures(f, 0).num(), 5) << "0 = no limit";
+  EXPECT_EQ(StrongestFeatures(f, 5).num(), 5);
+  EXPECT_EQ(StrongestFeatures(f, 2).keypoints[1].x, 3) << "ties keep the earlier feature";
+}
+
+TEST_F(VerifierTest, ExtractorKeepsTheResponse) {
+  const LocalFeatures a = Features(testing::MakeSyntheticImage(43, 320, 240));
+  ASSERT_GT(a.num(), 0);
+  for (const Keypoint& k : a.keypoints) EXPECT_GT(k.response, 0);
+}
+
 TEST(VerifyOptionsTest, ValidateNamesTheField) {
   auto expect_error = [](VerifyOptions o, const std::string& needle) {
     try {
@@ -108,6 +206,12 @@ TEST(VerifyOptionsTest, ValidateNamesTheField) {
   o = VerifyOptions();
   o.min_matches = 4;
   expect_error(o, "min matches");
+  o = VerifyOptions();
+  o.match_dims = -1;
+  expect_error(o, "match dims");
+  o = VerifyOptions();
+  o.match_shortlist = 1;
+  expect_error(o, "match shortlist");
   EXPECT_NO_THROW(VerifyOptions().Validate());
 }
 
