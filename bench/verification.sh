@@ -1,0 +1,69 @@
+#!/bin/sh
+# What search's verification costs, against the exact verification it
+# replaced, in one run on an existing database: every query image is searched
+# in one `search` call with the defaults (nearest neighbours in the query's 32
+# principal components, LO-RANSAC, the query's 2,000 strongest features) and
+# in another with the baseline (`--match-dims 0 --ransac classic
+# --verify-keypoints 0`: brute-force matching of every feature and classic
+# RANSAC, the strongest simple alternative and what search did before).
+# Prints per-query p50 / p90 / p99 / max of the seconds `search --format json`
+# reports, the CPU seconds and peak RSS of each call, and the ratios. When
+# DEVSET is given (a folder with queries_meta.csv and evaluate.py, e.g.
+# ../shared/data/devset) and the queries are its queries, both runs are also
+# scored (bench/distractors/score_run.py: mAP, copy, hard copy, multi-view,
+# tune and report halves), so the speed-up is shown at equal quality.
+#
+# usage: bench/verification.sh DB QUERY_DIR [BUILD_DIR]
+#   env DEVSET=DIR  score both runs against that labelled set
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 2 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+db=$1
+queries=$2
+bin=${3:-$root/build}/tools/lookalike
+[ -x "$bin" ] || { echo "verification: $bin not built; run tools/build.sh" >&2; exit 2; }
+[ -d "$db" ] || { echo "verification: no database at $db" >&2; exit 2; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/lookalike-verification.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# Prints: p50 p90 p99 max count (seconds) of the queries' "seconds" fields.
+stats() {
+  sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' "$1" | sort -n | awk '
+    { v[NR] = $1 }
+    END { if (NR == 0) { print "0 0 0 0 0"; exit }
+          printf "%.4f %.4f %.4f %.4f %d\n", v[int(0.5 * NR + 0.999)], v[int(0.9 * NR + 0.999)],
+                 v[int(0.99 * NR + 0.999)], v[NR], NR }'
+}
+
+run() {  # NAME FLAGS...
+  name=$1
+  shift
+  /usr/bin/time -f "%U %S %M" -o "$work/$name.time" \
+    "$bin" search --db "$db" "$queries" -k 100 --format json "$@" >"$work/$name.json" ||
+    [ $? -eq 1 ]
+}
+run default
+run baseline --match-dims 0 --ransac classic --verify-keypoints 0
+
+echo "database $db: $("$bin" info --db "$db" --format json | sed 's/.*"images":\([0-9]*\).*/\1/') images; $(nproc) cores"
+for name in default baseline; do
+  set -- $(stats "$work/$name.json") $(cat "$work/$name.time")
+  awk -v l="$name" -v p50="$1" -v p90="$2" -v p99="$3" -v mx="$4" -v n="$5" -v u="$6" -v s="$7" \
+    -v rss="$8" 'BEGIN {
+    printf "%-9s %d queries  p50 %6.0f ms  p90 %6.0f ms  p99 %6.0f ms  max %6.0f ms  CPU %7.1f s  peak RSS %4.0f MiB\n",
+           l, n, p50 * 1000, p90 * 1000, p99 * 1000, mx * 1000, u + s, rss / 1024 }'
+  echo "$1 $3 $6 $7" >"$work/$name.sum"
+done
+set -- $(cat "$work/default.sum") $(cat "$work/baseline.sum")
+awk -v a50="$1" -v a99="$2" -v acpu="$3" -v asys="$4" -v b50="$5" -v b99="$6" -v bcpu="$7" \
+  -v bsys="$8" 'BEGIN {
+  printf "default / baseline: p50 %.2fx  p99 %.2fx  CPU %.2fx\n", a50 / b50, a99 / b99,
+         (acpu + asys) / (bcpu + bsys) }'
+
+if [ -n "${DEVSET:-}" ]; then
+  for name in default baseline; do
+    mkdir -p "$work/score-$name"
+    printf '%-9s %s\n' "$name" \
+      "$(python3 "$root/bench/distractors/score_run.py" "$DEVSET" "$work/$name.json" "$work/score-$name")"
+  done
+fi
