@@ -23,8 +23,8 @@ void SearchOptions::Validate() const {
     throw std::invalid_argument("-k must be in 1..100000, got " + std::to_string(k));
   if (rerank < 0 || rerank > 10000)
     throw std::invalid_argument("--rerank must be in 0..10000, got " + std::to_string(rerank));
-  if (rerank_vlad < 0 || rerank_vlad > 10000)
-    throw std::invalid_argument("--rerank-vlad must be in 0..10000, got " +
+  if (rerank_vlad < -1 || rerank_vlad > 10000)
+    throw std::invalid_argument("--rerank-vlad must be in -1..10000, got " +
                                 std::to_string(rerank_vlad));
   if (rerank_words < 0 || rerank_words > 10000)
     throw std::invalid_argument("--rerank-words must be in 0..10000, got " +
@@ -230,10 +230,11 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   if (n_index == 0) return {};
   QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour);
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
+  int vlad_depth = 0;  // set below, once the word head is known
   // The VLAD order's head.
   auto vlad_head = [&](const std::vector<Candidate>& l) {
     std::vector<uint64_t> ids;
-    for (size_t i = 0; i < l.size() && static_cast<int>(i) < opt.rerank_vlad; ++i)
+    for (size_t i = 0; i < l.size() && static_cast<int>(i) < vlad_depth; ++i)
       ids.push_back(l[i].id);
     return ids;
   };
@@ -245,6 +246,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     word_head.push_back(word_list[i].first);
   if (opt.word_weight > 0) ranking.SetWordSimilarities(word_list);
   if (!ranking.reranks()) word_head.clear();
+  vlad_depth = VladHeadDepth(opt.rerank_vlad, !word_head.empty());
   const int64_t depth = std::min<int64_t>(
       n_index, std::max({opt.k, opt.rerank, ranking.fuses() ? opt.colour_depth : 0}));
   // The fused short list of a search vector, and the heads verified whatever

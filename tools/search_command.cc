@@ -44,7 +44,7 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "spatially verify the top N results against the query (0 = off)");
   g->Value("rerank-vlad", &o->rerank_vlad, d.rerank_vlad,
            "also verify the top N results by VLAD similarity alone, wherever colour put them "
-           "(0 = off)");
+           "(0 = off; -1 = 25 when no visual-word index's head is verified, else 0)");
   g->Value("rerank-words", &o->rerank_words, d.rerank_words,
            "also verify the top N results of the visual-word index (shared local features), "
            "wherever the global order put them (0 = off)");

@@ -48,7 +48,6 @@ class SearcherTest : public ::testing::Test {
                                  float colour_weight = SearchOptions().colour_weight,
                                  float word_weight = SearchOptions().word_weight) {
     SearchOptions o;
-    o.index.min_word_images = 0;
     o.index.min_word_images = 0;  // these few images keep a word index
     o.k = k;
     o.rerank = rerank;
@@ -146,7 +145,6 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   const std::string original = AbsolutePath(paths[4]);
   auto search = [&](int rerank, int rerank_vlad, float colour_weight, int rerank_words = 0) {
     SearchOptions o;
-    o.index.min_word_images = 0;
     o.index.min_word_images = 0;  // these few images keep a word index
     o.k = 12;
     o.rerank = rerank;
@@ -170,6 +168,18 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   const auto with_words = search(1, 0, 100, 1);
   EXPECT_EQ(with_words.at(0).path, original);
   EXPECT_GE(with_words.at(0).inliers, SearchOptions().min_inliers);
+  // The default head: the VLAD order's without a word head, none with one.
+  const auto by_default = search(1, -1, 100, 0);
+  EXPECT_EQ(by_default.at(0).path, original);
+  EXPECT_GE(by_default.at(0).inliers, SearchOptions().min_inliers);
+}
+
+TEST(VladHeadDepthTest, DefaultVerifiesTheVladHeadOnlyWithoutAWordHead) {
+  EXPECT_EQ(SearchOptions().rerank_vlad, -1);
+  EXPECT_EQ(VladHeadDepth(-1, false), kVladHead);
+  EXPECT_EQ(VladHeadDepth(-1, true), 0);
+  EXPECT_EQ(VladHeadDepth(0, false), 0);
+  EXPECT_EQ(VladHeadDepth(7, true), 7) << "a depth the caller sets always holds";
 }
 
 // The colour weight w of an unverified hit, from score = (s + w c + v a) /
@@ -277,7 +287,6 @@ TEST(SearcherColourTest, ColourSeparatesImagesThatLookAlikeInGrey) {
   testing::WriteImage(query, blue(cv::Rect(4, 3, 310, 232)).clone());
   auto search = [&](float w) {
     SearchOptions o;
-    o.index.min_word_images = 0;
     o.index.min_word_images = 0;  // these few images keep a word index
     o.k = 2;
     o.rerank = 0;
@@ -390,6 +399,14 @@ TEST(SearcherOpenTest, ErrorsAndValidation) {
   EXPECT_THROW(Searcher::Open(tmp / "nothing", o), std::invalid_argument);
   o.k = 100001;
   EXPECT_THROW(o.Validate(), std::invalid_argument);
+  o = SearchOptions();
+  o.rerank_vlad = -2;
+  EXPECT_THROW(o.Validate(), std::invalid_argument);
+  o.verify_keypoints = -1;
+  o.rerank_vlad = -1;
+  EXPECT_THROW(o.Validate(), std::invalid_argument);
+  o.verify_keypoints = 0;
+  EXPECT_NO_THROW(o.Validate());
 }
 
 }  // namespace
