@@ -4,9 +4,10 @@
 # in one `search` call with the defaults (nearest neighbours in the query's 32
 # principal components, LO-RANSAC, the query's 2,000 strongest features) and
 # in another with the baseline (`--match-dims 0 --ransac classic
-# --verify-keypoints 0 --rerank-vlad 25`: brute-force matching of every
-# feature and classic RANSAC, the VLAD head verified beside the word head:
-# what search did before, and the strongest simple alternative).
+# --verify-keypoints 0 --rerank 50 --rerank-vlad 25`: brute-force matching
+# of every feature and classic RANSAC, 50 fused candidates and the VLAD head
+# verified beside the word head: what search did before, and the strongest
+# simple alternative).
 # Prints per-query p50 / p90 / p99 / max of the seconds `search --format json`
 # reports, the CPU seconds and peak RSS of each call, and the ratios. When
 # DEVSET is given (a folder with queries_meta.csv and evaluate.py, e.g.
@@ -18,7 +19,7 @@
 #   env DEVSET=DIR  score both runs against that labelled set
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 db=$1
 queries=$2
 bin=${3:-$root/build}/tools/lookalike
@@ -44,7 +45,7 @@ run() {  # NAME FLAGS...
     [ $? -eq 1 ]
 }
 run default
-run baseline --match-dims 0 --ransac classic --verify-keypoints 0 --rerank-vlad 25
+run baseline --match-dims 0 --ransac classic --verify-keypoints 0 --rerank 50 --rerank-vlad 25
 
 echo "database $db: $("$bin" info --db "$db" --format json | sed 's/.*"images":\([0-9]*\).*/\1/') images; $(nproc) cores"
 for name in default baseline; do

@@ -66,7 +66,7 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
       colour_(colour) {
   fuse_colour_ = options.colour_weight > 0 && options.colour_depth > 0 && !colour.empty() &&
                  store.stores_colour();
-  rerank_ = options.rerank > 0 && features.num() >= 5;
+  rerank_ = options.rerank != 0 && features.num() >= 5;
 }
 
 void QueryRanking::SetWordSimilarities(const std::vector<std::pair<uint64_t, float>>& list) {
@@ -104,8 +104,10 @@ void QueryRanking::Fuse(std::vector<Candidate>* list) {
   SortByScore(list);
 }
 
-void QueryRanking::Rerank(std::vector<Candidate>* list, const std::vector<uint64_t>& also) {
-  const size_t depth = std::min<size_t>(list->size(), static_cast<size_t>(options_.rerank));
+void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
+                          const std::vector<uint64_t>& also) {
+  const size_t depth =
+      std::min<size_t>(list->size(), static_cast<size_t>(std::max(0, depth_wanted)));
   std::vector<uint64_t> todo;
   std::unordered_set<uint64_t> queued;
   auto queue = [&](uint64_t id) {

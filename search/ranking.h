@@ -96,7 +96,7 @@ class QueryRanking {
   // The word index's list for the query (id, a), for word fusion; a
   // candidate it does not list gets a = 0.
   void SetWordSimilarities(const std::vector<std::pair<uint64_t, float>>& list);
-  // True when Rerank and Expand run: rerank > 0 and the query has at least 5
+  // True when Rerank and Expand run: rerank != 0 and the query has at least 5
   // local features (fewer cannot fit a homography).
   bool reranks() const { return rerank_; }
 
@@ -105,13 +105,13 @@ class QueryRanking {
   // list, then stable-sorts by score. Does nothing unless fuses().
   void Fuse(std::vector<Candidate>* list);
 
-  // Step 2: verifies the top `rerank` candidates and those of `also` (the
-  // VLAD order's head) not verified yet (their stored features against the
-  // query's, VerifyPair), then sets every
+  // Step 2: verifies the top `depth` candidates (RerankDepth) and those of
+  // `also` (the VLAD order's and the word index's heads) not verified yet
+  // (their stored features against the query's, PreparedQuery), then sets every
   // candidate's score (noisy-or when verified with >= min_inliers) and
   // stable-sorts by it. Throws StoreError or encoding::CorruptValue (corrupt
   // stored features).
-  void Rerank(std::vector<Candidate>* list, const std::vector<uint64_t>& also = {});
+  void Rerank(std::vector<Candidate>* list, int depth, const std::vector<uint64_t>& also = {});
 
   // Step 3: the query's search vector (vectors.dim() floats) plus the
   // search vectors of the first `expansion` verified candidates of `list`,

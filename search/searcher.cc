@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 void SearchOptions::Validate() const {
   if (k < 1 || k > 100000)
     throw std::invalid_argument("-k must be in 1..100000, got " + std::to_string(k));
-  if (rerank < 0 || rerank > 10000)
-    throw std::invalid_argument("--rerank must be in 0..10000, got " + std::to_string(rerank));
+  if (rerank < -1 || rerank > 10000)
+    throw std::invalid_argument("--rerank must be in -1..10000, got " + std::to_string(rerank));
   if (rerank_vlad < -1 || rerank_vlad > 10000)
     throw std::invalid_argument("--rerank-vlad must be in -1..10000, got " +
                                 std::to_string(rerank_vlad));
@@ -188,7 +188,8 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   // The word index is read (or built from the features) only when a query
   // will use it.
   VectorIndexOptions index_options = options.index;
-  index_options.words = options.word_weight > 0 || (options.rerank > 0 && options.rerank_words > 0);
+  index_options.words =
+      options.word_weight > 0 || (options.rerank != 0 && options.rerank_words > 0);
   SearchIndexSync sync = SyncSearchIndex(*impl->store, *impl->vectors, index_options);
   if (options.index.nprobe > 0)
     sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
@@ -247,8 +248,9 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   if (opt.word_weight > 0) ranking.SetWordSimilarities(word_list);
   if (!ranking.reranks()) word_head.clear();
   vlad_depth = VladHeadDepth(opt.rerank_vlad, !word_head.empty());
+  const int rerank_depth = RerankDepth(opt.rerank, !word_head.empty());
   const int64_t depth = std::min<int64_t>(
-      n_index, std::max({opt.k, opt.rerank, ranking.fuses() ? opt.colour_depth : 0}));
+      n_index, std::max({opt.k, rerank_depth, ranking.fuses() ? opt.colour_depth : 0}));
   // The fused short list of a search vector, and the heads verified whatever
   // the fusion did: the VLAD order's and the word index's.
   std::vector<uint64_t> head;
@@ -262,11 +264,11 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   };
   std::vector<Candidate> list = fused_list(query.data());
   if (ranking.reranks()) {
-    ranking.Rerank(&list, head);
+    ranking.Rerank(&list, rerank_depth, head);
     std::vector<float> expanded;
     if (opt.expansion > 0 && ranking.Expand(query.data(), list, &expanded)) {
       list = fused_list(expanded.data());
-      ranking.Rerank(&list, head);
+      ranking.Rerank(&list, rerank_depth, head);
     }
   }
   std::vector<Hit> hits;

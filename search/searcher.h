@@ -36,18 +36,21 @@ struct SearchOptions {
   Backend backend = Backend::kAuto;
   ImageFileLimits limits;
   // Spatial re-ranking: the top `rerank` VLAD results are matched against
-  // the query's local features (VerifyPair); those with >= min_inliers
+  // the query's local features (PreparedQuery); those with >= min_inliers
   // RANSAC inliers have their score raised by that evidence (the score
   // formula: search/ranking.h). 0 = off. Defaults measured on the dev set (search/README.md,
   // "Re-ranking and query expansion"): depth 50 finds copies VLAD ranks low; 8 inliers is above
   // what unrelated pairs reach (at most 7 over the dev set's 6,000 one-to-one matched pairs).
-  int rerank = 50;
+  // -1 (the default) = kRerank without a word-index head to verify, and
+  // kRerankWithWords with one, which finds part of what the deeper list
+  // did (RerankDepth; search/README.md, "Selective first stage").
+  int rerank = -1;
   // Also verified: the top `rerank_vlad` results by VLAD similarity alone,
   // wherever colour fusion put them, so that colour can never push a
   // candidate with strong local evidence out of the verified set (a grey
   // copy of a colour photo is its original's nearest VLAD neighbour but
   // falls to rank 250-550 of 10,000 after fusion: bench/README.md,
-  // "Distractors"). 0 = off; needs rerank > 0. -1 (the default) =
+  // "Distractors"). 0 = off; needs rerank != 0. -1 (the default) =
   // kVladHead when the query has no word-index head to verify (no word
   // index, or rerank_words 0), else 0: the word head finds what the VLAD
   // head did (the same results with and without it at 1,997, 10,097 and
@@ -57,7 +60,7 @@ struct SearchOptions {
   // Also verified: the top `rerank_words` images of the selective first
   // stage (search/word_index.h: shared fine visual words whose residual
   // signatures agree), wherever the VLAD and colour order put them. 0 = off;
-  // needs rerank > 0.
+  // needs rerank != 0.
   int rerank_words = 50;
   int min_inliers = 8;
   // Verification matches at most this many of the query's features, its
@@ -68,7 +71,7 @@ struct SearchOptions {
   int verify_keypoints = 2000;
   // Average query expansion: the query vector plus the vectors of up to this
   // many verified results is searched again (and re-ranked). 0 = off;
-  // needs rerank > 0. With colour fusion it still adds about 0.001 mAP on
+  // needs rerank != 0. With colour fusion it still adds about 0.001 mAP on
   // every dev-set seed (search/README.md "Colour").
   int expansion = 5;
   VerifyOptions verify = SearchVerifyOptions();
@@ -98,6 +101,20 @@ struct SearchOptions {
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;
 };
+
+// The fused list's verified depth when SearchOptions::rerank is -1: without
+// a word-index head (measured on the dev set alone), and beside one
+// (chosen on the tune half at 1,997 and 10,097 images, where 30 ranked as
+// well as or better than 50 and 50 stayed better without a word index).
+inline constexpr int kRerank = 50;
+inline constexpr int kRerankWithWords = 30;
+
+// How many of the fused list's first candidates are verified: rerank when
+// set (>= 0), else kRerank without a word head and kRerankWithWords with one.
+inline int RerankDepth(int rerank, bool word_head) {
+  if (rerank >= 0) return rerank;
+  return word_head ? kRerankWithWords : kRerank;
+}
 
 // The VLAD head's depth when SearchOptions::rerank_vlad is -1 and no word
 // head is verified: half the re-rank depth, chosen before measuring.

@@ -174,6 +174,15 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   EXPECT_GE(by_default.at(0).inliers, SearchOptions().min_inliers);
 }
 
+TEST(RerankDepthTest, DefaultVerifiesFewerFusedCandidatesBesideAWordHead) {
+  EXPECT_EQ(SearchOptions().rerank, -1);
+  EXPECT_EQ(RerankDepth(-1, false), kRerank);
+  EXPECT_EQ(RerankDepth(-1, true), kRerankWithWords);
+  EXPECT_LT(kRerankWithWords, kRerank);
+  EXPECT_EQ(RerankDepth(0, true), 0) << "0 = off";
+  EXPECT_EQ(RerankDepth(70, true), 70) << "a depth the caller sets always holds";
+}
+
 TEST(VladHeadDepthTest, DefaultVerifiesTheVladHeadOnlyWithoutAWordHead) {
   EXPECT_EQ(SearchOptions().rerank_vlad, -1);
   EXPECT_EQ(VladHeadDepth(-1, false), kVladHead);
@@ -398,6 +407,9 @@ TEST(SearcherOpenTest, ErrorsAndValidation) {
   o.k = 0;
   EXPECT_THROW(Searcher::Open(tmp / "nothing", o), std::invalid_argument);
   o.k = 100001;
+  EXPECT_THROW(o.Validate(), std::invalid_argument);
+  o = SearchOptions();
+  o.rerank = -2;
   EXPECT_THROW(o.Validate(), std::invalid_argument);
   o = SearchOptions();
   o.rerank_vlad = -2;
