@@ -327,13 +327,8 @@ Gaussian Fit(const float* x, int64_t n, int64_t d) {
     for (int64_t k = 0; k <= j; ++k) cov[k * d + j] = cov[j * d + k] /= static_cast<double>(n - 1);
   const int di = static_cast<int>(d);
   std::vector<double> w(d);
-  int info = 0, lwork = -1;
-  double query = 0;
-  dsyev_("V", "U", &di, cov.data(), &di, w.data(), &query, &lwork, &info);
-  lwork = static_cast<int>(query);
-  std::vector<double> work(lwork);
-  dsyev_("V", "U", &di, cov.data(), &di, w.data(), work.data(), &lwork, &info);
-  if (info != 0) Die("dsyev failed (info " + std::to_string(info) + ")");
+  if (const int info = lookalike::SymmetricEigen(di, cov.data(), w.data()); info != 0)
+    Die("dsyev failed (info " + std::to_string(info) + ")");
   // dsyev: ascending eigenvalues, eigenvector k in column k (contiguous).
   fit.eigenvalues.resize(d);
   fit.factor.resize(d * d);

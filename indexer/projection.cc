@@ -67,18 +67,9 @@ std::vector<double> CentredGramEigen(const float* x, int64_t n, int64_t dim,
 
   std::vector<double>& eig = *eigenvalues;
   eig.assign(n, 0.0);
-  {
-    const int ni = static_cast<int>(n);
-    int info = 0, lwork = -1;
-    double query = 0;
-    dsyev_("V", "U", &ni, gc.data(), &ni, eig.data(), &query, &lwork, &info);
-    lwork = static_cast<int>(query);
-    std::vector<double> work(std::max(1, lwork));
-    dsyev_("V", "U", &ni, gc.data(), &ni, eig.data(), work.data(), &lwork, &info);
-    if (info != 0)
-      throw std::runtime_error("PCA: eigen decomposition failed (LAPACK dsyev info " +
-                               std::to_string(info) + ")");
-  }
+  if (const int info = SymmetricEigen(static_cast<int>(n), gc.data(), eig.data()); info != 0)
+    throw std::runtime_error("PCA: eigen decomposition failed (LAPACK dsyev info " +
+                             std::to_string(info) + ")");
   return gc;
 }
 

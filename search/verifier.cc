@@ -121,13 +121,7 @@ PreparedQuery::PreparedQuery(const LocalFeatures& features, const VerifyOptions&
   sgemm_("N", "T", &dim, &dim, &nq, &one, features.descriptors.data(), &dim,
          features.descriptors.data(), &dim, &zero, gram.data(), &dim);
   std::vector<double> a(gram.begin(), gram.end()), w(static_cast<size_t>(dim));
-  int lwork = -1, info = 0;
-  double query_work = 0;
-  dsyev_("V", "U", &dim, a.data(), &dim, w.data(), &query_work, &lwork, &info);
-  lwork = static_cast<int>(query_work);
-  std::vector<double> work(static_cast<size_t>(std::max(lwork, 1)));
-  dsyev_("V", "U", &dim, a.data(), &dim, w.data(), work.data(), &lwork, &info);
-  if (info != 0) return;  // exact matching then
+  if (SymmetricEigen(dim, a.data(), w.data()) != 0) return;  // exact matching then
   basis_.resize(static_cast<size_t>(r) * dim);
   for (int i = 0; i < r; ++i)
     for (int k = 0; k < dim; ++k)
