@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <exception>
 #include <unordered_set>
@@ -61,12 +62,15 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
       vectors_(vectors),
       options_(options),
       verify_(VerifyFor(options)),
-      verified_features_(StrongestFeatures(features, options.verify_keypoints)),
-      prepared_(verified_features_, verify_),
       colour_(colour) {
   fuse_colour_ = options.colour_weight > 0 && options.colour_depth > 0 && !colour.empty() &&
                  store.stores_colour();
   rerank_ = options.rerank != 0 && features.num() >= 5;
+  if (!rerank_) return;
+  const LocalFeatures* verified = &features;
+  if (options.verify_keypoints > 0 && features.num() > options.verify_keypoints)
+    verified = &strongest_.emplace(StrongestFeatures(features, options.verify_keypoints));
+  prepared_.emplace(*verified, verify_);
 }
 
 void QueryRanking::SetWordSimilarities(const std::vector<std::pair<uint64_t, float>>& list) {
@@ -106,6 +110,7 @@ void QueryRanking::Fuse(std::vector<Candidate>* list) {
 
 void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
                           const std::vector<uint64_t>& also) {
+  assert(prepared_);  // reranks()
   const size_t depth =
       std::min<size_t>(list->size(), static_cast<size_t>(std::max(0, depth_wanted)));
   std::vector<uint64_t> todo;
@@ -122,7 +127,7 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
   for (size_t t = 0; t < todo.size(); ++t) {
     try {
       if (const auto candidate = stored_features_.Read(todo[t]))
-        found[t] = prepared_.Verify(*candidate).inliers;
+        found[t] = prepared_->Verify(*candidate).inliers;
     } catch (...) {
 #pragma omp critical(lookalike_search_failure)
       if (!failure) failure = std::current_exception();

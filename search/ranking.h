@@ -44,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -109,8 +110,8 @@ class QueryRanking {
   // `also` (the VLAD order's and the word index's heads) not verified yet
   // (their stored features against the query's, PreparedQuery), then sets every
   // candidate's score (noisy-or when verified with >= min_inliers) and
-  // stable-sorts by it. Throws StoreError or encoding::CorruptValue (corrupt
-  // stored features).
+  // stable-sorts by it. Only when reranks(). Throws StoreError or
+  // encoding::CorruptValue (corrupt stored features).
   void Rerank(std::vector<Candidate>* list, int depth, const std::vector<uint64_t>& also = {});
 
   // Step 3: the query's search vector (vectors.dim() floats) plus the
@@ -136,10 +137,12 @@ class QueryRanking {
   const SearchOptions& options_;
   // options.verify, min_matches raised to min_inliers.
   VerifyOptions verify_;
-  // The features verification matches: the query's strongest
-  // options.verify_keypoints (StrongestFeatures).
-  LocalFeatures verified_features_;
-  PreparedQuery prepared_;  // verified_features_, prepared once for all candidates
+  // The query's strongest options.verify_keypoints features
+  // (StrongestFeatures), when it has more; verification matches these.
+  std::optional<LocalFeatures> strongest_;
+  // The features verification matches (strongest_, else the query's),
+  // prepared once for all candidates; only when reranks().
+  std::optional<PreparedQuery> prepared_;
   const std::vector<uint8_t>& colour_;
   bool fuse_colour_ = false;
   bool rerank_ = false;
