@@ -231,14 +231,6 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   if (n_index == 0) return {};
   QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour);
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
-  int vlad_depth = 0;  // set below, once the word head is known
-  // The VLAD order's head.
-  auto vlad_head = [&](const std::vector<Candidate>& l) {
-    std::vector<uint64_t> ids;
-    for (size_t i = 0; i < l.size() && static_cast<int>(i) < vlad_depth; ++i)
-      ids.push_back(l[i].id);
-    return ids;
-  };
   // The word index's list: its head is verified (and added to the short list
   // if VLAD missed it); its similarities take part in the fusion.
   const std::vector<std::pair<uint64_t, float>> word_list = impl_->WordList(features);
@@ -247,8 +239,17 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     word_head.push_back(word_list[i].first);
   if (opt.word_weight > 0) ranking.SetWordSimilarities(word_list);
   if (!ranking.reranks()) word_head.clear();
-  vlad_depth = VladHeadDepth(opt.rerank_vlad, !word_head.empty());
+  // How deep the fused list and the VLAD order are verified depends on
+  // whether a word head is.
+  const int vlad_depth = VladHeadDepth(opt.rerank_vlad, !word_head.empty());
   const int rerank_depth = RerankDepth(opt.rerank, !word_head.empty());
+  // The VLAD order's head.
+  auto vlad_head = [&](const std::vector<Candidate>& l) {
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < l.size() && static_cast<int>(i) < vlad_depth; ++i)
+      ids.push_back(l[i].id);
+    return ids;
+  };
   const int64_t depth = std::min<int64_t>(
       n_index, std::max({opt.k, rerank_depth, ranking.fuses() ? opt.colour_depth : 0}));
   // The fused short list of a search vector, and the heads verified whatever
