@@ -186,7 +186,10 @@ TEST_F(VerifierTest, ExtractorKeepsTheResponse) {
 }
 
 TEST(VerifyOptionsTest, ValidateNamesTheField) {
-  auto expect_error = [](VerifyOptions o, const std::string& needle) {
+  // Default options with one field set out of range must be refused, naming it.
+  auto expect_error = [](void (*set)(VerifyOptions*), const std::string& needle) {
+    VerifyOptions o;
+    set(&o);
     try {
       o.Validate();
       ADD_FAILURE() << "accepted invalid options (" << needle << ")";
@@ -194,24 +197,12 @@ TEST(VerifyOptionsTest, ValidateNamesTheField) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  VerifyOptions o;
-  o.ratio = 0;
-  expect_error(o, "ratio");
-  o = VerifyOptions();
-  o.ransac_threshold = -1;
-  expect_error(o, "RANSAC threshold");
-  o = VerifyOptions();
-  o.ransac_iterations = 0;
-  expect_error(o, "RANSAC iterations");
-  o = VerifyOptions();
-  o.min_matches = 4;
-  expect_error(o, "min matches");
-  o = VerifyOptions();
-  o.match_dims = -1;
-  expect_error(o, "match dims");
-  o = VerifyOptions();
-  o.match_shortlist = 1;
-  expect_error(o, "match shortlist");
+  expect_error([](VerifyOptions* o) { o->ratio = 0; }, "ratio");
+  expect_error([](VerifyOptions* o) { o->ransac_threshold = -1; }, "RANSAC threshold");
+  expect_error([](VerifyOptions* o) { o->ransac_iterations = 0; }, "RANSAC iterations");
+  expect_error([](VerifyOptions* o) { o->min_matches = 4; }, "min matches");
+  expect_error([](VerifyOptions* o) { o->match_dims = -1; }, "match dims");
+  expect_error([](VerifyOptions* o) { o->match_shortlist = 1; }, "match shortlist");
   EXPECT_NO_THROW(VerifyOptions().Validate());
 }
 
