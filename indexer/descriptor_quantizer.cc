@@ -105,15 +105,24 @@ int DescriptorQuantizer::code_bytes() const { return static_cast<int>(pq_->code_
 void DescriptorQuantizer::Encode(const float* descriptors, int64_t n, uint8_t* codes) const {
   if (n <= 0) return;
   std::vector<float> rotated(static_cast<size_t>(n) * pq_->d);
-  rotation_->apply_noalloc(n, descriptors, rotated.data());
+  Rotate(descriptors, n, rotated.data());
   pq_->compute_codes(rotated.data(), codes, static_cast<size_t>(n));
 }
 
-void DescriptorQuantizer::Decode(const uint8_t* codes, int64_t n, float* descriptors) const {
+void DescriptorQuantizer::Decode(const uint8_t* codes, int64_t n, float* descriptors,
+                                 DescriptorFrame frame) const {
   if (n <= 0) return;
+  if (frame == DescriptorFrame::kQuantizer) {
+    pq_->decode(codes, descriptors, static_cast<size_t>(n));
+    return;
+  }
   std::vector<float> rotated(static_cast<size_t>(n) * pq_->d);
   pq_->decode(codes, rotated.data(), static_cast<size_t>(n));
   rotation_->reverse_transform(n, rotated.data(), descriptors);
+}
+
+void DescriptorQuantizer::Rotate(const float* descriptors, int64_t n, float* rotated) const {
+  if (n > 0) rotation_->apply_noalloc(n, descriptors, rotated);
 }
 
 std::string DescriptorQuantizer::Serialize() const {

@@ -21,6 +21,15 @@ struct ProductQuantizer;
 
 namespace lookalike {
 
+// Where reconstructed descriptors are expressed. The rotation is
+// orthonormal, so dot products (and the distances matching compares) are the
+// same in both frames: matching in the quantizer's frame rotates the query
+// once instead of un-rotating every stored descriptor it is compared with.
+enum class DescriptorFrame {
+  kOriginal,   // the extractor's: what VLAD encoding and the codebook see
+  kQuantizer,  // after the quantizer's rotation, before its slices
+};
+
 struct QuantizerOptions {
   // Bytes per descriptor (= sub-quantizers, 8 bits each); must divide the
   // descriptor dimension. 0 = keep 1 byte per component (the older format).
@@ -51,8 +60,11 @@ class DescriptorQuantizer {
   int code_bytes() const;  // bytes of one descriptor's code
   // n descriptors -> n x code_bytes() codes.
   void Encode(const float* descriptors, int64_t n, uint8_t* codes) const;
-  // n codes -> n x dim() reconstructed descriptors.
-  void Decode(const uint8_t* codes, int64_t n, float* descriptors) const;
+  // n codes -> n x dim() reconstructed descriptors, in `frame`.
+  void Decode(const uint8_t* codes, int64_t n, float* descriptors,
+              DescriptorFrame frame = DescriptorFrame::kOriginal) const;
+  // n x dim() descriptors of the original frame -> the quantizer's.
+  void Rotate(const float* descriptors, int64_t n, float* rotated) const;
   // u32 format (2), u32 dim, u32 bytes, u32 bits (8), dim x dim f32
   // rotation (row-major, orthonormal), then bytes x 256 x (dim / bytes) f32
   // centroids, little-endian. The store adds its checksum.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "storage/encoding.h"
 #include "util/rows.h"
@@ -34,7 +35,8 @@ uint32_t ReadCommonHeader(encoding::Reader* r, LocalFeatures* f) {
   return num;
 }
 
-LocalFeatures DecodeCompact(const std::string& blob, const DescriptorQuantizer* quantizer) {
+LocalFeatures DecodeCompact(const std::string& blob, const DescriptorQuantizer* quantizer,
+                            DescriptorFrame frame) {
   encoding::Reader r(blob, "local features");
   r.Fixed32();  // format
   LocalFeatures f;
@@ -61,7 +63,7 @@ LocalFeatures DecodeCompact(const std::string& blob, const DescriptorQuantizer* 
     k.angle = static_cast<float>(g[5]) * (360.0f / 256.0f);
   }
   f.descriptors.resize(size_t{num} * f.dim);
-  quantizer->Decode(codes, num, f.descriptors.data());
+  quantizer->Decode(codes, num, f.descriptors.data(), frame);
   NormaliseRows(f.descriptors.data(), num, f.dim);
   return f;
 }
@@ -125,10 +127,13 @@ std::string EncodeLocalFeatures(const Descriptors& d, uint32_t width, uint32_t h
   return s;
 }
 
-LocalFeatures DecodeLocalFeatures(const std::string& blob, const DescriptorQuantizer* quantizer) {
+LocalFeatures DecodeLocalFeatures(const std::string& blob, const DescriptorQuantizer* quantizer,
+                                  DescriptorFrame frame) {
+  if (frame == DescriptorFrame::kQuantizer && !quantizer)
+    throw std::invalid_argument("local features: the quantizer's frame needs the quantizer");
   encoding::Reader r(blob, "local features");
   const uint32_t format = r.Fixed32();
-  if (format == kCompactFormat) return DecodeCompact(blob, quantizer);
+  if (format == kCompactFormat) return DecodeCompact(blob, quantizer, frame);
   if (format != kFormat)
     throw encoding::CorruptValue("local features: unknown format " + std::to_string(format));
   LocalFeatures f;
@@ -150,6 +155,14 @@ LocalFeatures DecodeLocalFeatures(const std::string& blob, const DescriptorQuant
   r.ExpectEnd();
   f.descriptors.assign(q, q + size_t{num} * f.dim);
   NormaliseRows(f.descriptors.data(), num, f.dim);
+  if (frame == DescriptorFrame::kQuantizer) {
+    if (f.dim != quantizer->dim())
+      throw encoding::CorruptValue("local features: " + std::to_string(f.dim) +
+                                   "-d descriptors do not fit the database's quantizer");
+    std::vector<float> exact = std::move(f.descriptors);
+    f.descriptors.resize(exact.size());
+    quantizer->Rotate(exact.data(), num, f.descriptors.data());
+  }
   return f;
 }
 

@@ -48,10 +48,14 @@ std::string EncodeCompactFeatures(const Descriptors& descriptors, uint32_t width
                                   const DescriptorQuantizer& quantizer,
                                   std::vector<float>* reconstructed = nullptr);
 
+// Descriptors come in `frame` (DescriptorFrame::kQuantizer needs
+// `quantizer`; a format-1 blob's exact descriptors are then rotated into it).
 // Throws encoding::CorruptValue if the blob is malformed, or is format 2 and
-// `quantizer` is null or does not fit it.
+// `quantizer` is null or does not fit it; std::invalid_argument for
+// kQuantizer without a quantizer.
 LocalFeatures DecodeLocalFeatures(const std::string& blob,
-                                  const DescriptorQuantizer* quantizer = nullptr);
+                                  const DescriptorQuantizer* quantizer = nullptr,
+                                  DescriptorFrame frame = DescriptorFrame::kOriginal);
 
 // What a blob holds, read from its header without decoding it: format (1
 // or 2), keypoints, descriptor dimension and code bytes (0 in format 1).

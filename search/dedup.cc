@@ -297,10 +297,11 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
           pair.similarity = cand->second;
           if (!first_loaded) {
             first_loaded = true;
-            first = stored_features.Read(records[a].id);
+            first = stored_features.Read(records[a].id, stored_features.matching_frame());
           }
           if (first)
-            if (const auto second = stored_features.Read(records[b].id))
+            if (const auto second =
+                    stored_features.Read(records[b].id, stored_features.matching_frame()))
               Verify(*first, *second, options.verify, &pair);
         }
         if (pair.identical) pair.score = 1;

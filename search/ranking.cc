@@ -67,10 +67,9 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
                  store.stores_colour();
   rerank_ = options.rerank != 0 && features.num() >= 5;
   if (!rerank_) return;
-  const LocalFeatures* verified = &features;
-  if (options.verify_keypoints > 0 && features.num() > options.verify_keypoints)
-    verified = &strongest_.emplace(StrongestFeatures(features, options.verify_keypoints));
-  prepared_.emplace(*verified, verify_);
+  verified_.emplace(
+      stored_features.InMatchingFrame(StrongestFeatures(features, options.verify_keypoints)));
+  prepared_.emplace(*verified_, verify_);
 }
 
 void QueryRanking::SetWordSimilarities(const std::vector<std::pair<uint64_t, float>>& list) {
@@ -83,18 +82,21 @@ void QueryRanking::Fuse(std::vector<Candidate>* list) {
   const float spread = SimilaritySpread(*list);
   const float w = fuse_colour_ ? options_.colour_weight * spread : 0.0f;
   const float v = word_similarity_.empty() ? 0.0f : options_.word_weight * spread;
+  if (fuse_colour_) {
+    // Each record is read once per query, those of a list in one MultiGet:
+    // records are small and the list is at most colour_depth long.
+    std::vector<uint64_t> unread;
+    for (const Candidate& c : *list)
+      if (!colour_of_.count(c.id)) unread.push_back(c.id);
+    const auto records = store_.FindByIds(unread);
+    for (size_t i = 0; i < unread.size(); ++i)
+      colour_of_.emplace(unread[i],
+                         records[i] ? ColourSimilarity(colour_, records[i]->colour) : 0.0f);
+  }
   for (Candidate& c : *list) {
     float weighted = c.similarity;
     if (fuse_colour_) {
-      // Read once per query: records are small and the list is at most
-      // colour_depth long.
-      auto it = colour_of_.find(c.id);
-      if (it == colour_of_.end()) {
-        const auto record = store_.FindById(c.id);
-        it = colour_of_.emplace(c.id, record ? ColourSimilarity(colour_, record->colour) : 0.0f)
-                 .first;
-      }
-      c.colour = it->second;
+      c.colour = colour_of_.at(c.id);
       weighted += w * c.colour;
     }
     if (v > 0) {
@@ -126,7 +128,7 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (size_t t = 0; t < todo.size(); ++t) {
     try {
-      if (const auto candidate = stored_features_.Read(todo[t]))
+      if (const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame()))
         found[t] = prepared_->Verify(*candidate).inliers;
     } catch (...) {
 #pragma omp critical(lookalike_search_failure)

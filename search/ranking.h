@@ -137,11 +137,11 @@ class QueryRanking {
   const SearchOptions& options_;
   // options.verify, min_matches raised to min_inliers.
   VerifyOptions verify_;
-  // The query's strongest options.verify_keypoints features
-  // (StrongestFeatures), when it has more; verification matches these.
-  std::optional<LocalFeatures> strongest_;
-  // The features verification matches (strongest_, else the query's),
-  // prepared once for all candidates; only when reranks().
+  // What verification matches: the query's strongest
+  // options.verify_keypoints features (StrongestFeatures), their descriptors
+  // in the stored features' matching frame; only when reranks().
+  std::optional<LocalFeatures> verified_;
+  // verified_, prepared once for all candidates.
   std::optional<PreparedQuery> prepared_;
   const std::vector<uint8_t>& colour_;
   bool fuse_colour_ = false;

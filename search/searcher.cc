@@ -272,10 +272,22 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       ranking.Rerank(&list, rerank_depth, head);
     }
   }
+  // The first k candidates' records in one read; a candidate a writer removed
+  // since the index was loaded is dropped and the next one read.
+  std::vector<uint64_t> first;
+  for (size_t i = 0; i < list.size() && static_cast<int>(i) < opt.k; ++i)
+    first.push_back(list[i].id);
+  std::vector<std::optional<ImageRecord>> records = impl_->store->FindByIds(first);
   std::vector<Hit> hits;
-  for (const Candidate& c : list) {
+  for (size_t i = 0; i < list.size(); ++i) {
     if (static_cast<int>(hits.size()) == opt.k) break;
-    if (auto path = impl_->PathOf(c.id))
+    const Candidate& c = list[i];
+    std::optional<std::string> path;
+    if (i >= records.size())
+      path = impl_->PathOf(c.id);
+    else if (records[i])
+      path = std::move(records[i]->path);
+    if (path)
       hits.push_back(Hit{c.id, std::move(*path), c.score, c.similarity, ranking.inliers(c.id),
                          c.colour, c.words});
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <future>
+#include <optional>
 #include <stdexcept>
 
 #include "storage/encoding.h"
@@ -219,15 +221,37 @@ void StoredWordIndex::Add(uint64_t id, const std::vector<WordSignature>& signatu
 void StoredWordIndex::ReadLists(
     const std::vector<uint32_t>& words,
     const std::function<void(size_t, uint32_t, const std::string&)>& fn) const {
-  std::vector<std::pair<uint32_t, uint32_t>> keys;
-  for (size_t start = 0; start < words.size(); start += kWordsPerRead) {
+  struct Group {
+    std::vector<std::pair<uint32_t, uint32_t>> keys;  // (segment, word)
+    std::vector<std::optional<std::string>> values;
+  };
+  auto read = [&](size_t start) {
+    Group g;
     const size_t end = std::min(words.size(), start + kWordsPerRead);
-    keys.clear();
     for (size_t i = start; i < end; ++i)
-      for (uint32_t s : segments_) keys.emplace_back(s, words[i]);
-    const std::vector<std::optional<std::string>> values = store_.GetWordLists(keys);
-    for (size_t k = 0; k < keys.size(); ++k)
-      if (values[k]) fn(start + k / segments_.size(), keys[k].first, *values[k]);
+      for (uint32_t s : segments_) g.keys.emplace_back(s, words[i]);
+    g.values = store_.GetWordLists(g.keys);
+    return g;
+  };
+  // While `fn` consumes one group on another thread, this one reads the next
+  // (MultiGet, checksums): a query's lists are megabytes at 100,000 images,
+  // and reading them costs about what scoring them does. `fn` still sees the
+  // lists one at a time, in order. The values are allocated and freed on this
+  // thread: a reading thread would give each query a malloc arena of its own
+  // (measured: +28 MiB peak RSS at 100,000 images).
+  if (words.empty()) return;
+  Group current = read(0);
+  for (size_t start = 0; start < words.size(); start += kWordsPerRead) {
+    std::future<void> consumed = std::async(std::launch::async, [&, start] {
+      for (size_t k = 0; k < current.keys.size(); ++k)
+        if (current.values[k])
+          fn(start + k / segments_.size(), current.keys[k].first, *current.values[k]);
+    });
+    // (If reading throws, the future's destructor waits for `fn` first.)
+    Group next;
+    if (start + kWordsPerRead < words.size()) next = read(start + kWordsPerRead);
+    consumed.get();
+    current = std::move(next);
   }
 }
 

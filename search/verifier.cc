@@ -274,10 +274,22 @@ LocalFeatures StrongestFeatures(const LocalFeatures& f, int64_t max_keypoints) {
 FeatureReader::FeatureReader(const Store& store)
     : store_(store), quantizer_(LoadDescriptorQuantizer(store)) {}
 
-std::optional<LocalFeatures> FeatureReader::Read(uint64_t id) const {
+std::optional<LocalFeatures> FeatureReader::Read(uint64_t id, DescriptorFrame frame) const {
   const auto blob = store_.GetFeatures(id);
   if (!blob) return std::nullopt;
-  return DecodeLocalFeatures(*blob, quantizer());
+  return DecodeLocalFeatures(*blob, quantizer(), frame);
+}
+
+LocalFeatures FeatureReader::InMatchingFrame(LocalFeatures features) const {
+  if (!quantizer_ || features.num() == 0) return features;
+  if (features.dim != quantizer_->dim())
+    throw std::invalid_argument("features of " + std::to_string(features.dim) +
+                                " dimensions do not fit the database's " +
+                                std::to_string(quantizer_->dim()) + "-d quantizer");
+  std::vector<float> rotated(features.descriptors.size());
+  quantizer_->Rotate(features.descriptors.data(), features.num(), rotated.data());
+  features.descriptors = std::move(rotated);
+  return features;
 }
 
 }  // namespace lookalike

@@ -101,13 +101,25 @@ class FeatureReader {
   // Loads the database's descriptor quantizer, if it has one. Throws
   // StoreError(kCorrupt) if it is unreadable.
   explicit FeatureReader(const Store& store);
-  // Image `id`'s features; nullopt when it has none (no keypoints, or a
-  // database indexed before they were kept). Throws StoreError or
+  // Image `id`'s features, descriptors in `frame` (kQuantizer needs
+  // quantizer()); nullopt when it has none (no keypoints, or a database
+  // indexed before they were kept). Throws StoreError or
   // encoding::CorruptValue (a corrupt blob).
-  std::optional<LocalFeatures> Read(uint64_t id) const;
+  std::optional<LocalFeatures> Read(uint64_t id,
+                                    DescriptorFrame frame = DescriptorFrame::kOriginal) const;
   // The quantizer of a compact database (queries keep exact descriptors
   // then); null for the older layout.
   const DescriptorQuantizer* quantizer() const { return quantizer_ ? &*quantizer_ : nullptr; }
+  // The frame matching is cheapest in: the quantizer's when there is one
+  // (stored descriptors are reconstructed there without un-rotating them;
+  // the other side is rotated once with InMatchingFrame).
+  DescriptorFrame matching_frame() const {
+    return quantizer_ ? DescriptorFrame::kQuantizer : DescriptorFrame::kOriginal;
+  }
+  // `features` (of the original frame) with their descriptors in
+  // matching_frame(). Throws std::invalid_argument if their dimension does
+  // not fit the quantizer.
+  LocalFeatures InMatchingFrame(LocalFeatures features) const;
 
  private:
   const Store& store_;

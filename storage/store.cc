@@ -214,6 +214,26 @@ std::optional<ImageRecord> Store::FindById(uint64_t id) const {
   return DecodeRecord(rec->data(), rec->size());
 }
 
+std::vector<std::optional<ImageRecord>> Store::FindByIds(const std::vector<uint64_t>& ids) const {
+  std::vector<std::string> keys(ids.size());
+  std::vector<rocksdb::Slice> slices(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    keys[i] = ImageKey(ids[i]);
+    slices[i] = keys[i];
+  }
+  std::vector<rocksdb::PinnableSlice> values(ids.size());
+  std::vector<rocksdb::Status> statuses(ids.size());
+  impl_->db->MultiGet(rocksdb::ReadOptions(), impl_->db->DefaultColumnFamily(), ids.size(),
+                      slices.data(), values.data(), statuses.data());
+  std::vector<std::optional<ImageRecord>> out(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) throw IoError(path_, statuses[i], "read the image records of");
+    out[i] = DecodeRecord(values[i].data(), values[i].size());
+  }
+  return out;
+}
+
 void Store::ForEachImage(const std::function<void(const ImageRecord&)>& fn) const {
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek("i:"); it->Valid() && it->key().starts_with("i:"); it->Next())

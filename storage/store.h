@@ -221,6 +221,9 @@ class Store {
 
   // Record of image `id`, if any.
   std::optional<ImageRecord> FindById(uint64_t id) const;
+  // Records of images `ids`, in their order (nullopt for an absent one),
+  // with one RocksDB MultiGet: what ranking reads for a short list.
+  std::vector<std::optional<ImageRecord>> FindByIds(const std::vector<uint64_t>& ids) const;
 
   // Calls fn for every image record in id order.
   void ForEachImage(const std::function<void(const ImageRecord&)>& fn) const;

@@ -176,5 +176,45 @@ TEST(CompactFeaturesTest, NeedTheirOwnQuantizer) {
   EXPECT_EQ(DecodeLocalFeatures(old, &q16).num(), 3);
 }
 
+// Matching in the quantizer's frame (the query rotated once, stored
+// descriptors decoded without un-rotating them) must see the dot products of
+// the original frame, for compact and format-1 blobs alike.
+TEST(CompactFeaturesTest, QuantizerFrameKeepsDotProducts) {
+  const auto train = RootSiftLike(2000, 11);
+  const auto q = DescriptorQuantizer::Train(train.data(), 2000, kDim, Bytes(16));
+  Descriptors d;
+  d.num = 30;
+  d.dim = kDim;
+  d.values = RootSiftLike(d.num, 12);
+  d.keypoints.resize(d.num);
+  const std::vector<float> query = RootSiftLike(20, 13);
+  std::vector<float> query_rotated(query.size());
+  q.Rotate(query.data(), 20, query_rotated.data());
+  for (const std::string& blob :
+       {EncodeCompactFeatures(d, 64, 64, q), EncodeLocalFeatures(d, 64, 64)}) {
+    const LocalFeatures original = DecodeLocalFeatures(blob, &q);
+    const LocalFeatures rotated = DecodeLocalFeatures(blob, &q, DescriptorFrame::kQuantizer);
+    ASSERT_EQ(rotated.num(), original.num());
+    EXPECT_EQ(rotated.keypoints.size(), original.keypoints.size());
+    double moved = 0;
+    for (int i = 0; i < 20; ++i)
+      for (int j = 0; j < d.num; ++j) {
+        double a = 0, b = 0;
+        for (int k = 0; k < kDim; ++k) {
+          a += double{query[i * kDim + k]} * original.descriptors[j * kDim + k];
+          b += double{query_rotated[i * kDim + k]} * rotated.descriptors[j * kDim + k];
+        }
+        EXPECT_NEAR(a, b, 1e-5);
+      }
+    // Not the identity: the frames differ, only dot products agree.
+    for (size_t k = 0; k < original.descriptors.size(); ++k)
+      moved += std::fabs(original.descriptors[k] - rotated.descriptors[k]);
+    EXPECT_GT(moved, 1.0);
+  }
+  EXPECT_THROW(
+      DecodeLocalFeatures(EncodeLocalFeatures(d, 64, 64), nullptr, DescriptorFrame::kQuantizer),
+      std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace lookalike

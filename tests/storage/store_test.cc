@@ -179,6 +179,19 @@ TEST(StoreTest, CreateOpenRoundTrip) {
     }
     EXPECT_FALSE(store->FindByPath("/photos/missing.jpg").has_value());
     EXPECT_FALSE(store->FindByPath(records[0].path + "x").has_value());
+    // By id, one at a time or many in one read, in the order asked, absent
+    // ids as nullopt.
+    const uint64_t absent = records.back().id + 100;
+    const auto many = store->FindByIds({records[3].id, absent, records[0].id, records[3].id});
+    ASSERT_EQ(many.size(), 4u);
+    ASSERT_TRUE(many[0] && many[2] && many[3]);
+    EXPECT_FALSE(many[1].has_value());
+    ExpectSameRecord(*many[0], records[3]);
+    ExpectSameRecord(*many[2], records[0]);
+    ExpectSameRecord(*many[3], records[3]);
+    ExpectSameRecord(*store->FindById(records[5].id), records[5]);
+    EXPECT_FALSE(store->FindById(absent).has_value());
+    EXPECT_TRUE(store->FindByIds({}).empty());
 
     // UpdateRecord keeps the vector.
     ImageRecord touched = records[2];
