@@ -261,7 +261,7 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
     observer->OnPhase("no PCA: " + std::to_string(training.images_with_features) +
                       " training images with features, fewer than --pca-min-images " +
                       std::to_string(options.projection.min_images) +
-                      "; search uses the full VLAD vectors");
+                      "; search uses the full VLAD vectors until the collection reaches it");
   if (learn) {
     const auto t = Clock::now();
     projection =

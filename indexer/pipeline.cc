@@ -9,6 +9,7 @@
 #include "indexer/file_processing.h"
 #include "indexer/file_walker.h"
 #include "indexer/model_training.h"
+#include "indexer/projection_growth.h"
 #include "indexer/update_plan.h"
 #include "storage/store.h"
 #include "util/threads.h"
@@ -223,6 +224,27 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
   }
   EncodeAndCommit(&plan, store.get(), options, threads, backend, &summary, observer, cancel);
   summary.cancelled = cancel && cancel->load();
+  // A collection that has grown enough gets its projection now. Not a shard's
+  // run: shards share their model with the database they merge into.
+  if (!summary.cancelled && options.model_from.empty()) {
+    const auto t = Clock::now();
+    SetLibraryThreads(threads);  // the sample's Gram matrix and the projection
+    const GrownProjection grown =
+        LearnProjectionIfGrown(store.get(), options.projection, options.train_images, cancel);
+    SetLibraryThreads(1);
+    if (grown.learned) {
+      summary.projection_learned = grown.components;
+      summary.stages.pca += SecondsBetween(t, Clock::now());
+      if (observer)
+        observer->OnPhase(
+            "PCA: " + std::to_string(grown.components) +
+            " components learned from the stored features of " + std::to_string(grown.sample) +
+            " images (the collection has reached --pca-min-images " +
+            std::to_string(options.projection.min_images) + "); search now reads one " +
+            std::to_string(grown.components) + "-d vector per image");
+    }
+    summary.cancelled = cancel && cancel->load();
+  }
   summary.seconds = SecondsBetween(start, Clock::now());
   return summary;
 }

@@ -27,11 +27,13 @@
 namespace lookalike {
 
 struct IndexOptions {
-  std::string image_dir;         // folder to index (recursively)
-  std::string db_path;           // database folder (created if missing)
-  EncodingSettings encoding;     // used for a new database only
-  CodebookOptions codebook;      // used for a new database only
-  ProjectionOptions projection;  // PCA of VLAD vectors; new database only
+  std::string image_dir;      // folder to index (recursively)
+  std::string db_path;        // database folder (created if missing)
+  EncodingSettings encoding;  // used for a new database only
+  CodebookOptions codebook;   // used for a new database only
+  // PCA of VLAD vectors: learned by a new database, or by a run that brings
+  // one without a projection to projection.min_images (indexer/projection_growth.h).
+  ProjectionOptions projection;
   // Compact local features (new database only): bytes per descriptor; 0
   // creates a database of the older, 8x larger layout (schema 2).
   QuantizerOptions quantizer;
@@ -65,7 +67,7 @@ struct StageTimes {
   double resize = 0;       //   downscale to the max side
   double extract = 0;      // SIFT + RootSIFT, and the colour histogram (indexer/colour.h)
   double train = 0;        // k-means (new database only)
-  double pca = 0;          // VLAD of the training sample + PCA (new database only)
+  double pca = 0;          // VLAD of the training sample + PCA (when one is learned)
   double encode = 0;       // assignment + VLAD (encoder thread); split into:
   double assign = 0;       //   nearest centroid (0 on CUDA, which does not separate it)
   double aggregate = 0;    //   the rest: batch assembly, sort, residual sums, normalisation
@@ -84,6 +86,9 @@ struct IndexSummary {
   std::map<std::string, int64_t> skipped;  // error code -> count
   int64_t total_skipped() const;
   bool cancelled = false;  // stopped early by a signal (committed work kept)
+  // Components of the PCA projection an existing database learned in this
+  // run, having grown to --pca-min-images (0 = none learned).
+  int64_t projection_learned = 0;
   double seconds = 0;
   StageTimes stages;
   std::string backend;  // "cpu" | "cuda"

@@ -510,6 +510,50 @@ void Store::WriteImage(const ImageRecord& record, const float* vector, const std
   totals_ = totals;
 }
 
+void Store::AddProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
+                          const float* vectors) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  if (schema_version_ < 3 || vector_dim_ != 0 || impl_->Get(kProjectionKey))
+    throw std::invalid_argument("database " + path_ +
+                                " already has a projection or stores full vectors");
+  if (!projection.Maps(model_.vlad_dim()) || !projection.SizesConsistent() ||
+      projection.out_dim == 0)
+    throw std::invalid_argument("the projection does not fit the database's VLAD vectors");
+  if (ids.size() != num_images_)
+    throw std::invalid_argument("a projection needs the search vector of all " +
+                                std::to_string(num_images_) + " images, got " +
+                                std::to_string(ids.size()));
+  std::vector<uint64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw std::invalid_argument("a projection's search vectors name an image twice");
+  const uint64_t dim = projection.out_dim;
+  for (uint64_t i = 0; i < ids.size() * dim; ++i)
+    if (!std::isfinite(vectors[i]))
+      throw std::invalid_argument("refusing to store a non-finite search vector");
+  rocksdb::WriteBatch batch;
+  batch.Put(kProjectionKey, EncodeProjection(projection));
+  std::string vdim;
+  encoding::PutFixed32(&vdim, static_cast<uint32_t>(dim));
+  batch.Put(kVectorDimKey, vdim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!impl_->Get(ImageKey(ids[i])))
+      throw std::invalid_argument("a projection's search vectors name image " +
+                                  std::to_string(ids[i]) + ", which is not stored");
+    PutVector(&batch, VectorKey(ids[i]), vectors + i * dim, dim, half_vectors(), hash_kind_);
+  }
+  ImageTotals totals = totals_;
+  if (has_totals_) {
+    ++totals.generation;
+    batch.Put(kTotalsKey, EncodeTotals(totals));
+  }
+  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) throw IoError(path_, s, "write to");
+  vector_dim_ = dim;
+  totals_ = totals;
+}
+
 void Store::RaiseNextId(uint64_t next_id) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");

@@ -250,11 +250,23 @@ class Store {
   // none. Throws StoreError(kCorrupt) if the blob fails its checksum.
   std::optional<std::string> GetFeatures(uint64_t id) const;
 
-  // The PCA projection stored at creation, or nullopt if the database has
-  // none. Reads and checks it at every call (tens of MiB at K = 512): callers
-  // keep the result. Throws StoreError(kCorrupt) if it fails its checksum or
-  // does not fit the model.
+  // The PCA projection stored at creation (or by AddProjection), or nullopt
+  // if the database has none. Reads and checks it at every call (tens of MiB
+  // at K = 512): callers keep the result. Throws StoreError(kCorrupt) if it
+  // fails its checksum or does not fit the model.
   std::optional<ProjectionRecord> GetProjection() const;
+
+  // Gives a schema-3 database without a projection (vector_dim() 0: its
+  // search vectors are derived from the features) `projection` and every
+  // image's search vector: `ids` lists every stored image once, `vectors`
+  // holds ids.size() x projection.out_dim floats (zero for an image without
+  // features). One atomic WriteBatch: a kill leaves the database as it was or
+  // complete, and vector_dim() is then out_dim. Bumps the totals' generation
+  // (every search vector changed). Throws std::invalid_argument for a
+  // database that has a projection, an older schema, a projection that does
+  // not fit the model, or ids that are not the stored images; StoreError(kIo).
+  void AddProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
+                     const float* vectors);
 
   // The descriptor quantizer stored at creation (schema 3), or nullopt.
   // Throws StoreError(kCorrupt) if it fails its checksum.

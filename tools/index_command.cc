@@ -4,6 +4,7 @@
 #include <chrono>
 #include <fstream>
 #include <ostream>
+#include <set>
 
 #include "indexer/pipeline.h"
 #include "indexer/projection.h"
@@ -139,18 +140,26 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (Store::IsDatabase(o.db_path)) {
     // An older layout is updated as it is; converting it is a separate,
     // explicit step (it needs room for a copy).
+    // A compact database without a projection learns one once it has grown
+    // enough (indexer/projection_growth.h): the PCA flags still apply to it.
+    bool may_learn_projection = false;
     try {
-      if (const uint32_t schema = Store::Open(o.db_path, Store::Mode::kReadOnly)->schema_version();
-          schema < kSchemaVersion)
+      const auto store = Store::Open(o.db_path, Store::Mode::kReadOnly);
+      const uint32_t schema = store->schema_version();
+      if (schema < kSchemaVersion)
         err << "lookalike: note: " << o.db_path << " is schema " << schema
             << " (the older layout) and is updated as such; 'lookalike migrate --db " << o.db_path
             << "' converts it in place to schema " << kSchemaVersion << ", about 10x smaller\n";
+      may_learn_projection = schema >= 3 && store->vector_dim() == 0;
     } catch (const StoreError&) {
       // BuildIndex reports what is wrong with the database.
     }
+    const std::set<std::string> projection_flags = {
+        "pca-dim",   "pca-min-images", "whiten", "pca-bits", "pca-regularization",
+        "pca-power", "train-images"};
     // The model is fixed at creation; explicit model flags cannot change it.
     for (const std::string& flag : model.names())
-      if (parsed.Given(flag))
+      if (parsed.Given(flag) && !(may_learn_projection && projection_flags.count(flag)))
         err << "lookalike: note: --" << flag << " ignored: " << o.db_path
             << " keeps the model it was created with (see 'lookalike info'); index into a "
                "new --db to change it\n";

@@ -34,7 +34,7 @@ void DeclareModelFlags(FlagGroup* g, IndexOptions* o) {
            "search (0 = off; capped at training images - 1)");
   g->Value("pca-min-images", &o->projection.min_images, d.projection.min_images,
            "learn the PCA only if at least N training images have features (0 = always); "
-           "smaller collections search full VLAD vectors");
+           "smaller collections search full VLAD vectors until an index run brings them to N");
   g->OnOff("whiten", &o->projection.whiten, d.projection.whiten, "PCA-whitening on|off");
   g->Number("pca-regularization", &o->projection.eigen_regularization,
             d.projection.eigen_regularization,

@@ -206,6 +206,7 @@ void WriteIndexJson(std::ostream& out, const IndexSummary& s) {
   j["skipped"] = Json::object();
   for (const auto& [code, count] : s.skipped) j["skipped"][code] = count;
   j["cancelled"] = s.cancelled;
+  j["projection_learned"] = s.projection_learned;
   j["seconds"] = s.seconds;
   j["images_per_second"] = rate;
   j["threads"] = s.threads;
@@ -244,6 +245,9 @@ void WriteIndexTable(std::ostream& out, const IndexSummary& s, const std::string
     out << ")";
   }
   if (s.ignored) out << "\n  ignored    " << s.ignored << " non-image files";
+  if (s.projection_learned)
+    out << "\n  PCA        learned now (" << s.projection_learned
+        << "-d): the collection reached --pca-min-images";
   std::ostringstream line;
   line << std::fixed << std::setprecision(1) << "\n  time       " << s.seconds << " s, " << rate
        << " images/s (" << s.threads << " threads, " << s.backend << " encoder)\n";

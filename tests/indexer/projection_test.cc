@@ -473,5 +473,129 @@ TEST(ProjectionPipelineTest, ReExtractedSampleAndMinImages) {
   EXPECT_FALSE(build(tmp / "default", size_t{1} << 30, ProjectionOptions().min_images).has_value());
 }
 
+// A collection created below --pca-min-images has no projection; the run
+// that brings it there learns one from its stored features and stores every
+// image's search vector with it, and search then finds each image again.
+TEST(ProjectionPipelineTest, AGrownCollectionLearnsItsProjection) {
+  TempDir tmp;
+  const std::string dir = tmp / "photos", db = tmp / "db";
+  std::vector<std::string> paths = testing::WriteSyntheticSet(dir + "/a", 6, 60, 320, 240);
+  IndexOptions o;
+  o.image_dir = dir;
+  o.db_path = db;
+  o.codebook.num_clusters = 16;
+  o.threads = 2;
+  o.backend = Backend::kCpu;
+  o.projection.out_dim = 8;
+  o.projection.min_images = 10;
+  EXPECT_EQ(BuildIndex(o, nullptr).indexed, 6);
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_FALSE(store->GetProjection().has_value());
+    EXPECT_EQ(store->vector_dim(), 0u);
+  }
+  // 3 more: 9 images, still fewer than 10.
+  for (const auto& p : testing::WriteSyntheticSet(dir + "/b", 3, 70, 320, 240)) paths.push_back(p);
+  const IndexSummary below = BuildIndex(o, nullptr);
+  EXPECT_EQ(below.indexed, 3);
+  EXPECT_EQ(below.stages.pca, 0.0);
+  EXPECT_FALSE(Store::Open(db, Store::Mode::kReadOnly)->GetProjection().has_value());
+  // 5 more: 14 images, and the projection comes with them.
+  for (const auto& p : testing::WriteSyntheticSet(dir + "/c", 5, 80, 320, 240)) paths.push_back(p);
+  const IndexSummary grown = BuildIndex(o, nullptr);
+  EXPECT_EQ(grown.indexed, 5);
+  EXPECT_GT(grown.stages.pca, 0.0);
+  ProjectionRecord learned;
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    const auto p = store->GetProjection();
+    ASSERT_TRUE(p.has_value());
+    learned = *p;
+    EXPECT_EQ(p->num_samples, 14u);
+    EXPECT_EQ(p->out_dim, 8u);
+    EXPECT_EQ(store->vector_dim(), 8u);
+    EXPECT_TRUE(store->Verify().empty());
+  }
+  SearchOptions so;
+  so.k = 3;
+  so.rerank = 0;  // the search vectors alone
+  so.backend = Backend::kCpu;
+  {
+    auto searcher = Searcher::Open(db, so);
+    EXPECT_EQ(searcher->num_indexed(), 14);
+    const auto results = searcher->SearchFiles(paths);
+    for (size_t i = 0; i < paths.size(); ++i) {
+      ASSERT_FALSE(results[i].hits.empty()) << paths[i];
+      EXPECT_EQ(results[i].hits[0].path, AbsolutePath(paths[i]));
+    }
+  }
+  // Later runs keep it, and it is learned once.
+  for (const auto& p : testing::WriteSyntheticSet(dir + "/d", 2, 90, 320, 240)) paths.push_back(p);
+  const IndexSummary after = BuildIndex(o, nullptr);
+  EXPECT_EQ(after.indexed, 2);
+  EXPECT_EQ(after.stages.pca, 0.0);
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(store->GetProjection()->mean, learned.mean);
+  EXPECT_TRUE(store->Verify().empty());
+}
+
+// --pca-dim 0 keeps a growing collection without one.
+TEST(ProjectionPipelineTest, NoProjectionAskedNoneLearned) {
+  TempDir tmp;
+  const std::string dir = tmp / "photos", db = tmp / "db";
+  testing::WriteSyntheticSet(dir + "/a", 4, 100, 320, 240);
+  IndexOptions o;
+  o.image_dir = dir;
+  o.db_path = db;
+  o.codebook.num_clusters = 16;
+  o.threads = 2;
+  o.backend = Backend::kCpu;
+  o.projection.min_images = 6;
+  BuildIndex(o, nullptr);
+  testing::WriteSyntheticSet(dir + "/b", 4, 110, 320, 240);
+  o.projection.out_dim = 0;
+  EXPECT_EQ(BuildIndex(o, nullptr).indexed, 4);
+  EXPECT_FALSE(Store::Open(db, Store::Mode::kReadOnly)->GetProjection().has_value());
+}
+
+TEST(ProjectionStoreTest, AddProjectionNeedsEveryImageOnceAndNoProjectionYet) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  const std::vector<float> x = MakeVectors(30, 64, 3);
+  ProjectionOptions po;
+  po.out_dim = 4;
+  const ProjectionRecord p = LearnProjection(x.data(), 30, 64, po);
+  auto store = Store::Create(db, SmallModel());
+  ASSERT_EQ(store->vector_dim(), 0u);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    ImageRecord r;
+    r.path = "/p/" + std::to_string(i) + ".jpg";
+    r.num_descriptors = 1;
+    store->PutImage(&r, nullptr);
+    ids.push_back(r.id);
+  }
+  const std::vector<float> v(3 * 4, 0.5f);
+  EXPECT_THROW(store->AddProjection(p, {ids[0], ids[1]}, v.data()), std::invalid_argument);
+  EXPECT_THROW(store->AddProjection(p, {ids[0], ids[1], ids[1]}, v.data()), std::invalid_argument);
+  EXPECT_THROW(store->AddProjection(p, {ids[0], ids[1], ids[2] + 10}, v.data()),
+               std::invalid_argument);
+  EXPECT_EQ(store->vector_dim(), 0u) << "a refused projection writes nothing";
+  EXPECT_FALSE(store->GetProjection().has_value());
+  const uint64_t generation = store->totals()->generation;
+  store->AddProjection(p, ids, v.data());
+  EXPECT_EQ(store->vector_dim(), 4u);
+  EXPECT_GT(store->totals()->generation, generation);
+  EXPECT_THROW(store->AddProjection(p, ids, v.data()), std::invalid_argument);
+  store.reset();
+  auto reopened = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(reopened->vector_dim(), 4u);
+  ASSERT_TRUE(reopened->GetProjection().has_value());
+  EXPECT_TRUE(reopened->Verify().empty());
+  const auto back = reopened->GetVector(ids[1]);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, std::vector<float>(4, 0.5f));
+}
+
 }  // namespace
 }  // namespace lookalike
