@@ -17,10 +17,8 @@ GrownProjection LearnProjectionIfGrown(Store* store, const ProjectionOptions& op
   if (store->schema_version() < 3 || store->vector_dim() != 0 || options.out_dim <= 0) return out;
   // Counted from the records, not the totals: a database written before the
   // totals existed has none.
-  std::vector<uint64_t> ids;
   std::vector<std::pair<std::string, uint64_t>> with_features;  // (path, id)
   store->ForEachImage([&](const ImageRecord& r) {
-    ids.push_back(r.id);
     if (r.status == ImageStatus::kOk && r.num_descriptors > 0)
       with_features.emplace_back(r.path, r.id);
   });
@@ -45,14 +43,15 @@ GrownProjection LearnProjectionIfGrown(Store* store, const ProjectionOptions& op
   const SearchProjection projection = SearchProjection::FromRecord(&record, vlad_dim);
 
   // Every image's search vector, in id order as ForEach gives them (zero for
-  // one without features, as Apply maps it).
+  // one without features, as Apply maps it). This run holds the database's
+  // write lock: no image comes or goes meanwhile.
+  const size_t num_images = store->num_images();
   std::vector<uint64_t> order;
-  std::vector<float> vectors;
-  order.reserve(ids.size());
-  vectors.resize(ids.size() * record.out_dim);
+  std::vector<float> vectors(num_images * record.out_dim);
+  order.reserve(num_images);
   derived.ForEach([&](const std::vector<ImageRecord>& records, const float* full) {
     const int64_t n = static_cast<int64_t>(records.size());
-    if (order.size() + records.size() > ids.size())
+    if (order.size() + records.size() > num_images)
       throw std::runtime_error("the database changed while its projection was learned");
     projection.Apply(full, n, vectors.data() + order.size() * record.out_dim);
     for (const ImageRecord& r : records) order.push_back(r.id);
