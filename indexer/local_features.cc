@@ -159,11 +159,21 @@ LocalFeatures DecodeLocalFeatures(const std::string& blob, const DescriptorQuant
     if (f.dim != quantizer->dim())
       throw encoding::CorruptValue("local features: " + std::to_string(f.dim) +
                                    "-d descriptors do not fit the database's quantizer");
-    std::vector<float> exact = std::move(f.descriptors);
-    f.descriptors.resize(exact.size());
-    quantizer->Rotate(exact.data(), num, f.descriptors.data());
+    return InQuantizerFrame(std::move(f), *quantizer);
   }
   return f;
+}
+
+LocalFeatures InQuantizerFrame(LocalFeatures features, const DescriptorQuantizer& quantizer) {
+  if (features.num() == 0) return features;
+  if (features.dim != quantizer.dim())
+    throw std::invalid_argument("features of " + std::to_string(features.dim) +
+                                " dimensions do not fit the " + std::to_string(quantizer.dim()) +
+                                "-d descriptor quantizer");
+  std::vector<float> rotated(features.descriptors.size());
+  quantizer.Rotate(features.descriptors.data(), features.num(), rotated.data());
+  features.descriptors = std::move(rotated);
+  return features;
 }
 
 LocalFeaturesShape InspectLocalFeatures(const std::string& blob) {

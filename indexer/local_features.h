@@ -57,6 +57,11 @@ LocalFeatures DecodeLocalFeatures(const std::string& blob,
                                   const DescriptorQuantizer* quantizer = nullptr,
                                   DescriptorFrame frame = DescriptorFrame::kOriginal);
 
+// `features` (descriptors of the original frame) with their descriptors
+// rotated into `quantizer`'s frame (DescriptorFrame::kQuantizer). Throws
+// std::invalid_argument if their dimension is not the quantizer's.
+LocalFeatures InQuantizerFrame(LocalFeatures features, const DescriptorQuantizer& quantizer);
+
 // What a blob holds, read from its header without decoding it: format (1
 // or 2), keypoints, descriptor dimension and code bytes (0 in format 1).
 // Throws encoding::CorruptValue if the header is malformed or the size does

@@ -281,15 +281,7 @@ std::optional<LocalFeatures> FeatureReader::Read(uint64_t id, DescriptorFrame fr
 }
 
 LocalFeatures FeatureReader::InMatchingFrame(LocalFeatures features) const {
-  if (!quantizer_ || features.num() == 0) return features;
-  if (features.dim != quantizer_->dim())
-    throw std::invalid_argument("features of " + std::to_string(features.dim) +
-                                " dimensions do not fit the database's " +
-                                std::to_string(quantizer_->dim()) + "-d quantizer");
-  std::vector<float> rotated(features.descriptors.size());
-  quantizer_->Rotate(features.descriptors.data(), features.num(), rotated.data());
-  features.descriptors = std::move(rotated);
-  return features;
+  return quantizer_ ? InQuantizerFrame(std::move(features), *quantizer_) : features;
 }
 
 }  // namespace lookalike

@@ -31,6 +31,16 @@ std::vector<float> RootSiftLike(int64_t n, uint64_t seed) {
   return x;
 }
 
+// `num` RootSIFT-like descriptors with keypoints at the origin.
+Descriptors MakeDescriptors(int num, uint64_t seed) {
+  Descriptors d;
+  d.num = num;
+  d.dim = kDim;
+  d.values = RootSiftLike(num, seed);
+  d.keypoints.resize(num);
+  return d;
+}
+
 double SquaredDistance(const float* a, const float* b) {
   double d = 0;
   for (int j = 0; j < kDim; ++j) d += double{a[j] - b[j]} * (a[j] - b[j]);
@@ -126,14 +136,11 @@ TEST(DescriptorQuantizerTest, MalformedBlobsAreCorrupt) {
 TEST(CompactFeaturesTest, RoundTripKeepsGeometryAndQuantisedDescriptors) {
   const auto train = RootSiftLike(2000, 6);
   const auto q = DescriptorQuantizer::Train(train.data(), 2000, kDim, Bytes(16));
-  Descriptors d;
-  d.num = 40;
-  d.dim = kDim;
-  d.values = RootSiftLike(d.num, 7);
+  Descriptors d = MakeDescriptors(40, 7);
   std::mt19937_64 rng(8);
   std::uniform_real_distribution<float> u(0, 1);
   for (int i = 0; i < d.num; ++i)
-    d.keypoints.push_back(Keypoint{u(rng) * 511, u(rng) * 383, 1.5f + u(rng) * 60, u(rng) * 360});
+    d.keypoints[i] = Keypoint{u(rng) * 511, u(rng) * 383, 1.5f + u(rng) * 60, u(rng) * 360};
   std::vector<float> reconstructed;
   const std::string blob = EncodeCompactFeatures(d, 512, 384, q, &reconstructed);
   EXPECT_EQ(blob.size(), 24u + 40u * (6 + 16)) << "6 bytes of geometry and 16 of code a keypoint";
@@ -161,11 +168,7 @@ TEST(CompactFeaturesTest, NeedTheirOwnQuantizer) {
   const auto train = RootSiftLike(2000, 9);
   const auto q16 = DescriptorQuantizer::Train(train.data(), 2000, kDim, Bytes(16));
   const auto q8 = DescriptorQuantizer::Train(train.data(), 2000, kDim, Bytes(8));
-  Descriptors d;
-  d.num = 3;
-  d.dim = kDim;
-  d.values = RootSiftLike(3, 10);
-  d.keypoints.resize(3);
+  const Descriptors d = MakeDescriptors(3, 10);
   const std::string blob = EncodeCompactFeatures(d, 100, 100, q16);
   EXPECT_THROW(DecodeLocalFeatures(blob), encoding::CorruptValue);
   EXPECT_THROW(DecodeLocalFeatures(blob, &q8), encoding::CorruptValue);
@@ -182,11 +185,7 @@ TEST(CompactFeaturesTest, NeedTheirOwnQuantizer) {
 TEST(CompactFeaturesTest, QuantizerFrameKeepsDotProducts) {
   const auto train = RootSiftLike(2000, 11);
   const auto q = DescriptorQuantizer::Train(train.data(), 2000, kDim, Bytes(16));
-  Descriptors d;
-  d.num = 30;
-  d.dim = kDim;
-  d.values = RootSiftLike(d.num, 12);
-  d.keypoints.resize(d.num);
+  const Descriptors d = MakeDescriptors(30, 12);
   const std::vector<float> query = RootSiftLike(20, 13);
   std::vector<float> query_rotated(query.size());
   q.Rotate(query.data(), 20, query_rotated.data());

@@ -21,6 +21,7 @@
 #include "search/searcher.h"
 #include "storage/encoding.h"
 #include "storage/store.h"
+#include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
 
 namespace lookalike {
@@ -388,12 +389,7 @@ TEST(ProjectionPipelineTest, ProjectedSearchFindsOriginals) {
   const std::string dir = tmp / "photos", db = tmp / "db";
   const int kImages = 14;
   const std::vector<std::string> paths = testing::WriteSyntheticSet(dir, kImages, 21, 320, 240);
-  IndexOptions o;
-  o.image_dir = dir;
-  o.db_path = db;
-  o.codebook.num_clusters = 16;
-  o.threads = 2;
-  o.backend = Backend::kCpu;
+  IndexOptions o = testing::SmallIndexOptions(dir, db);
   o.projection.out_dim = 8;
   o.projection.min_images = 0;
   const IndexSummary s = BuildIndex(o, nullptr);
@@ -440,12 +436,7 @@ TEST(ProjectionPipelineTest, ReExtractedSampleAndMinImages) {
   const std::string dir = tmp / "photos";
   testing::WriteSyntheticSet(dir, 10, 40, 320, 240);
   auto build = [&](const std::string& db, size_t cache_bytes, int min_images) {
-    IndexOptions o;
-    o.image_dir = dir;
-    o.db_path = db;
-    o.codebook.num_clusters = 16;
-    o.threads = 2;
-    o.backend = Backend::kCpu;
+    IndexOptions o = testing::SmallIndexOptions(dir, db);
     o.training_cache_bytes = cache_bytes;
     o.projection.out_dim = 6;
     o.projection.min_images = min_images;
@@ -480,12 +471,7 @@ TEST(ProjectionPipelineTest, AGrownCollectionLearnsItsProjection) {
   TempDir tmp;
   const std::string dir = tmp / "photos", db = tmp / "db";
   std::vector<std::string> paths = testing::WriteSyntheticSet(dir + "/a", 6, 60, 320, 240);
-  IndexOptions o;
-  o.image_dir = dir;
-  o.db_path = db;
-  o.codebook.num_clusters = 16;
-  o.threads = 2;
-  o.backend = Backend::kCpu;
+  IndexOptions o = testing::SmallIndexOptions(dir, db);
   o.projection.out_dim = 8;
   o.projection.min_images = 10;
   EXPECT_EQ(BuildIndex(o, nullptr).indexed, 6);
@@ -544,12 +530,7 @@ TEST(ProjectionPipelineTest, NoProjectionAskedNoneLearned) {
   TempDir tmp;
   const std::string dir = tmp / "photos", db = tmp / "db";
   testing::WriteSyntheticSet(dir + "/a", 4, 100, 320, 240);
-  IndexOptions o;
-  o.image_dir = dir;
-  o.db_path = db;
-  o.codebook.num_clusters = 16;
-  o.threads = 2;
-  o.backend = Backend::kCpu;
+  IndexOptions o = testing::SmallIndexOptions(dir, db);
   o.projection.min_images = 6;
   BuildIndex(o, nullptr);
   testing::WriteSyntheticSet(dir + "/b", 4, 110, 320, 240);
