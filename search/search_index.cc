@@ -16,8 +16,9 @@ namespace {
 
 constexpr char kMagic[4] = {'L', 'K', 'S', 'X'};
 // Format 2 adds the store generation the manifest was reconciled at, format
-// 3 the word index, format 4 moves the word index to its own keys.
-constexpr uint32_t kFormat = 4;
+// 3 the word index, format 4 moves the word index to its own keys, format 5
+// adds the colour table.
+constexpr uint32_t kFormat = 5;
 constexpr int64_t kChunk = 256;  // stored vectors projected per call
 
 struct Decoded {
@@ -28,6 +29,7 @@ struct Decoded {
   std::unique_ptr<VectorIndex> index;
   std::string words;        // format 3: WordIndex::Serialize() bytes; empty = none
   uint64_t word_table = 0;  // format 4: the word index table's hash; 0 = none
+  ColourIndex colours;      // format 5; no rows = none
 };
 
 Decoded Decode(const std::string& blob) {
@@ -60,6 +62,17 @@ Decoded Decode(const std::string& blob) {
       d.words.assign(r.Raw(words), words);
     } else if (format >= 4) {
       d.word_table = r.Fixed64();
+      if (format >= 5) {
+        const uint64_t row_bytes = r.Fixed64();
+        if (row_bytes != 0 && row_bytes != static_cast<uint64_t>(ColourIndex::kRowBytes))
+          throw encoding::CorruptValue("colour rows of " + std::to_string(row_bytes) + " bytes");
+        if (row_bytes != 0) {
+          if (r.remaining() / row_bytes != n || r.remaining() % row_bytes != 0)
+            throw encoding::CorruptValue("colour table size mismatch");
+          const char* table = r.Raw(n * row_bytes);
+          d.colours.Assign(std::vector<uint8_t>(table, table + n * row_bytes));
+        }
+      }
       r.ExpectEnd();
     }
   } catch (const encoding::CorruptValue& e) {
@@ -87,9 +100,10 @@ void ReadVectors(const SearchVectors& vectors, const std::vector<uint64_t>& ids,
   }
 }
 
-// Every stored image with features, in id order.
+// Every stored image with features, in id order; their colours into
+// `colours` unless it is null.
 void ReadAllVectors(const SearchVectors& vectors, std::vector<IndexedImage>* manifest,
-                    std::vector<float>* out, int64_t* num_zero) {
+                    std::vector<float>* out, int64_t* num_zero, ColourIndex* colours) {
   const int64_t dim = vectors.dim();
   manifest->clear();
   out->clear();
@@ -103,6 +117,7 @@ void ReadAllVectors(const SearchVectors& vectors, std::vector<IndexedImage>* man
             continue;
           }
           manifest->push_back(IndexedImage{rec.id, rec.content_hash});
+          if (colours) colours->Append(rec.colour);
           out->insert(out->end(), v + i * dim, v + (i + 1) * dim);
         }
       },
@@ -146,6 +161,7 @@ void LoadPersisted(const Store& store, int64_t dim, bool words, SearchIndexSync*
     }
     sync->index = std::move(d.index);
     sync->manifest = std::move(d.manifest);
+    sync->colours = std::move(d.colours);
     sync->generation = d.generation;
     sync->loaded = true;
     // Not wanted: left unread, and dropped at the next save.
@@ -183,7 +199,9 @@ void LoadPersisted(const Store& store, int64_t dim, bool words, SearchIndexSync*
 void BuildFromStore(const Store& store, const SearchVectors& vectors,
                     const VectorIndexOptions& options, SearchIndexSync* sync) {
   std::vector<float> all;
-  ReadAllVectors(vectors, &sync->manifest, &all, &sync->num_zero);
+  sync->colours = ColourIndex();
+  ReadAllVectors(vectors, &sync->manifest, &all, &sync->num_zero,
+                 store.stores_colour() ? &sync->colours : nullptr);
   sync->index = BuildFrom(vectors.dim(), options, Ids(sync->manifest), all);
 }
 
@@ -200,11 +218,13 @@ struct Difference {
   std::vector<int64_t> to_remove;    // held, but removed, changed or featureless
   std::vector<uint64_t> to_add;      // new or changed, with features
   std::vector<IndexedImage> wanted;  // the manifest once applied
+  ColourIndex colours;               // wanted's colours (none without colour)
   int64_t num_zero = 0;              // images without features
 };
 
 Difference Compare(const Store& store, const std::vector<IndexedImage>& held) {
   Difference diff;
+  const bool colour = store.stores_colour();
   size_t m = 0;
   store.ForEachImage([&](const ImageRecord& rec) {
     while (m < held.size() && held[m].id < rec.id) diff.to_remove.push_back(held[m++].id);
@@ -219,6 +239,8 @@ Difference Compare(const Store& store, const std::vector<IndexedImage>& held) {
       diff.to_add.push_back(rec.id);
       diff.wanted.push_back(IndexedImage{rec.id, rec.content_hash});
     }
+    // Read anyway: the table is rebuilt whole, a held row is never trusted.
+    if (colour && rec.status != ImageStatus::kNoFeatures) diff.colours.Append(rec.colour);
     if (in_index) ++m;
   });
   while (m < held.size()) diff.to_remove.push_back(held[m++].id);
@@ -262,7 +284,7 @@ void Retrain(const Store& store, const SearchVectors& vectors, const VectorIndex
     // Leaving an approximate kind: read the exact vectors again.
     std::vector<IndexedImage> all;
     int64_t zero = 0;
-    ReadAllVectors(vectors, &all, &held, &zero);
+    ReadAllVectors(vectors, &all, &held, &zero, nullptr);
     ids = Ids(all);
   }
   sync->added = static_cast<int64_t>(to_add.size());
@@ -430,7 +452,12 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
   const std::optional<ImageTotals> totals = store.totals();
   const uint64_t generation = totals ? totals->generation : 0;
   LoadPersisted(store, dim, options.words, &sync);
-  if (sync.loaded && generation != 0 && sync.generation == generation) {
+  // A persisted index from before colour tables: the writer reads the
+  // records for them below (and saves them); a reader searches without.
+  const bool colours_missing = sync.loaded && store.stores_colour() &&
+                               sync.colours.rows() != static_cast<int64_t>(sync.manifest.size());
+  if (sync.loaded && generation != 0 && sync.generation == generation &&
+      !(writer && colours_missing)) {
     // Nothing added, removed or changed since the manifest was reconciled:
     // no record needs reading (a 100,000-image database opens in the time
     // its index takes to load).
@@ -469,6 +496,8 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
     return sync;
   }
   sync.manifest = std::move(diff.wanted);
+  sync.colours = std::move(diff.colours);
+  sync.colours_added = colours_missing;
   const int64_t n = static_cast<int64_t>(sync.manifest.size());
   const VectorIndexKind want = WantedKind(options, n, dim);
   if (NeedsRetraining(options, *sync.index, want, n))
@@ -520,18 +549,31 @@ std::string BlobHead(const Store& store, const SearchIndexSync& sync, uint32_t f
   return blob;
 }
 
+// Format 5's tail: the colour table, or row bytes 0 when there is none
+// (or it does not cover the manifest: the next `index` run reads it again).
+void PutColours(std::string* blob, const SearchIndexSync& sync) {
+  const bool whole =
+      sync.colours.rows() > 0 && sync.colours.rows() == static_cast<int64_t>(sync.manifest.size());
+  encoding::PutFixed64(blob, whole ? ColourIndex::kRowBytes : 0);
+  if (whole)
+    blob->append(reinterpret_cast<const char*>(sync.colours.table().data()),
+                 sync.colours.table().size());
+}
+
 }  // namespace
 
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   std::string blob = BlobHead(*store, sync, kFormat);
   if (!sync.words) {
     encoding::PutFixed64(&blob, 0);
+    PutColours(&blob, sync);
     store->PutSearchIndex(blob);
     return;
   }
   sync.words->SetWriter(store);
   const WordIndexCommit commit = sync.words->Commit();
   encoding::PutFixed64(&blob, Hash64(HashKind::kXxh3_64, commit.table.data(), commit.table.size()));
+  PutColours(&blob, sync);
   store->PutSearchIndex(blob, &commit);
 }
 

@@ -11,7 +11,7 @@
 // reconciled with the same difference and kept under its own keys
 // (search/stored_word_index.h), written in the same WriteBatch as the blob.
 // Blob layout (all little-endian):
-//   "LKSX", u32 format (4), u64 model fingerprint (codebook hash), u64 search
+//   "LKSX", u32 format (5), u64 model fingerprint (codebook hash), u64 search
 //   dimension, u64 store generation (from format 2: the manifest matches the
 //   records at that generation, so an unchanged database is not compared
 //   record by record), u64 n, n x (u64 id, u64 content hash) in id order,
@@ -20,8 +20,13 @@
 //             index), the whole word index inside the blob: every search read
 //             and decoded it (~7 KiB per image);
 //   format 4: u64 XXH3-64 of the word index table (w:t) written with it, 0 =
-//             no word index: a query reads its own words' lists only.
-// Formats 1-3 are still read; `index` rewrites them as format 4.
+//             no word index: a query reads its own words' lists only;
+//   format 5: then u64 row bytes (ColourIndex::kRowBytes, or 0 = no colour
+//             table: a schema-1 database) and n rows, the colour histogram
+//             of each manifest image (search/colour_index.h), so a query
+//             scans every image's colour without reading a record.
+// Formats 1-4 are still read (no colour table: search then has no colour
+// candidates); `index` rewrites them as format 5.
 // The store adds chunking and its own checksum (m:xindex, x:<chunk>).
 #pragma once
 
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "indexer/search_vectors.h"
+#include "search/colour_index.h"
 #include "search/stored_word_index.h"
 #include "search/vector_index.h"
 #include "search/word_index.h"
@@ -63,7 +69,13 @@ struct SearchIndexSync {
   // A word index read from a format-3 blob, to be written under its own keys.
   bool words_converted = false;
   std::vector<IndexedImage> manifest;  // what `index` holds, in id order
-  int64_t num_zero = 0;                // images without features (never in the index)
+  // The manifest images' colour histograms, row i for manifest[i]; no rows
+  // when the store keeps no colour (schema 1), or when the persisted index
+  // predates colour tables (format < 5) and nothing made this sync read the
+  // records (UpdateSearchIndex always reads them then, and saves the table).
+  ColourIndex colours;
+  bool colours_added = false;  // a table the persisted index lacked was read from the records
+  int64_t num_zero = 0;        // images without features (never in the index)
   // The store generation (ImageTotals::generation) the manifest matches;
   // 0 = unknown. Equal to the store's at the next load: nothing to reconcile.
   uint64_t generation = 0;
@@ -84,8 +96,9 @@ struct SearchIndexSync {
   // its size and what happened ("built: reason", "re-built ...", "+a -r").
   std::string Summary() const;
   bool changed() const {
-    return !transient && (!loaded || rebuilt || retrained || retuned || restamped || added ||
-                          removed || words_built || words_dropped || words_converted);
+    return !transient &&
+           (!loaded || rebuilt || retrained || retuned || restamped || added || removed ||
+            words_built || words_dropped || words_converted || colours_added);
   }
   bool words_dropped = false;  // a persisted word index is no longer wanted
 };

@@ -7,10 +7,12 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "indexer/colour.h"
 #include "indexer/file_walker.h"
 #include "indexer/model.h"
 #include "indexer/projection.h"
 #include "indexer/search_vectors.h"
+#include "search/colour_index.h"
 #include "search/ranking.h"
 #include "search/search_index.h"
 #include "util/threads.h"
@@ -50,6 +52,9 @@ void SearchOptions::Validate() const {
   if (colour_depth < 0 || colour_depth > 100000)
     throw std::invalid_argument("--colour-depth must be in 0..100000, got " +
                                 std::to_string(colour_depth));
+  if (colour_candidates < 0 || colour_candidates > 10000)
+    throw std::invalid_argument("--colour-candidates must be in 0..10000, got " +
+                                std::to_string(colour_candidates));
   verify.Validate();
   index.Validate();
 }
@@ -65,6 +70,9 @@ struct Searcher::Impl {
   std::vector<uint64_t> ids;                // the images the index holds, ascending
   // The selective first stage (lists read per query from `store`); null = none.
   std::unique_ptr<StoredWordIndex> words;
+  // Every indexed image's colour, row i for ids[i]; no rows = no colour
+  // candidates (a schema-1 database, or an index saved before colour tables).
+  ColourIndex colours;
 
   // The path of image `id`; nullopt if a writer removed it since the index
   // was loaded (the hit is then dropped).
@@ -111,6 +119,8 @@ struct Searcher::Impl {
   void AddMissing(const float* query, const std::vector<uint64_t>& ids,
                   std::vector<Candidate>* list) const;
 };
+
+static_assert(ColourIndex::kRowBytes == kColourBins, "a colour table row is one histogram");
 
 namespace {
 // The inner product of two unit vectors as a cosine: float rounding can put
@@ -200,6 +210,8 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   for (const IndexedImage& m : sync.manifest) impl->ids.push_back(m.id);
   impl->index = std::move(sync.index);
   impl->words = std::move(sync.words);
+  if (sync.colours.rows() == static_cast<int64_t>(impl->ids.size()))
+    impl->colours = std::move(sync.colours);
   return std::unique_ptr<Searcher>(new Searcher(std::move(impl)));
 }
 
@@ -255,11 +267,18 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   // The fused short list of a search vector, and the heads verified whatever
   // the fusion did: the VLAD order's and the word index's.
   std::vector<uint64_t> head;
+  // The colour candidates (the same for the expanded query: its colour is
+  // the query's).
+  std::vector<uint64_t> by_colour;
+  if (opt.colour_candidates > 0 && opt.colour_weight > 0)
+    for (const int64_t row : impl_->colours.Search(colour, opt.colour_candidates))
+      by_colour.push_back(impl_->ids[row]);
   auto fused_list = [&](const float* q) {
     std::vector<Candidate> l = impl_->ShortList(q, depth);
     head = vlad_head(l);
     head.insert(head.end(), word_head.begin(), word_head.end());
     impl_->AddMissing(q, word_head, &l);
+    impl_->AddMissing(q, by_colour, &l);
     ranking.Fuse(&l);
     return l;
   };

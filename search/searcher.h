@@ -84,6 +84,13 @@ struct SearchOptions {
   // "Colour". 0 = off; off by itself for databases without colour (schema 1).
   float colour_weight = 14.0f;
   int colour_depth = 1000;
+  // Colour candidates: the `colour_candidates` images whose colour is most
+  // like the query's, over the whole collection (search/colour_index.h), join
+  // the fused list wherever VLAD ranked them. A thumbnail-sized, blurred copy
+  // keeps its colours when its texture is gone; among 10,000 unrelated images
+  // its VLAD rank is random. 0 = off; needs colour fusion, and a persisted
+  // index that holds the colour table (written by `index` since format 5).
+  int colour_candidates = 50;
   // Word fusion: the global similarity b also mixes in the word index's
   // similarity of each candidate (search/word_index.h, divided by the
   // query's best), weighed like colour in units of the robust spread of the

@@ -75,6 +75,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
             "the candidates (0 = off)");
   g->Value("colour-depth", &o->colour_depth, d.colour_depth,
            "VLAD results whose colour is compared with the query's");
+  g->Value("colour-candidates", &o->colour_candidates, d.colour_candidates,
+           "also compare the N images of the whole collection whose colour is most like the "
+           "query's, wherever VLAD ranked them (0 = off)");
   g->Number("word-weight", &o->word_weight, d.word_weight,
             "weight of the visual-word similarity (over the query's best) added to the VLAD "
             "similarity, in the colour weight's units (0 = off)");

@@ -375,9 +375,12 @@ TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
     EXPECT_FALSE(store->GetWordTable().has_value());
   }
   {
-    // Searched from the blob, read-only, as before.
+    // Searched from the blob, read-only, as before; without a colour table
+    // (no record is read at the saved generation), so without colour
+    // candidates.
     const SearchIndexSync p = Persisted();
     EXPECT_TRUE(p.loaded);
+    EXPECT_EQ(p.colours.rows(), 0);
     EXPECT_TRUE(p.words_converted);
     EXPECT_FALSE(p.words_built);
     ExpectWordsMatchManifest(p);
@@ -391,6 +394,7 @@ TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
     o.min_word_images = 0;
     const SearchIndexSync moved = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
     EXPECT_TRUE(moved.words_converted);
+    EXPECT_TRUE(moved.colours_added);
     EXPECT_NE(moved.Summary().find("moved out of the blob"), std::string::npos) << moved.Summary();
     EXPECT_TRUE(store->GetWordTable().has_value());
     EXPECT_TRUE(VerifyWordIndex(*store).empty());
@@ -400,6 +404,15 @@ TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
   EXPECT_FALSE(p.words_converted);
   ExpectWordsMatchManifest(p);
   EXPECT_EQ(p.words->Search(query, 10), expected);
+  // The colour table the update saved: each manifest image's record colour.
+  ASSERT_EQ(p.colours.rows(), static_cast<int64_t>(p.manifest.size()));
+  for (size_t i = 0; i < p.manifest.size(); ++i) {
+    const auto record = readers_.back()->FindById(p.manifest[i].id);
+    ASSERT_TRUE(record.has_value());
+    ASSERT_EQ(record->colour.size(), static_cast<size_t>(ColourIndex::kRowBytes));
+    const uint8_t* row = p.colours.table().data() + i * ColourIndex::kRowBytes;
+    EXPECT_TRUE(std::equal(record->colour.begin(), record->colour.end(), row)) << "row " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, PersistedIndexTest,

@@ -1,7 +1,8 @@
 // The persisted search index over a real store with a tiny model: built when
 // missing, loaded when current, reconciled when stale (added, changed,
 // removed, featureless images), converted when an `auto` collection crosses
-// the threshold, rebuilt when corrupt or made for another dimension.
+// the threshold, rebuilt when corrupt or made for another dimension; the
+// colour table (search/colour_index.h) follows the records through all of it.
 #include "search/search_index.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +34,14 @@ ModelRecord MakeModel() {
   m.centroids.assign(m.vlad_dim(), 0.5f);
   m.codebook_hash = encoding::Fnv1a64(m.centroids.data(), m.centroids.size() * sizeof(float));
   return m;
+}
+
+// A colour histogram's bytes for `seed` (ColourIndex only compares bytes).
+std::vector<uint8_t> ColourOf(uint64_t seed) {
+  std::mt19937_64 rng(seed + 1000003);
+  std::vector<uint8_t> c(ColourIndex::kRowBytes);
+  for (uint8_t& b : c) b = static_cast<uint8_t>(rng() % 64);
+  return c;
 }
 
 std::vector<float> UnitVector(uint64_t seed) {
@@ -76,6 +85,7 @@ class SearchIndexTest : public ::testing::Test {
     if (existing) r = *existing;
     r.path = "/" + name;
     r.content_hash = seed * 7919 + 1;
+    r.colour = ColourOf(seed);
     std::vector<float> v = UnitVector(seed);
     if (!features) {
       std::fill(v.begin(), v.end(), 0.0f);
@@ -85,6 +95,7 @@ class SearchIndexTest : public ::testing::Test {
     }
     store_->PutImage(&r, v.data());
     vectors_[r.id] = v;
+    colours_[r.id] = r.colour;
     if (!features) vectors_.erase(r.id);
     return r.id;
   }
@@ -93,6 +104,17 @@ class SearchIndexTest : public ::testing::Test {
     ASSERT_TRUE(r);
     store_->RemoveImage(*r);
     vectors_.erase(r->id);
+  }
+
+  // The colour table has one row per manifest image, its record's colour.
+  void ExpectColoursMatchStore(const SearchIndexSync& sync) {
+    ASSERT_EQ(sync.colours.rows(), static_cast<int64_t>(sync.manifest.size()));
+    for (size_t i = 0; i < sync.manifest.size(); ++i) {
+      const uint8_t* row = sync.colours.table().data() + i * ColourIndex::kRowBytes;
+      EXPECT_EQ(std::vector<uint8_t>(row, row + ColourIndex::kRowBytes),
+                colours_.at(sync.manifest[i].id))
+          << "row " << i;
+    }
   }
 
   // Every stored vector finds itself first, and the index holds exactly the
@@ -111,6 +133,7 @@ class SearchIndexTest : public ::testing::Test {
   TempDir tmp_;
   std::unique_ptr<Store> store_;
   std::map<uint64_t, std::vector<float>> vectors_;  // what the index must hold
+  std::map<uint64_t, std::vector<uint8_t>> colours_;
 };
 
 TEST_F(SearchIndexTest, BuiltWhenMissingThenLoadedWhenCurrent) {
@@ -176,6 +199,51 @@ TEST_F(SearchIndexTest, StaleIndexIsReconciled) {
   }
 }
 
+TEST_F(SearchIndexTest, ColourTableFollowsTheRecords) {
+  for (int i = 0; i < 15; ++i) Put("img" + std::to_string(i), i);
+  Put("flat", 1000, /*features=*/false);  // not in the manifest, no row
+  VectorIndexOptions o;
+  const SearchIndexSync built =
+      UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
+  ExpectColoursMatchStore(built);
+  // Persisted: a reader gets it without reading a record.
+  const SearchIndexSync loaded = SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o);
+  EXPECT_TRUE(loaded.loaded);
+  EXPECT_FALSE(loaded.changed());
+  ExpectColoursMatchStore(loaded);
+  // An image is most like itself.
+  const uint64_t id7 = store_->FindByPath("/img7")->id;
+  const std::vector<int64_t> rows = loaded.colours.Search(colours_.at(id7), 3);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(loaded.manifest[rows[0]].id, id7);
+
+  // Changed, removed and added images: the rows follow.
+  Put("img3", 333);
+  Remove("img5");
+  Put("new", 334);
+  SearchIndexSync stale = UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
+  EXPECT_TRUE(stale.loaded);
+  ExpectColoursMatchStore(stale);
+  ExpectColoursMatchStore(SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o));
+
+  // An index saved before colour tables (format 3 here; 4 has none either).
+  // This schema-2 store keeps no generation, so every open compares the
+  // records and has the table; the writer saves it. (A reader of a schema-3
+  // database at the saved generation goes without: PersistedIndexTest.)
+  SaveSearchIndexFormat3(store_.get(), stale);
+  ExpectColoursMatchStore(SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o));
+  const SearchIndexSync upgraded =
+      UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
+  EXPECT_TRUE(upgraded.colours_added);
+  EXPECT_TRUE(upgraded.changed());
+  ExpectColoursMatchStore(upgraded);
+  const SearchIndexSync after = SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o);
+  EXPECT_TRUE(after.loaded);
+  EXPECT_FALSE(after.colours_added);
+  ExpectColoursMatchStore(after);
+  EXPECT_TRUE(store_->Verify().empty());
+}
+
 TEST_F(SearchIndexTest, AutoTurnsApproximateAtTheThresholdAndBack) {
   VectorIndexOptions o;
   o.auto_threshold = 40;
@@ -231,6 +299,7 @@ TEST_F(SearchIndexTest, CorruptOrForeignIndexIsRebuilt) {
   EXPECT_TRUE(fixed.rebuilt);
   EXPECT_NE(fixed.reason.find("checksum"), std::string::npos) << fixed.reason;
   ExpectMatchesStore(*fixed.index);
+  ExpectColoursMatchStore(fixed);
   EXPECT_TRUE(store_->Verify().empty());
   EXPECT_TRUE(SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o).loaded);
 }

@@ -16,6 +16,7 @@
 #include "indexer/file_walker.h"
 #include "indexer/pipeline.h"
 #include "search/ranking.h"
+#include "search/search_index.h"
 #include "storage/store.h"
 #include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
@@ -313,6 +314,61 @@ TEST(SearcherColourTest, ColourSeparatesImagesThatLookAlikeInGrey) {
   EXPECT_GT(fused[0].colour, 0.9f);
   EXPECT_LT(fused[1].colour, 0.5f);
   EXPECT_GT(fused[0].score, fused[1].score + 0.005f);
+}
+
+// An image only the colour of the query points to, ranked low by VLAD (a
+// thumbnail-sized copy's fate among many images): with a VLAD short list of
+// one, colour fusion never sees it; the colour candidates bring it in.
+TEST(SearcherColourTest, ColourCandidatesReachWhatVladRanksLow) {
+  TempDir tmp;
+  const std::string dir = tmp / "photos";
+  std::filesystem::create_directories(dir);
+  testing::WriteSyntheticSet(dir, 8, 100, 320, 240);  // colourful, other textures
+  // Another picture in grey, tinted red; the query is a third picture with
+  // the same tint: its colours, nothing of its texture.
+  auto red = [](uint64_t seed) {
+    cv::Mat grey, bgr;
+    cv::cvtColor(testing::MakeSyntheticImage(seed, 320, 240), grey, cv::COLOR_BGR2GRAY);
+    cv::cvtColor(grey * 0.5 + 40, bgr, cv::COLOR_GRAY2BGR);
+    cv::add(bgr, cv::Scalar(0, 0, 110), bgr);
+    return bgr;
+  };
+  const std::string target = dir + "/red.png";
+  testing::WriteImage(target, red(7));
+  IndexOptions io;
+  io.image_dir = dir;
+  io.db_path = tmp / "db";
+  io.codebook.num_clusters = 16;
+  io.backend = Backend::kCpu;
+  ASSERT_EQ(BuildIndex(io, nullptr).indexed, 9);
+  {
+    // What `index` runs next: the persisted index, with its colour table.
+    auto store = Store::Open(io.db_path, Store::Mode::kReadWrite);
+    const SearchIndexSync sync =
+        UpdateSearchIndex(store.get(), SearchVectors(*store), VectorIndexOptions());
+    ASSERT_EQ(sync.colours.rows(), 9);
+  }
+  const std::string query = tmp / "query.png";
+  testing::WriteImage(query, red(31));
+  auto search = [&](int colour_candidates) {
+    SearchOptions o;
+    o.k = 1;
+    o.rerank = 0;
+    o.colour_depth = 1;  // the VLAD short list: its first image only
+    o.word_weight = 0;
+    o.colour_weight = 100;
+    o.colour_candidates = colour_candidates;
+    o.backend = Backend::kCpu;
+    return Searcher::Open(io.db_path, o)->SearchFiles({query})[0].hits;
+  };
+  const std::vector<Hit> vlad_only = search(0);
+  ASSERT_EQ(vlad_only.size(), 1u);
+  ASSERT_NE(vlad_only[0].path, AbsolutePath(target))
+      << "VLAD must not rank the tinted picture first for this test to mean anything";
+  const std::vector<Hit> with = search(1);
+  ASSERT_EQ(with.size(), 1u);
+  EXPECT_EQ(with[0].path, AbsolutePath(target));
+  EXPECT_GT(with[0].colour, 0.9f);
 }
 
 TEST_F(SearcherTest, BadQueryGetsErrorOthersSucceed) {
