@@ -1,48 +1,103 @@
 #include "search/colour_index.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 namespace lookalike {
+namespace {
 
-void ColourIndex::Append(const std::vector<uint8_t>& colour) {
-  if (colour.empty()) {
-    table_.resize(table_.size() + kRowBytes, 0);
-    return;
-  }
-  if (colour.size() != static_cast<size_t>(kRowBytes))
+float InverseNorm(const uint8_t* colour) {
+  double norm2 = 0;
+  for (int j = 0; j < ColourIndex::kBins; ++j) norm2 += double{colour[j]} * colour[j];
+  return norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
+}
+
+}  // namespace
+
+std::vector<uint8_t> ColourIndex::Row(const std::vector<uint8_t>& colour) {
+  std::vector<uint8_t> row(kRowBytes, 0);
+  if (colour.empty()) return row;
+  if (colour.size() != static_cast<size_t>(kBins))
     throw std::invalid_argument("colour histogram of " + std::to_string(colour.size()) +
-                                " bytes, expected " + std::to_string(kRowBytes));
-  table_.insert(table_.end(), colour.begin(), colour.end());
+                                " bytes, expected " + std::to_string(kBins));
+  // 0..255 to 0..15, rounded. Linear on purpose: it drops the bins below
+  // 1/30 of the scale, and colour fusion ranks better without them (on the
+  // dev set 0.923 mAP against 0.913 with every bin in 8 bits, and 0.856 with
+  // a companded code that keeps the small bins; search/README.md, "Colour
+  // candidates").
+  auto nibble = [](uint8_t v) { return static_cast<uint8_t>((v * 15 + 127) / 255); };
+  for (int j = 0; j < kRowBytes; ++j)
+    row[j] = static_cast<uint8_t>(nibble(colour[2 * j]) | nibble(colour[2 * j + 1]) << 4);
+  return row;
 }
 
-void ColourIndex::Assign(std::vector<uint8_t> table) {
-  if (table.size() % kRowBytes != 0)
-    throw std::invalid_argument("colour table of " + std::to_string(table.size()) +
-                                " bytes is not a whole number of " + std::to_string(kRowBytes) +
-                                "-byte rows");
+void ColourIndex::Append(uint64_t id, const std::vector<uint8_t>& colour) {
+  if (!ids_.empty() && id <= ids_.back())
+    throw std::invalid_argument("colour index: image " + std::to_string(id) + " after " +
+                                std::to_string(ids_.back()));
+  const std::vector<uint8_t> row = Row(colour);
+  ids_.push_back(id);
+  table_.insert(table_.end(), row.begin(), row.end());
+  AddNorm(rows() - 1);
+}
+
+void ColourIndex::Assign(std::vector<uint64_t> ids, std::vector<uint8_t> table) {
+  if (table.size() != ids.size() * kRowBytes)
+    throw std::invalid_argument("colour table of " + std::to_string(table.size()) + " bytes for " +
+                                std::to_string(ids.size()) + " images of " +
+                                std::to_string(kRowBytes) + " bytes");
+  for (size_t i = 1; i < ids.size(); ++i)
+    if (ids[i] <= ids[i - 1]) throw std::invalid_argument("colour index: ids not ascending");
+  ids_ = std::move(ids);
   table_ = std::move(table);
+  inverse_norm_.clear();
+  inverse_norm_.reserve(ids_.size());
+  for (int64_t r = 0; r < rows(); ++r) AddNorm(r);
 }
 
-std::vector<int64_t> ColourIndex::Search(const std::vector<uint8_t>& colour, int n) const {
-  if (n <= 0 || colour.size() != static_cast<size_t>(kRowBytes)) return {};
-  // Histograms are square-rooted and scaled to bytes, so the byte dot
-  // product orders rows as the Bhattacharyya coefficient does (ColourSimilarity).
-  std::vector<std::pair<int32_t, int64_t>> scored;  // (-dot, row): ascending = best first
+void ColourIndex::AddNorm(int64_t r) {
+  const uint8_t* t = table_.data() + r * kRowBytes;
+  double norm2 = 0;
+  for (int j = 0; j < kRowBytes; ++j) {
+    const int lo = t[j] & 15, hi = t[j] >> 4;
+    norm2 += lo * lo + hi * hi;
+  }
+  inverse_norm_.push_back(norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f);
+}
+
+int32_t ColourIndex::Dot(int64_t r, const uint8_t* q) const {
+  const uint8_t* t = table_.data() + r * kRowBytes;
+  int32_t dot = 0;
+  for (int j = 0; j < kRowBytes; ++j)
+    dot += int32_t{t[j] & 15} * q[2 * j] + int32_t{t[j] >> 4} * q[2 * j + 1];
+  return dot;
+}
+
+std::optional<float> ColourIndex::Similarity(uint64_t id,
+                                             const std::vector<uint8_t>& colour) const {
+  const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+  if (it == ids_.end() || *it != id) return std::nullopt;
+  if (colour.size() != static_cast<size_t>(kBins)) return 0.0f;
+  const int64_t r = it - ids_.begin();
+  return std::min(1.0f, Dot(r, colour.data()) * inverse_norm_[r] * InverseNorm(colour.data()));
+}
+
+std::vector<uint64_t> ColourIndex::Search(const std::vector<uint8_t>& colour, int n) const {
+  if (n <= 0 || colour.size() != static_cast<size_t>(kBins)) return {};
+  // The query's norm is the same for every row: rows compare by dot / |row|.
+  std::vector<std::pair<float, int64_t>> scored;  // (-similarity, row): ascending = best first
   scored.reserve(static_cast<size_t>(rows()));
-  const uint8_t* q = colour.data();
   for (int64_t r = 0; r < rows(); ++r) {
-    const uint8_t* t = table_.data() + r * kRowBytes;
-    int32_t dot = 0;
-    for (int j = 0; j < kRowBytes; ++j) dot += static_cast<int32_t>(t[j]) * q[j];
-    if (dot > 0) scored.emplace_back(-dot, r);
+    const int32_t dot = Dot(r, colour.data());
+    if (dot > 0) scored.emplace_back(-dot * inverse_norm_[r], r);
   }
   const size_t m = std::min(scored.size(), static_cast<size_t>(n));
   std::partial_sort(scored.begin(), scored.begin() + m, scored.end());
-  std::vector<int64_t> out(m);
-  for (size_t i = 0; i < m; ++i) out[i] = scored[i].second;
+  std::vector<uint64_t> out(m);
+  for (size_t i = 0; i < m; ++i) out[i] = ids_[scored[i].second];
   return out;
 }
 

@@ -1,18 +1,20 @@
-// The colour first stage: every indexed image's colour histogram
-// (indexer/colour.h, kColourBins bytes) held in memory and scanned whole per
-// query, so an image whose colours match the query's can join the short
-// list wherever its VLAD similarity put it.
-//
-// Why: a copy shrunk to a thumbnail, blurred and cropped keeps too few local
-// features for its VLAD vector or its visual words to say anything, but its
-// colours survive. Among thousands of unrelated images its VLAD rank is
-// random, so it never reached colour fusion, which only sees the VLAD short
-// list (search/README.md, "Colour candidates"). The scan costs kColourBins
-// byte products per image (about 10 ms per query at 100,000 images) and
-// kColourBins bytes of memory per image.
+// Every indexed image's colour histogram (indexer/colour.h) in memory, for
+// two uses per query that then read no record:
+//   - colour candidates: the images whose colour is most like the query's,
+//     over the whole collection, join the short list wherever VLAD ranked
+//     them. A copy shrunk to a thumbnail, blurred and cropped keeps too few
+//     local features for its VLAD vector or visual words to say anything,
+//     but its colours survive; among thousands of unrelated images its VLAD
+//     rank is random, so colour fusion, which sees the short list only,
+//     never met it (search/README.md, "Colour candidates");
+//   - colour fusion's similarity c of every short-list candidate
+//     (search/ranking.h), which otherwise reads each candidate's record.
+// Rows keep each bin in 4 bits (the query's bins stay 8-bit): 144 bytes per
+// image, which the persisted search index holds too, plus its id and norm.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace lookalike {
@@ -21,27 +23,45 @@ class ColourIndex {
  public:
   // indexer/colour.h's kColourBins (checked where both are seen: this
   // library does not build against OpenCV).
-  static constexpr int kRowBytes = 288;
+  static constexpr int kBins = 288;
+  // A row: two bins per byte, the even bin in the low nibble.
+  static constexpr int kRowBytes = kBins / 2;
 
-  // Appends the next row (the image at this position of the manifest it is
-  // kept with): a histogram from ColourHistogram, or an empty one for an
-  // image without colour (a zero row, never a candidate).
-  // Throws std::invalid_argument for any other size.
-  void Append(const std::vector<uint8_t>& colour);
-  // Adopts `table` (rows x kRowBytes bytes, as table() returns it).
-  // Throws std::invalid_argument if its size is not a whole number of rows.
-  void Assign(std::vector<uint8_t> table);
+  // The row kept for `colour` (a ColourHistogram, kBins bytes, each bin
+  // rounded to 4 bits; zeros for an empty one). Throws std::invalid_argument
+  // for any other size.
+  static std::vector<uint8_t> Row(const std::vector<uint8_t>& colour);
 
-  int64_t rows() const { return static_cast<int64_t>(table_.size() / kRowBytes); }
+  // Appends image `id` (greater than every id held) with its colour, or an
+  // empty one for an image without colour (a zero row: similarity 0, never
+  // a candidate). Throws std::invalid_argument (size, id order).
+  void Append(uint64_t id, const std::vector<uint8_t>& colour);
+  // Adopts `ids` (ascending) and their rows, `table` (ids.size() x kRowBytes
+  // bytes, as table() returns it). Throws std::invalid_argument otherwise.
+  void Assign(std::vector<uint64_t> ids, std::vector<uint8_t> table);
+
+  int64_t rows() const { return static_cast<int64_t>(ids_.size()); }
   const std::vector<uint8_t>& table() const { return table_; }
 
-  // The rows of the (at most) n images whose colour is most similar to
-  // `colour` (the largest Bhattacharyya coefficient; ties by row), best first.
-  // Zero rows and a query without colour (empty) give none.
-  std::vector<int64_t> Search(const std::vector<uint8_t>& colour, int n) const;
+  // The colour similarity of image `id` with `colour` (a ColourHistogram):
+  // the cosine of the query's bins and the row's, in [0, 1], as
+  // ColourSimilarity computes it for two histograms. nullopt when the index
+  // does not hold `id`; 0 when either has no colour.
+  std::optional<float> Similarity(uint64_t id, const std::vector<uint8_t>& colour) const;
+
+  // The ids of the (at most) n images most similar to `colour` by
+  // Similarity, best first (ties by id). Zero rows and a query without
+  // colour (empty) give none.
+  std::vector<uint64_t> Search(const std::vector<uint8_t>& colour, int n) const;
 
  private:
+  // Dot product of row r with the query's bins.
+  int32_t Dot(int64_t r, const uint8_t* colour) const;
+  void AddNorm(int64_t r);
+
+  std::vector<uint64_t> ids_;
   std::vector<uint8_t> table_;
+  std::vector<float> inverse_norm_;  // 1 / |row|; 0 for a zero row
 };
 
 }  // namespace lookalike

@@ -56,13 +56,15 @@ float CombinedScore(float base, int inliers) {
 
 QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_features,
                            const SearchVectors& vectors, const SearchOptions& options,
-                           const LocalFeatures& features, const std::vector<uint8_t>& colour)
+                           const LocalFeatures& features, const std::vector<uint8_t>& colour,
+                           const ColourIndex* colours)
     : store_(store),
       stored_features_(stored_features),
       vectors_(vectors),
       options_(options),
       verify_(VerifyFor(options)),
-      colour_(colour) {
+      colour_(colour),
+      colours_(colours) {
   fuse_colour_ = options.colour_weight > 0 && options.colour_depth > 0 && !colour.empty() &&
                  store.stores_colour();
   rerank_ = options.rerank != 0 && features.num() >= 5;
@@ -83,11 +85,18 @@ void QueryRanking::Fuse(std::vector<Candidate>* list) {
   const float w = fuse_colour_ ? options_.colour_weight * spread : 0.0f;
   const float v = word_similarity_.empty() ? 0.0f : options_.word_weight * spread;
   if (fuse_colour_) {
-    // Each record is read once per query, those of a list in one MultiGet:
-    // records are small and the list is at most colour_depth long.
+    // From the colour index when it holds the candidate, else from its
+    // record: each read once per query, those of a list in one MultiGet.
     std::vector<uint64_t> unread;
-    for (const Candidate& c : *list)
-      if (!colour_of_.count(c.id)) unread.push_back(c.id);
+    for (const Candidate& c : *list) {
+      if (colour_of_.count(c.id)) continue;
+      const std::optional<float> c_indexed =
+          colours_ ? colours_->Similarity(c.id, colour_) : std::nullopt;
+      if (c_indexed)
+        colour_of_.emplace(c.id, *c_indexed);
+      else
+        unread.push_back(c.id);
+    }
     const auto records = store_.FindByIds(unread);
     for (size_t i = 0; i < unread.size(); ++i)
       colour_of_.emplace(unread[i],

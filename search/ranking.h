@@ -15,7 +15,9 @@
 //   s      cosine of the query's and the candidate's VLAD vectors, [-1, 1]
 //          (the expanded query after expansion; Hit::similarity);
 //   c      colour similarity of query and candidate (indexer/colour.h,
-//          Bhattacharyya coefficient, [0, 1]; Hit::colour);
+//          Bhattacharyya coefficient, [0, 1], from the candidate's 4-bit
+//          row of the colour index when the search index holds one:
+//          search/colour_index.h; Hit::colour);
 //   a      word similarity of query and candidate (search/word_index.h) over
 //          the query's best, [0, 1]; 0 for a candidate beyond the word
 //          list's depth (Hit::words);
@@ -51,6 +53,7 @@
 
 #include "indexer/local_features.h"
 #include "indexer/search_vectors.h"
+#include "search/colour_index.h"
 #include "search/verifier.h"
 #include "storage/store.h"
 
@@ -85,9 +88,12 @@ struct Candidate {
 class QueryRanking {
  public:
   // `options` must have passed SearchOptions::Validate (Searcher::Open).
+  // `colours` (may be null) gives candidates' colour without reading their
+  // records.
   QueryRanking(const Store& store, const FeatureReader& stored_features,
                const SearchVectors& vectors, const SearchOptions& options,
-               const LocalFeatures& features, const std::vector<uint8_t>& colour);
+               const LocalFeatures& features, const std::vector<uint8_t>& colour,
+               const ColourIndex* colours = nullptr);
 
   // True when Fuse changes the order: colour fusion (weight and depth > 0,
   // the query has a colour histogram and the database stores colour) or
@@ -102,8 +108,9 @@ class QueryRanking {
   bool reranks() const { return rerank_; }
 
   // Step 1: sets every candidate's colour, word similarity, base and score
-  // from its VLAD similarity, its stored colour (read by id) and the word
-  // list, then stable-sorts by score. Does nothing unless fuses().
+  // from its VLAD similarity, its colour (from `colours`, else its record)
+  // and the word list, then stable-sorts by score. Does nothing unless
+  // fuses().
   void Fuse(std::vector<Candidate>* list);
 
   // Step 2: verifies the top `depth` candidates (RerankDepth) and those of
@@ -144,6 +151,7 @@ class QueryRanking {
   // verified_, prepared once for all candidates.
   std::optional<PreparedQuery> prepared_;
   const std::vector<uint8_t>& colour_;
+  const ColourIndex* colours_;
   bool fuse_colour_ = false;
   bool rerank_ = false;
   std::unordered_map<uint64_t, float> colour_of_;        // id -> c

@@ -70,7 +70,9 @@ Decoded Decode(const std::string& blob) {
           if (r.remaining() / row_bytes != n || r.remaining() % row_bytes != 0)
             throw encoding::CorruptValue("colour table size mismatch");
           const char* table = r.Raw(n * row_bytes);
-          d.colours.Assign(std::vector<uint8_t>(table, table + n * row_bytes));
+          std::vector<uint64_t> ids(n);
+          for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
+          d.colours.Assign(std::move(ids), std::vector<uint8_t>(table, table + n * row_bytes));
         }
       }
       r.ExpectEnd();
@@ -117,7 +119,7 @@ void ReadAllVectors(const SearchVectors& vectors, std::vector<IndexedImage>* man
             continue;
           }
           manifest->push_back(IndexedImage{rec.id, rec.content_hash});
-          if (colours) colours->Append(rec.colour);
+          if (colours) colours->Append(rec.id, rec.colour);
           out->insert(out->end(), v + i * dim, v + (i + 1) * dim);
         }
       },
@@ -240,7 +242,7 @@ Difference Compare(const Store& store, const std::vector<IndexedImage>& held) {
       diff.wanted.push_back(IndexedImage{rec.id, rec.content_hash});
     }
     // Read anyway: the table is rebuilt whole, a held row is never trusted.
-    if (colour && rec.status != ImageStatus::kNoFeatures) diff.colours.Append(rec.colour);
+    if (colour && rec.status != ImageStatus::kNoFeatures) diff.colours.Append(rec.id, rec.colour);
     if (in_index) ++m;
   });
   while (m < held.size()) diff.to_remove.push_back(held[m++].id);

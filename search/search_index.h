@@ -23,8 +23,8 @@
 //             no word index: a query reads its own words' lists only;
 //   format 5: then u64 row bytes (ColourIndex::kRowBytes, or 0 = no colour
 //             table: a schema-1 database) and n rows, the colour histogram
-//             of each manifest image (search/colour_index.h), so a query
-//             scans every image's colour without reading a record.
+//             of each manifest image at 4 bits a bin (search/colour_index.h),
+//             so a query scans every image's colour without reading a record.
 // Formats 1-4 are still read (no colour table: search then has no colour
 // candidates); `index` rewrites them as format 5.
 // The store adds chunking and its own checksum (m:xindex, x:<chunk>).

@@ -70,8 +70,9 @@ struct Searcher::Impl {
   std::vector<uint64_t> ids;                // the images the index holds, ascending
   // The selective first stage (lists read per query from `store`); null = none.
   std::unique_ptr<StoredWordIndex> words;
-  // Every indexed image's colour, row i for ids[i]; no rows = no colour
-  // candidates (a schema-1 database, or an index saved before colour tables).
+  // Every indexed image's colour, for colour candidates and fusion; no rows
+  // = neither (a schema-1 database, or an index saved before colour tables:
+  // fusion then reads the candidates' records).
   ColourIndex colours;
 
   // The path of image `id`; nullopt if a writer removed it since the index
@@ -120,7 +121,7 @@ struct Searcher::Impl {
                   std::vector<Candidate>* list) const;
 };
 
-static_assert(ColourIndex::kRowBytes == kColourBins, "a colour table row is one histogram");
+static_assert(ColourIndex::kBins == kColourBins, "a colour table row is one histogram");
 
 namespace {
 // The inner product of two unit vectors as a cosine: float rounding can put
@@ -241,7 +242,8 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   const SearchOptions& opt = impl_->options;
   const int64_t n_index = impl_->index->ntotal();
   if (n_index == 0) return {};
-  QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour);
+  QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour,
+                       impl_->colours.rows() > 0 ? &impl_->colours : nullptr);
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
   // The word index's list: its head is verified (and added to the short list
   // if VLAD missed it); its similarities take part in the fusion.
@@ -269,10 +271,9 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   std::vector<uint64_t> head;
   // The colour candidates (the same for the expanded query: its colour is
   // the query's).
-  std::vector<uint64_t> by_colour;
-  if (opt.colour_candidates > 0 && opt.colour_weight > 0)
-    for (const int64_t row : impl_->colours.Search(colour, opt.colour_candidates))
-      by_colour.push_back(impl_->ids[row]);
+  const std::vector<uint64_t> by_colour = opt.colour_candidates > 0 && opt.colour_weight > 0
+                                              ? impl_->colours.Search(colour, opt.colour_candidates)
+                                              : std::vector<uint64_t>();
   auto fused_list = [&](const float* q) {
     std::vector<Candidate> l = impl_->ShortList(q, depth);
     head = vlad_head(l);

@@ -58,8 +58,9 @@
 //             word index leaves the x: blob for its own w: keys, so a query
 //             reads the lists of its own words only (search/search_index.h).
 //   search index format 5: the x: blob also holds every manifest image's
-//             colour histogram (288 bytes), which a query scans for colour
-//             candidates without reading a record (search/colour_index.h).
+//             colour histogram (4 bits a bin, 144 bytes), which a query
+//             scans for colour candidates without reading a record
+//             (search/colour_index.h).
 //   In all, the model, PCA and search index values are checked with FNV-1a
 //   (the word index's w: values with XXH3-64).
 //   The model value gained min_keypoints and a trailing FNV-1a of the whole

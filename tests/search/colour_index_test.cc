@@ -1,9 +1,12 @@
-// ColourIndex: the rows most like a query's colour, best first, whatever
-// their order in the table; zero rows and a query without colour give none.
+// ColourIndex: 4-bit rows; the images most like a query's colour, best
+// first, whatever their order in the table; similarities as
+// ColourSimilarity computes them up to the rounding; zero rows and a query
+// without colour give none.
 #include "search/colour_index.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -11,42 +14,89 @@ namespace lookalike {
 namespace {
 
 // A histogram with `weight` in bin `bin` and 1 elsewhere.
-std::vector<uint8_t> Peak(int bin, uint8_t weight) {
-  std::vector<uint8_t> c(ColourIndex::kRowBytes, 1);
+std::vector<uint8_t> Peak(int bin, uint8_t weight, uint8_t elsewhere = 1) {
+  std::vector<uint8_t> c(ColourIndex::kBins, elsewhere);
   c[bin] = weight;
   return c;
 }
 
-TEST(ColourIndexTest, MostSimilarRowsFirst) {
+// Rows keep 4 bits a bin, two bins a byte, the even bin low: 0 and 255 stay
+// the ends, 17 (one step of 255 / 15) is 1.
+TEST(ColourIndexTest, RowsRoundEachBinToFourBits) {
+  std::vector<uint8_t> c(ColourIndex::kBins, 0);
+  c[0] = 255;
+  c[1] = 17;
+  c[2] = 8;  // rounds down to 0
+  c[3] = 9;  // rounds up to 1
+  c[ColourIndex::kBins - 1] = 128;
+  const std::vector<uint8_t> row = ColourIndex::Row(c);
+  ASSERT_EQ(row.size(), static_cast<size_t>(ColourIndex::kRowBytes));
+  EXPECT_EQ(row[0], 0x1f);
+  EXPECT_EQ(row[1], 0x10);
+  EXPECT_EQ(row[ColourIndex::kRowBytes - 1], 0x80);
+  EXPECT_EQ(ColourIndex::Row({}), std::vector<uint8_t>(ColourIndex::kRowBytes, 0));
+}
+
+TEST(ColourIndexTest, MostSimilarFirst) {
   ColourIndex index;
-  index.Append(Peak(5, 100));  // row 0
-  index.Append({});            // row 1: no colour
-  index.Append(Peak(9, 200));  // row 2
-  index.Append(Peak(5, 200));  // row 3
-  index.Append(Peak(5, 150));  // row 4
+  index.Append(10, Peak(5, 100, 40));
+  index.Append(11, {});  // no colour
+  index.Append(12, Peak(9, 200, 40));
+  index.Append(13, Peak(5, 255, 20));
+  index.Append(14, Peak(5, 150, 40));
   ASSERT_EQ(index.rows(), 5);
-  EXPECT_EQ(index.Search(Peak(5, 255), 3), (std::vector<int64_t>{3, 4, 0}));
-  EXPECT_EQ(index.Search(Peak(9, 255), 1), (std::vector<int64_t>{2}));
-  // More asked than there are rows with colour: every such row, never the
-  // zero one.
+  EXPECT_EQ(index.Search(Peak(5, 255, 20), 3), (std::vector<uint64_t>{13, 14, 10}));
+  EXPECT_EQ(index.Search(Peak(9, 255, 40), 1), (std::vector<uint64_t>{12}));
+  // More asked than there are images with colour: each of them, never the
+  // one without.
   EXPECT_EQ(index.Search(Peak(5, 255), 10).size(), 4u);
   EXPECT_TRUE(index.Search({}, 10).empty());
   EXPECT_TRUE(index.Search(Peak(5, 255), 0).empty());
 }
 
-TEST(ColourIndexTest, EqualScoresKeepTableOrder) {
+TEST(ColourIndexTest, SimilarityIsTheHistogramCosineUpToRounding) {
+  const std::vector<uint8_t> a = Peak(5, 200, 30), b = Peak(40, 180, 25);
   ColourIndex index;
-  for (int i = 0; i < 4; ++i) index.Append(Peak(7, 50));
-  EXPECT_EQ(index.Search(Peak(7, 50), 4), (std::vector<int64_t>{0, 1, 2, 3}));
+  index.Append(3, a);
+  index.Append(8, {});
+  auto cosine = [](const std::vector<uint8_t>& x, const std::vector<uint8_t>& y) {
+    double xy = 0, xx = 0, yy = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      xy += double{x[i]} * y[i];
+      xx += double{x[i]} * x[i];
+      yy += double{y[i]} * y[i];
+    }
+    return xy / std::sqrt(xx * yy);
+  };
+  ASSERT_TRUE(index.Similarity(3, a).has_value());
+  EXPECT_NEAR(*index.Similarity(3, a), 1.0, 0.01);
+  EXPECT_NEAR(*index.Similarity(3, b), cosine(a, b), 0.02);
+  EXPECT_LT(*index.Similarity(3, b), *index.Similarity(3, a) - 0.05f);
+  EXPECT_EQ(index.Similarity(8, a), 0.0f);           // held, without colour
+  EXPECT_EQ(index.Similarity(3, {}), 0.0f);          // a query without colour
+  EXPECT_FALSE(index.Similarity(4, a).has_value());  // not held
 }
 
-TEST(ColourIndexTest, RejectsWrongSizes) {
+TEST(ColourIndexTest, EqualScoresKeepIdOrder) {
   ColourIndex index;
-  EXPECT_THROW(index.Append(std::vector<uint8_t>(17, 1)), std::invalid_argument);
-  EXPECT_THROW(index.Assign(std::vector<uint8_t>(ColourIndex::kRowBytes + 1, 1)),
+  for (uint64_t id = 1; id <= 4; ++id) index.Append(id, Peak(7, 50));
+  EXPECT_EQ(index.Search(Peak(7, 50), 4), (std::vector<uint64_t>{1, 2, 3, 4}));
+}
+
+TEST(ColourIndexTest, RejectsWrongSizesAndOrder) {
+  ColourIndex index;
+  EXPECT_THROW(index.Append(1, std::vector<uint8_t>(17, 1)), std::invalid_argument);
+  EXPECT_THROW(index.Append(1, std::vector<uint8_t>(ColourIndex::kRowBytes, 1)),
                std::invalid_argument);
-  index.Assign(std::vector<uint8_t>(2 * ColourIndex::kRowBytes, 3));
+  index.Append(5, Peak(1, 9));
+  EXPECT_THROW(index.Append(5, Peak(1, 9)), std::invalid_argument);
+  EXPECT_THROW(index.Assign({1}, std::vector<uint8_t>(ColourIndex::kRowBytes + 1, 1)),
+               std::invalid_argument);
+  EXPECT_THROW(index.Assign({2, 1}, std::vector<uint8_t>(2 * ColourIndex::kRowBytes, 1)),
+               std::invalid_argument);
+  index.Assign({1, 2}, std::vector<uint8_t>(2 * ColourIndex::kRowBytes, 3));
   EXPECT_EQ(index.rows(), 2);
+  EXPECT_TRUE(index.Similarity(2, Peak(1, 9)).has_value());
 }
 
 }  // namespace

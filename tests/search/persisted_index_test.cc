@@ -409,9 +409,10 @@ TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
   for (size_t i = 0; i < p.manifest.size(); ++i) {
     const auto record = readers_.back()->FindById(p.manifest[i].id);
     ASSERT_TRUE(record.has_value());
-    ASSERT_EQ(record->colour.size(), static_cast<size_t>(ColourIndex::kRowBytes));
+    ASSERT_EQ(record->colour.size(), static_cast<size_t>(ColourIndex::kBins));
     const uint8_t* row = p.colours.table().data() + i * ColourIndex::kRowBytes;
-    EXPECT_TRUE(std::equal(record->colour.begin(), record->colour.end(), row)) << "row " << i;
+    const std::vector<uint8_t> expected = ColourIndex::Row(record->colour);
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), row)) << "row " << i;
   }
 }
 

@@ -39,8 +39,8 @@ ModelRecord MakeModel() {
 // A colour histogram's bytes for `seed` (ColourIndex only compares bytes).
 std::vector<uint8_t> ColourOf(uint64_t seed) {
   std::mt19937_64 rng(seed + 1000003);
-  std::vector<uint8_t> c(ColourIndex::kRowBytes);
-  for (uint8_t& b : c) b = static_cast<uint8_t>(rng() % 64);
+  std::vector<uint8_t> c(ColourIndex::kBins);
+  for (uint8_t& b : c) b = static_cast<uint8_t>(rng());
   return c;
 }
 
@@ -112,7 +112,7 @@ class SearchIndexTest : public ::testing::Test {
     for (size_t i = 0; i < sync.manifest.size(); ++i) {
       const uint8_t* row = sync.colours.table().data() + i * ColourIndex::kRowBytes;
       EXPECT_EQ(std::vector<uint8_t>(row, row + ColourIndex::kRowBytes),
-                colours_.at(sync.manifest[i].id))
+                ColourIndex::Row(colours_.at(sync.manifest[i].id)))
           << "row " << i;
     }
   }
@@ -213,9 +213,9 @@ TEST_F(SearchIndexTest, ColourTableFollowsTheRecords) {
   ExpectColoursMatchStore(loaded);
   // An image is most like itself.
   const uint64_t id7 = store_->FindByPath("/img7")->id;
-  const std::vector<int64_t> rows = loaded.colours.Search(colours_.at(id7), 3);
-  ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(loaded.manifest[rows[0]].id, id7);
+  const std::vector<uint64_t> ids = loaded.colours.Search(colours_.at(id7), 3);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], id7);
 
   // Changed, removed and added images: the rows follow.
   Put("img3", 333);
