@@ -7,15 +7,6 @@
 #include <utility>
 
 namespace lookalike {
-namespace {
-
-float InverseNorm(const uint8_t* colour) {
-  double norm2 = 0;
-  for (int j = 0; j < ColourIndex::kBins; ++j) norm2 += double{colour[j]} * colour[j];
-  return norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
-}
-
-}  // namespace
 
 std::vector<uint8_t> ColourIndex::Row(const std::vector<uint8_t>& colour) {
   std::vector<uint8_t> row(kRowBytes, 0);
@@ -24,7 +15,7 @@ std::vector<uint8_t> ColourIndex::Row(const std::vector<uint8_t>& colour) {
     throw std::invalid_argument("colour histogram of " + std::to_string(colour.size()) +
                                 " bytes, expected " + std::to_string(kBins));
   // 0..255 to 0..15, rounded. Linear on purpose: it drops the bins below
-  // 1/30 of the scale, and colour fusion ranks better without them (on the
+  // 1/30 of the scale, and colour fusion ranks no worse without them (on the
   // dev set 0.923 mAP against 0.913 with every bin in 8 bits, and 0.856 with
   // a companded code that keeps the small bins; search/README.md, "Colour
   // candidates").
@@ -58,40 +49,56 @@ void ColourIndex::Assign(std::vector<uint64_t> ids, std::vector<uint8_t> table) 
   for (int64_t r = 0; r < rows(); ++r) AddNorm(r);
 }
 
-void ColourIndex::AddNorm(int64_t r) {
-  const uint8_t* t = table_.data() + r * kRowBytes;
+float ColourIndex::InverseNorm(const uint8_t* row) {
   double norm2 = 0;
   for (int j = 0; j < kRowBytes; ++j) {
-    const int lo = t[j] & 15, hi = t[j] >> 4;
+    const int lo = row[j] & 15, hi = row[j] >> 4;
     norm2 += lo * lo + hi * hi;
   }
-  inverse_norm_.push_back(norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f);
+  return norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
 }
 
-int32_t ColourIndex::Dot(int64_t r, const uint8_t* q) const {
-  const uint8_t* t = table_.data() + r * kRowBytes;
+void ColourIndex::AddNorm(int64_t r) {
+  inverse_norm_.push_back(InverseNorm(table_.data() + r * kRowBytes));
+}
+
+ColourIndex::Query ColourIndex::Prepare(const std::vector<uint8_t>& colour) {
+  Query q;
+  if (colour.empty()) return q;
+  const std::vector<uint8_t> own = Row(colour);
+  double norm2 = 0;
+  for (uint8_t v : colour) norm2 += double{v} * v;
+  const double own_similarity =
+      Dot(own.data(), colour.data()) * InverseNorm(own.data()) / std::sqrt(std::max(norm2, 1.0));
+  if (own_similarity <= 0) return q;  // every bin rounds to 0: no colour to compare
+  q.colour = colour;
+  q.scale = static_cast<float>(1.0 / (std::sqrt(norm2) * own_similarity));
+  return q;
+}
+
+int32_t ColourIndex::Dot(const uint8_t* row, const uint8_t* q) {
   int32_t dot = 0;
   for (int j = 0; j < kRowBytes; ++j)
-    dot += int32_t{t[j] & 15} * q[2 * j] + int32_t{t[j] >> 4} * q[2 * j + 1];
+    dot += int32_t{row[j] & 15} * q[2 * j] + int32_t{row[j] >> 4} * q[2 * j + 1];
   return dot;
 }
 
-std::optional<float> ColourIndex::Similarity(uint64_t id,
-                                             const std::vector<uint8_t>& colour) const {
+std::optional<float> ColourIndex::Similarity(uint64_t id, const Query& query) const {
   const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
   if (it == ids_.end() || *it != id) return std::nullopt;
-  if (colour.size() != static_cast<size_t>(kBins)) return 0.0f;
+  if (query.colour.empty()) return 0.0f;
   const int64_t r = it - ids_.begin();
-  return std::min(1.0f, Dot(r, colour.data()) * inverse_norm_[r] * InverseNorm(colour.data()));
+  return std::min(1.0f, Dot(table_.data() + r * kRowBytes, query.colour.data()) * inverse_norm_[r] *
+                            query.scale);
 }
 
-std::vector<uint64_t> ColourIndex::Search(const std::vector<uint8_t>& colour, int n) const {
-  if (n <= 0 || colour.size() != static_cast<size_t>(kBins)) return {};
+std::vector<uint64_t> ColourIndex::Search(const Query& query, int n) const {
+  if (n <= 0 || query.colour.empty()) return {};
   // The query's norm is the same for every row: rows compare by dot / |row|.
   std::vector<std::pair<float, int64_t>> scored;  // (-similarity, row): ascending = best first
   scored.reserve(static_cast<size_t>(rows()));
   for (int64_t r = 0; r < rows(); ++r) {
-    const int32_t dot = Dot(r, colour.data());
+    const int32_t dot = Dot(table_.data() + r * kRowBytes, query.colour.data());
     if (dot > 0) scored.emplace_back(-dot * inverse_norm_[r], r);
   }
   const size_t m = std::min(scored.size(), static_cast<size_t>(n));

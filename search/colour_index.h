@@ -9,7 +9,7 @@
 //     never met it (search/README.md, "Colour candidates");
 //   - colour fusion's similarity c of every short-list candidate
 //     (search/ranking.h), which otherwise reads each candidate's record.
-// Rows keep each bin in 4 bits (the query's bins stay 8-bit): 144 bytes per
+// Rows keep each bin in 4 bits (the query's stay 8-bit): 144 bytes per
 // image, which the persisted search index holds too, plus its id and norm.
 #pragma once
 
@@ -32,6 +32,16 @@ class ColourIndex {
   // for any other size.
   static std::vector<uint8_t> Row(const std::vector<uint8_t>& colour);
 
+  // A query's colour, prepared once per query: its 8-bit bins are compared
+  // with the 4-bit rows, and the result divided by the query's similarity
+  // with its own row, so the image itself gets 1.
+  struct Query {
+    std::vector<uint8_t> colour;  // the ColourHistogram; empty without colour
+    float scale = 0;              // 1 / (|colour| x its similarity with Row(colour))
+  };
+  // Throws std::invalid_argument as Row does.
+  static Query Prepare(const std::vector<uint8_t>& colour);
+
   // Appends image `id` (greater than every id held) with its colour, or an
   // empty one for an image without colour (a zero row: similarity 0, never
   // a candidate). Throws std::invalid_argument (size, id order).
@@ -43,21 +53,23 @@ class ColourIndex {
   int64_t rows() const { return static_cast<int64_t>(ids_.size()); }
   const std::vector<uint8_t>& table() const { return table_; }
 
-  // The colour similarity of image `id` with `colour` (a ColourHistogram):
-  // the cosine of the query's bins and the row's, in [0, 1], as
-  // ColourSimilarity computes it for two histograms. nullopt when the index
-  // does not hold `id`; 0 when either has no colour.
-  std::optional<float> Similarity(uint64_t id, const std::vector<uint8_t>& colour) const;
+  // The colour similarity of image `id` with a query's colour (Prepare):
+  // the cosine of the query's 8-bit bins and the row's 4-bit ones, as
+  // ColourSimilarity computes it for two 8-bit histograms, over the same
+  // for the query's own row: 1 for the image itself, clamped to [0, 1].
+  // nullopt when the index does not hold `id`; 0 when either has no colour.
+  std::optional<float> Similarity(uint64_t id, const Query& query) const;
 
-  // The ids of the (at most) n images most similar to `colour` by
+  // The ids of the (at most) n images most similar to the query by
   // Similarity, best first (ties by id). Zero rows and a query without
-  // colour (empty) give none.
-  std::vector<uint64_t> Search(const std::vector<uint8_t>& colour, int n) const;
+  // colour give none.
+  std::vector<uint64_t> Search(const Query& query, int n) const;
 
  private:
-  // Dot product of row r with the query's bins.
-  int32_t Dot(int64_t r, const uint8_t* colour) const;
+  // Dot product of a row with a query's 8-bit bins.
+  static int32_t Dot(const uint8_t* row, const uint8_t* colour);
   void AddNorm(int64_t r);
+  static float InverseNorm(const uint8_t* row);
 
   std::vector<uint64_t> ids_;
   std::vector<uint8_t> table_;

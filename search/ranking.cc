@@ -67,6 +67,7 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
       colours_(colours) {
   fuse_colour_ = options.colour_weight > 0 && options.colour_depth > 0 && !colour.empty() &&
                  store.stores_colour();
+  if (fuse_colour_ && colours_) colour_query_ = ColourIndex::Prepare(colour);
   rerank_ = options.rerank != 0 && features.num() >= 5;
   if (!rerank_) return;
   verified_.emplace(
@@ -91,7 +92,7 @@ void QueryRanking::Fuse(std::vector<Candidate>* list) {
     for (const Candidate& c : *list) {
       if (colour_of_.count(c.id)) continue;
       const std::optional<float> c_indexed =
-          colours_ ? colours_->Similarity(c.id, colour_) : std::nullopt;
+          colours_ ? colours_->Similarity(c.id, colour_query_) : std::nullopt;
       if (c_indexed)
         colour_of_.emplace(c.id, *c_indexed);
       else

@@ -152,6 +152,7 @@ class QueryRanking {
   std::optional<PreparedQuery> prepared_;
   const std::vector<uint8_t>& colour_;
   const ColourIndex* colours_;
+  ColourIndex::Query colour_query_;  // colour_, prepared for colours_
   bool fuse_colour_ = false;
   bool rerank_ = false;
   std::unordered_map<uint64_t, float> colour_of_;        // id -> c

@@ -636,6 +636,51 @@ std::vector<std::string> VerifyWordIndex(const Store& store) {
   return problems;
 }
 
+std::vector<std::string> VerifyColourTable(const Store& store) {
+  std::vector<std::string> problems;
+  Decoded d;
+  try {
+    const std::optional<std::string> blob = store.GetSearchIndex();
+    if (!blob) return problems;
+    d = Decode(*blob);
+  } catch (const std::exception&) {
+    return problems;  // Store::Verify and VerifyWordIndex report it
+  }
+  const std::optional<ImageTotals> totals = store.totals();
+  if (d.colours.rows() == 0 || !totals || totals->generation == 0 ||
+      d.generation != totals->generation)
+    return problems;  // none, or reconciled with the records at every open
+  const std::vector<uint8_t>& table = d.colours.table();
+  int64_t differ = 0, missing = 0;
+  std::string first;
+  constexpr size_t kBatch = 1024;
+  for (size_t i = 0; i < d.manifest.size(); i += kBatch) {
+    std::vector<uint64_t> ids;
+    for (size_t j = i; j < std::min(d.manifest.size(), i + kBatch); ++j)
+      ids.push_back(d.manifest[j].id);
+    const std::vector<std::optional<ImageRecord>> records = store.FindByIds(ids);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (!records[k]) {
+        ++missing;
+        continue;
+      }
+      const std::vector<uint8_t> row = ColourIndex::Row(records[k]->colour);
+      if (!std::equal(row.begin(), row.end(), table.begin() + (i + k) * ColourIndex::kRowBytes)) {
+        if (differ++ == 0) first = records[k]->path;
+      }
+    }
+  }
+  if (missing > 0)
+    problems.push_back("search index lists " + std::to_string(missing) +
+                       " images without a record at the generation it claims");
+  if (differ > 0)
+    problems.push_back("colour table: " + std::to_string(differ) +
+                       " rows differ from their image's record (first: " + first +
+                       "); colour candidates and fusion use these rows until an `index` "
+                       "run that adds, changes or removes an image rewrites them");
+  return problems;
+}
+
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
                                   const VectorIndexOptions& options) {
   SearchIndexSync sync = Sync(*store, store, vectors, options, /*build_transient=*/false);

@@ -135,6 +135,12 @@ void SaveSearchIndexFormat3(Store* store, const SearchIndexSync& sync);
 // and every list decodes (StoredWordIndex::Check). One line per problem.
 std::vector<std::string> VerifyWordIndex(const Store& store);
 
+// `lookalike verify`'s check of the colour table: when the persisted index
+// claims to match the records (its generation is the store's, so search
+// trusts it without reading a record), each row is its image's record
+// colour. One line per problem (mismatches counted in one).
+std::vector<std::string> VerifyColourTable(const Store& store);
+
 // SyncSearchIndex, then SaveSearchIndex if anything changed: what
 // `lookalike index` runs at the end of every run. Builds nothing for an index
 // that is not persisted (`transient`; `index` is null then).

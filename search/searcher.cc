@@ -271,9 +271,10 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   std::vector<uint64_t> head;
   // The colour candidates (the same for the expanded query: its colour is
   // the query's).
-  const std::vector<uint64_t> by_colour = opt.colour_candidates > 0 && opt.colour_weight > 0
-                                              ? impl_->colours.Search(colour, opt.colour_candidates)
-                                              : std::vector<uint64_t>();
+  const std::vector<uint64_t> by_colour =
+      opt.colour_candidates > 0 && opt.colour_weight > 0
+          ? impl_->colours.Search(ColourIndex::Prepare(colour), opt.colour_candidates)
+          : std::vector<uint64_t>();
   auto fused_list = [&](const float* q) {
     std::vector<Candidate> l = impl_->ShortList(q, depth);
     head = vlad_head(l);

@@ -18,8 +18,9 @@ constexpr char kUsage[] =
     "codebook checksum, the PCA and descriptor quantizer, and that every image has\n"
     "its record, vector (right size, checksum, finite, unit norm or zero), path\n"
     "entry and local features (checksum, format, keypoint count), with no orphans\n"
-    "and matching counts, and the word index (every list decodes, its images are\n"
-    "those of the search index). Exit 0 when consistent, 2 on corruption.\n\n";
+    "and matching counts, the word index (every list decodes, its images are\n"
+    "those of the search index) and the search index's colour table (each row is\n"
+    "its image's colour). Exit 0 when consistent, 2 on corruption.\n\n";
 
 }  // namespace
 
@@ -31,6 +32,7 @@ int RunVerifyCommand(const std::vector<std::string>& args, std::ostream& out, st
   const FeaturesCheck check_features = LocalFeaturesCheck(*store, &problems);
   for (std::string& p : store->Verify(100, check_features)) problems.push_back(std::move(p));
   for (std::string& p : VerifyWordIndex(*store)) problems.push_back(std::move(p));
+  for (std::string& p : VerifyColourTable(*store)) problems.push_back(std::move(p));
   WriteVerify(out, err, c.db, store->num_images(), problems, c.format);
   return problems.empty() ? kExitOk : kExitFatal;
 }

@@ -416,6 +416,34 @@ TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
   }
 }
 
+// verify's check of the colour table: silent while each row is its image's
+// record colour; a row that differs at the generation search trusts is
+// reported (a persisted table that a bug got wrong, not a checksum failure).
+TEST_P(PersistedIndexTest, ColourTableIsVerifiedAgainstTheRecords) {
+  testing::WriteSyntheticSet(dir(), 5, 1, 320, 240);
+  PhaseRecorder observer;
+  Index(&observer);
+  auto store = Store::Open(db(), Store::Mode::kReadWrite);
+  EXPECT_TRUE(VerifyColourTable(*store).empty());
+  VectorIndexOptions o;
+  o.kind = GetParam();
+  o.min_word_images = 0;
+  SearchIndexSync sync = SyncSearchIndex(*store, SearchVectors(*store), o);
+  ASSERT_TRUE(sync.loaded);
+  ASSERT_EQ(sync.colours.rows(), static_cast<int64_t>(sync.manifest.size()));
+  // The same table with the second image's row replaced by the first's.
+  std::vector<uint8_t> table = sync.colours.table();
+  std::copy(table.begin(), table.begin() + ColourIndex::kRowBytes,
+            table.begin() + ColourIndex::kRowBytes);
+  std::vector<uint64_t> ids;
+  for (const IndexedImage& m : sync.manifest) ids.push_back(m.id);
+  sync.colours.Assign(ids, table);
+  SaveSearchIndex(store.get(), sync);
+  const std::vector<std::string> problems = VerifyColourTable(*store);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("1 rows differ"), std::string::npos) << problems[0];
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, PersistedIndexTest,
                          ::testing::Values(VectorIndexKind::kFlat, VectorIndexKind::kIvfSq),
                          [](const auto& info) {

@@ -213,7 +213,8 @@ TEST_F(SearchIndexTest, ColourTableFollowsTheRecords) {
   ExpectColoursMatchStore(loaded);
   // An image is most like itself.
   const uint64_t id7 = store_->FindByPath("/img7")->id;
-  const std::vector<uint64_t> ids = loaded.colours.Search(colours_.at(id7), 3);
+  const std::vector<uint64_t> ids =
+      loaded.colours.Search(ColourIndex::Prepare(colours_.at(id7)), 3);
   ASSERT_EQ(ids.size(), 3u);
   EXPECT_EQ(ids[0], id7);
 
