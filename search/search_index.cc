@@ -522,7 +522,8 @@ std::string SearchIndexSync::Summary() const {
                       (words_built       ? " (built from the stored features)"
                        : words_converted ? " (moved out of the blob)"
                                          : "")
-                : "");
+                : "") +
+         (colours_added ? "; colour table added (colour candidates)" : "");
 }
 
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,

@@ -237,6 +237,7 @@ TEST_F(SearchIndexTest, ColourTableFollowsTheRecords) {
       UpdateSearchIndex(store_.get(), SearchVectors(*store_, Identity()), o);
   EXPECT_TRUE(upgraded.colours_added);
   EXPECT_TRUE(upgraded.changed());
+  EXPECT_NE(upgraded.Summary().find("colour table added"), std::string::npos) << upgraded.Summary();
   ExpectColoursMatchStore(upgraded);
   const SearchIndexSync after = SyncSearchIndex(*store_, SearchVectors(*store_, Identity()), o);
   EXPECT_TRUE(after.loaded);
