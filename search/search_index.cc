@@ -268,8 +268,8 @@ bool NeedsRetraining(const VectorIndexOptions& options, const VectorIndex& index
 
 // Step 3, done: a new index of kind `want` from the held index's own vectors
 // plus `to_add` (retrained = true).
-void Retrain(const Store& store, const SearchVectors& vectors, const VectorIndexOptions& options,
-             VectorIndexKind want, const std::vector<uint64_t>& to_add, SearchIndexSync* sync) {
+void Retrain(const SearchVectors& vectors, const VectorIndexOptions& options, VectorIndexKind want,
+             const std::vector<uint64_t>& to_add, SearchIndexSync* sync) {
   std::vector<int64_t> ids;
   std::vector<float> held;
   const VectorIndexKind have = sync->index->kind();
@@ -297,7 +297,7 @@ void Retrain(const Store& store, const SearchVectors& vectors, const VectorIndex
 }
 
 // Step 4: adds what is new or changed; the default nprobe follows the size.
-void AddFresh(const Store& store, const SearchVectors& vectors, const VectorIndexOptions& options,
+void AddFresh(const SearchVectors& vectors, const VectorIndexOptions& options,
               const std::vector<uint64_t>& to_add, SearchIndexSync* sync) {
   std::vector<float> fresh;
   for (size_t i = 0; i < to_add.size(); i += 4096) {
@@ -503,9 +503,9 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
   const int64_t n = static_cast<int64_t>(sync.manifest.size());
   const VectorIndexKind want = WantedKind(options, n, dim);
   if (NeedsRetraining(options, *sync.index, want, n))
-    Retrain(store, vectors, options, want, diff.to_add, &sync);
+    Retrain(vectors, options, want, diff.to_add, &sync);
   else
-    AddFresh(store, vectors, options, diff.to_add, &sync);
+    AddFresh(vectors, options, diff.to_add, &sync);
   SyncWords(store, writer, options, &diff.to_remove, &diff.to_add, &sync);
   return sync;
 }
