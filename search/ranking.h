@@ -99,6 +99,8 @@ class QueryRanking {
   // the query has a colour histogram and the database stores colour) or
   // word fusion (SetWordSimilarities gave any).
   bool fuses() const { return fuse_colour_ || !word_similarity_.empty(); }
+  // True when Fuse weighs colour (as above).
+  bool fuses_colour() const { return fuse_colour_; }
 
   // The word index's list for the query (id, a), for word fusion; a
   // candidate it does not list gets a = 0.

@@ -272,7 +272,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   // The colour candidates (the same for the expanded query: its colour is
   // the query's).
   const std::vector<uint64_t> by_colour =
-      opt.colour_candidates > 0 && opt.colour_weight > 0
+      opt.colour_candidates > 0 && ranking.fuses_colour()
           ? impl_->colours.Search(ColourIndex::Prepare(colour), opt.colour_candidates)
           : std::vector<uint64_t>();
   auto fused_list = [&](const float* q) {
