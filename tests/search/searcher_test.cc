@@ -335,11 +335,7 @@ TEST(SearcherColourTest, ColourCandidatesReachWhatVladRanksLow) {
   };
   const std::string target = dir + "/red.png";
   testing::WriteImage(target, red(7));
-  IndexOptions io;
-  io.image_dir = dir;
-  io.db_path = tmp / "db";
-  io.codebook.num_clusters = 16;
-  io.backend = Backend::kCpu;
+  const IndexOptions io = testing::SmallIndexOptions(dir, tmp / "db");
   ASSERT_EQ(BuildIndex(io, nullptr).indexed, 9);
   {
     // What `index` runs next: the persisted index, with its colour table.
