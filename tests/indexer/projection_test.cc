@@ -55,6 +55,14 @@ std::vector<float> MakeVectors(int64_t n, int64_t dim, uint64_t seed, int64_t ze
   return x;
 }
 
+// A 4-component projection learned from n of MakeVectors' dim-d vectors.
+ProjectionRecord SmallProjection(int64_t n, int64_t dim, uint64_t seed) {
+  const std::vector<float> x = MakeVectors(n, dim, seed);
+  ProjectionOptions o;
+  o.out_dim = 4;
+  return LearnProjection(x.data(), n, dim, o);
+}
+
 double Dot(const float* a, const float* b, int64_t dim) {
   double s = 0;
   for (int64_t j = 0; j < dim; ++j) s += double{a[j]} * b[j];
@@ -372,10 +380,7 @@ TEST(ProjectionStoreTest, DatabaseWithoutProjectionIsIdentity) {
 TEST(ProjectionStoreTest, ProjectionForAnotherModelIsRefused) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  const std::vector<float> x = MakeVectors(10, 32, 2);
-  ProjectionOptions o;
-  o.out_dim = 4;
-  const ProjectionRecord p = LearnProjection(x.data(), 10, 32, o);  // 32-d, model is 64-d
+  const ProjectionRecord p = SmallProjection(10, 32, 2);  // 32-d, model is 64-d
   Store::Create(db, SmallModel(), &p);
   auto store = Store::Open(db, Store::Mode::kReadOnly);
   EXPECT_THROW(store->GetProjection(), StoreError);
@@ -542,10 +547,7 @@ TEST(ProjectionPipelineTest, NoProjectionAskedNoneLearned) {
 TEST(ProjectionStoreTest, AddProjectionNeedsEveryImageOnceAndNoProjectionYet) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  const std::vector<float> x = MakeVectors(30, 64, 3);
-  ProjectionOptions po;
-  po.out_dim = 4;
-  const ProjectionRecord p = LearnProjection(x.data(), 30, 64, po);
+  const ProjectionRecord p = SmallProjection(30, 64, 3);
   auto store = Store::Create(db, SmallModel());
   ASSERT_EQ(store->vector_dim(), 0u);
   std::vector<uint64_t> ids;
