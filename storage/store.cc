@@ -74,7 +74,14 @@ Store::Store(std::string path, std::unique_ptr<Impl> impl)
     : path_(std::move(path)), impl_(std::move(impl)) {}
 
 Store::~Store() {
-  if (impl_ && impl_->db) impl_->db->Close().PermitUncheckedError();
+  if (!impl_ || !impl_->db) return;
+  // A writer leaves its last writes in SST files, not only in the write-ahead
+  // log: a read-only open (every search, info and serve) replays the whole log
+  // into a memtable, which at 100,000 images cost 0.2-0.35 s and 70 MB of
+  // every CLI query after a merge. Best effort: the log already makes the
+  // writes durable, and the next writer's open flushes what this one could not.
+  if (!impl_->read_only) impl_->db->Flush(rocksdb::FlushOptions()).PermitUncheckedError();
+  impl_->db->Close().PermitUncheckedError();
 }
 
 std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {

@@ -184,6 +184,8 @@ class Store {
   // kCorrupt (unreadable model).
   static std::unique_ptr<Store> Open(const std::string& path, Mode mode);
 
+  // Closes the database; a read-write store first flushes its memtables, so
+  // read-only opens do not replay the write-ahead log.
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;

@@ -246,6 +246,31 @@ TEST(StoreTest, CreateOpenRoundTrip) {
   }
 }
 
+// Every read-only open replays what the write-ahead log still holds; a writer
+// that closes must leave its writes in table files.
+TEST(StoreTest, ClosedWriterLeavesNoWriteAheadLogToReplay) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  auto log_bytes = [&] {
+    uintmax_t total = 0;
+    for (const auto& e : fs::directory_iterator(db))
+      if (e.path().extension() == ".log") total += fs::file_size(e.path());
+    return total;
+  };
+  { Store::Create(db, MakeModel(), nullptr, 2); }
+  {
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    for (uint64_t i = 0; i < 3; ++i) {
+      ImageRecord r = MakeRecord("/photos/" + std::to_string(i) + ".jpg", i);
+      const auto v = MakeVector(i);
+      store->PutImage(&r, v.data());
+    }
+    ASSERT_GT(log_bytes(), 0u) << "the writes must be in the log while the writer runs";
+  }
+  EXPECT_EQ(log_bytes(), 0u);
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->num_images(), 3u);
+}
+
 TEST(StoreTest, PutImageRefusesNonFiniteAndLeavesNothing) {
   TempDir tmp;
   const std::string db = tmp / "db";
