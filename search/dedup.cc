@@ -248,10 +248,11 @@ std::set<PairKey> IdenticalPairs(const std::vector<ImageRecord>& records) {
   return identical;
 }
 
-// The evidence of a searched pair from its two images' local features.
-void Verify(const LocalFeatures& first, const LocalFeatures& second, const VerifyOptions& options,
-            DedupPair* pair) {
-  const Verification v = VerifyPair(first, second, options);
+// The evidence of a searched pair from its two images' local features, the
+// first prepared for all its pairs.
+void Verify(const LocalFeatures& first, const PreparedQuery& prepared_first,
+            const LocalFeatures& second, DedupPair* pair) {
+  const Verification v = prepared_first.Verify(second);
   pair->matches = v.matches;
   pair->inliers = v.inliers;
   const int64_t fewer = std::min(first.num(), second.num());
@@ -262,7 +263,8 @@ void Verify(const LocalFeatures& first, const LocalFeatures& second, const Verif
 }
 
 // The candidate and identical pairs with their evidence, in key order: one
-// task per first image (its features are decoded once for all its pairs).
+// task per first image (its features are decoded and prepared once for all
+// its pairs).
 std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRecord>& records,
                                    const std::vector<PairKey>& keys,
                                    const std::map<PairKey, float>& candidates,
@@ -280,6 +282,7 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
   for (size_t t = 0; t < num_tasks; ++t) {
     try {
       std::optional<LocalFeatures> first;
+      std::optional<PreparedQuery> prepared_first;  // borrows `first`
       bool first_loaded = false;
       for (size_t p = task_begin[t]; p < task_begin[t + 1]; ++p) {
         const auto [a, b] = keys[p];
@@ -298,11 +301,12 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
           if (!first_loaded) {
             first_loaded = true;
             first = stored_features.Read(records[a].id, stored_features.matching_frame());
+            if (first) prepared_first.emplace(*first, options.verify);
           }
           if (first)
             if (const auto second =
                     stored_features.Read(records[b].id, stored_features.matching_frame()))
-              Verify(*first, *second, options.verify, &pair);
+              Verify(*first, *prepared_first, *second, &pair);
         }
         if (pair.identical) pair.score = 1;
         pair.duplicate = pair.identical ||

@@ -2,7 +2,7 @@
 // against an index of the search vectors (exact by default, or the
 // database's persisted approximate index), its k nearest neighbours are its
 // candidate pairs, each candidate pair is spatially verified with the stored
-// local features (VerifyPair, the verifier search re-ranks with), and
+// local features (PreparedQuery, the verifier search re-ranks with), and
 // verified pairs are joined into groups by connected components
 // (union-find). Byte-identical files (same content hash) are always grouped,
 // with or without features.
@@ -58,7 +58,11 @@ struct DedupOptions {
   // (DedupPair::spread), in [0, 1]: a shared logo, watermark or caption
   // verifies with dozens of inliers packed into a corner.
   float min_spread = 0.20f;
-  VerifyOptions verify;
+  // How a pair is verified: each image's features prepared once for all its
+  // pairs (PreparedQuery), matched in 32 principal components and fitted by
+  // LO-RANSAC; `--match-dims 0 --ransac classic` is the exact matching and
+  // classic RANSAC the thresholds above were first calibrated with.
+  VerifyOptions verify = CheaperVerifyOptions();
   // Threads for the neighbour search and verification; 0 = all hardware threads.
   int threads = 0;
   // Throws std::invalid_argument naming the offending field (as a CLI flag).
@@ -116,7 +120,7 @@ struct DedupResult {
   // 8-bit)", and its heap bytes.
   std::string index_description;
   int64_t index_bytes = 0;
-  double verify_seconds = 0;  // decoding features and VerifyPair
+  double verify_seconds = 0;  // decoding and verifying features
   // Candidate pairs left unverified because an image has no stored local
   // features (a database indexed before they were kept): never duplicates.
   int64_t num_unverified = 0;

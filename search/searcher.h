@@ -16,21 +16,6 @@
 
 namespace lookalike {
 
-// The verifier's settings for search: nearest neighbours searched in the
-// query's 32 principal components, the 4 nearest there re-scored exactly
-// (VerifyOptions::match_dims), and the homography fitted by LO-RANSAC
-// (RansacMethod::kUsac). Measured against exact matching and classic
-// RANSAC on the dev set with and without 10,000 distractors: the same or
-// better mAP, half the CPU per query (search/README.md, "Cheaper
-// verification").
-inline VerifyOptions SearchVerifyOptions() {
-  VerifyOptions v;
-  v.match_dims = 32;
-  v.match_shortlist = 4;
-  v.ransac = RansacMethod::kUsac;
-  return v;
-}
-
 struct SearchOptions {
   int k = 10;  // results per query; 1..100000
   Backend backend = Backend::kAuto;
@@ -74,7 +59,7 @@ struct SearchOptions {
   // needs rerank != 0. With colour fusion it still adds about 0.001 mAP on
   // every dev-set seed (search/README.md "Colour").
   int expansion = 5;
-  VerifyOptions verify = SearchVerifyOptions();
+  VerifyOptions verify = CheaperVerifyOptions();
   // Colour fusion: the top `colour_depth` VLAD results are ranked by their
   // global similarity b, which mixes in the colour similarity with a weight
   // of colour_weight x the robust spread of the VLAD similarities (formula

@@ -11,6 +11,7 @@
 #include "tools/flags.h"
 #include "tools/html_report.h"
 #include "tools/output.h"
+#include "tools/verify_flags.h"
 
 namespace lookalike {
 namespace {
@@ -65,6 +66,7 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
            "lists an ivfsq index visits per image (0 = as stored with the index; fewer is "
            "faster and may miss copies)");
   g->Value("min-inliers", &o->min_inliers, d.min_inliers, "RANSAC inliers a duplicate pair needs");
+  DeclareVerifyFlags(g, &o->verify, d.verify);
   g->Number("min-spread", &o->min_spread, d.min_spread,
             "share of one image's area the inliers' convex hull must cover (a shared logo or "
             "caption covers little)");

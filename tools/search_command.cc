@@ -8,6 +8,7 @@
 #include "tools/flags.h"
 #include "tools/html_report.h"
 #include "tools/output.h"
+#include "tools/verify_flags.h"
 
 namespace lookalike {
 namespace {
@@ -53,20 +54,7 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "RANSAC inliers a result needs to count as verified");
   g->Value("verify-keypoints", &o->verify_keypoints, d.verify_keypoints,
            "match at most the query's N strongest local features in verification (0 = all)");
-  g->Value("match-dims", &o->verify.match_dims, d.verify.match_dims,
-           "verification searches nearest neighbours in the query's N principal components, "
-           "re-scoring the closest exactly (0 = exact brute force)");
-  g->Text("ransac", d.verify.ransac == RansacMethod::kUsac ? "usac" : "classic",
-          "homography fit in verification: usac (LO-RANSAC, OpenCV's USAC) | classic (OpenCV's "
-          "RANSAC)",
-          [o](const std::string& v) {
-            if (v == "usac")
-              o->verify.ransac = RansacMethod::kUsac;
-            else if (v == "classic")
-              o->verify.ransac = RansacMethod::kClassic;
-            else
-              throw std::invalid_argument("--ransac must be usac or classic, got '" + v + "'");
-          });
+  DeclareVerifyFlags(g, &o->verify, d.verify);
   g->Value("expansion", &o->expansion, d.expansion,
            "query expansion from up to N verified results (0 = off)");
   g->Number("colour-weight", &o->colour_weight, d.colour_weight,

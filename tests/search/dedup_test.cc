@@ -187,6 +187,26 @@ TEST_F(DedupTest, CopiesFormExactlyTheExpectedGroups) {
   }
 }
 
+// The default verification (each image prepared once, 32 principal
+// components, LO-RANSAC) and the exact matching with classic RANSAC the
+// thresholds were first calibrated with give the same groups.
+TEST_F(DedupTest, CheaperAndExactVerificationGiveTheSameGroups) {
+  auto store = OpenStore();
+  const DedupOptions cheaper;
+  ASSERT_GT(cheaper.verify.match_dims, 0);
+  ASSERT_EQ(cheaper.verify.ransac, RansacMethod::kUsac);
+  DedupOptions exact;
+  exact.verify = VerifyOptions();
+  ASSERT_EQ(exact.verify.match_dims, 0);
+  const DedupResult c = FindDuplicates(*store, cheaper), e = FindDuplicates(*store, exact);
+  EXPECT_EQ(Groups(c), *expected_);
+  EXPECT_EQ(Groups(e), *expected_);
+  ASSERT_EQ(c.candidates.size(), e.candidates.size());
+  for (size_t i = 0; i < c.candidates.size(); ++i)
+    EXPECT_EQ(c.candidates[i].duplicate, e.candidates[i].duplicate)
+        << c.candidates[i].path_a << " / " << c.candidates[i].path_b;
+}
+
 TEST_F(DedupTest, DistinctImagesStaySingletons) {
   auto store = OpenStore();
   DedupOptions o;
