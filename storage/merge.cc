@@ -413,7 +413,7 @@ MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
   TestStopPoint("merge-tables-written");
   rocksdb::IngestExternalFileOptions io;
   io.move_files = true;  // hard links: the scratch folder is beside the database
-  const rocksdb::Status s = impl_->db->IngestExternalFile(files, io);
+  const rocksdb::Status s = impl_->Checked(impl_->db->IngestExternalFile(files, io));
   if (!s.ok()) throw IoError(path_, s, "ingest merged shards into");
   LoadMeta();
   summary.added = count - count_before;

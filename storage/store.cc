@@ -80,7 +80,10 @@ Store::~Store() {
   // into a memtable, which at 100,000 images cost 0.2-0.35 s and 70 MB of
   // every CLI query after a merge. Best effort: the log already makes the
   // writes durable, and the next writer's open flushes what this one could not.
-  if (!impl_->read_only) impl_->db->Flush(rocksdb::FlushOptions()).PermitUncheckedError();
+  // Not after a failed write (a full disk): RocksDB then stops writing, and
+  // a flush would trip over the failed log file.
+  if (!impl_->read_only && !impl_->write_failed)
+    impl_->db->Flush(rocksdb::FlushOptions()).PermitUncheckedError();
   impl_->db->Close().PermitUncheckedError();
 }
 
@@ -388,7 +391,7 @@ void Store::PutSearchIndex(const std::string& blob, const WordIndexCommit* words
     }
     batch.DeleteRange(from, "w:t");
   }
-  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
 }
 
@@ -435,7 +438,7 @@ void Store::PutWordLists(uint32_t segment,
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   rocksdb::WriteBatch batch;
   for (const auto& [word, value] : lists) batch.Put(WordListKey(segment, word), WithXxh3(value));
-  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
 }
 
@@ -510,7 +513,7 @@ void Store::WriteImage(const ImageRecord& record, const float* vector, const std
   else
     PutFeatures(&batch, FeaturesKey(record.id), features, hash_kind_);
   batch.Put(PathKey(record.path), EncodeU64(record.id));
-  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
   next_id_ = next_id;
   num_images_ = count;
@@ -555,7 +558,7 @@ void Store::AddProjection(const ProjectionRecord& projection, const std::vector<
     ++totals.generation;
     batch.Put(kTotalsKey, EncodeTotals(totals));
   }
-  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
   vector_dim_ = dim;
   totals_ = totals;
@@ -565,7 +568,8 @@ void Store::RaiseNextId(uint64_t next_id) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   if (next_id <= next_id_) return;
-  const rocksdb::Status s = impl_->db->Put(rocksdb::WriteOptions(), kNextIdKey, EncodeU64(next_id));
+  const rocksdb::Status s =
+      impl_->Checked(impl_->db->Put(rocksdb::WriteOptions(), kNextIdKey, EncodeU64(next_id)));
   if (!s.ok()) throw IoError(path_, s, "write to");
   next_id_ = next_id;
 }
@@ -580,7 +584,7 @@ void Store::UpdateRecord(const ImageRecord& record) {
     batch.Put(kTotalsKey, EncodeTotals(totals));
   }
   batch.Put(ImageKey(record.id), EncodeRecord(record, stores_colour()));
-  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
   totals_ = totals;
 }
@@ -600,7 +604,7 @@ void Store::RemoveImage(const ImageRecord& record) {
   batch.Delete(FeaturesKey(record.id));
   batch.Delete(PathKey(record.path));
   batch.Put(kCountKey, EncodeU64(num_images_ - 1));
-  const rocksdb::Status s = impl_->db->Write(rocksdb::WriteOptions(), &batch);
+  const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
   --num_images_;
   totals_ = totals;

@@ -5,6 +5,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
 #include <filesystem>
 #include <memory>
@@ -18,6 +19,20 @@ namespace lookalike {
 struct Store::Impl {
   std::unique_ptr<rocksdb::DB> db;
   bool read_only = false;
+  // A write failed (a full disk, an I/O error): RocksDB stops writing, and
+  // ~Store must not flush on top of the failed log file.
+  bool write_failed = false;
+
+  // Every write of the store goes through here, so a failure is remembered.
+  rocksdb::Status Write(rocksdb::WriteBatch* batch) {
+    const rocksdb::Status s = db->Write(rocksdb::WriteOptions(), batch);
+    if (!s.ok()) write_failed = true;
+    return s;
+  }
+  rocksdb::Status Checked(const rocksdb::Status& s) {
+    if (!s.ok()) write_failed = true;
+    return s;
+  }
 
   std::optional<std::string> Get(const std::string& key) const {
     std::string value;
