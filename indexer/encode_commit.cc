@@ -51,10 +51,18 @@ void BatchCommitter::Add(ProcessedFile&& p) {
     return;
   }
   if (p.touched_only) {
-    ImageRecord updated = *p.existing;
-    updated.mtime_ns = p.record.mtime_ns;
-    store_->UpdateRecord(updated);
-    ++summary_->touched;
+    if (p.record.mtime_ns != p.existing->mtime_ns) {
+      ImageRecord updated = *p.existing;
+      updated.mtime_ns = p.record.mtime_ns;
+      store_->UpdateRecord(updated);
+      ++summary_->touched;
+    } else {
+      ++summary_->unchanged;  // listed for its thumbnail only
+    }
+    if (!p.thumbnail.empty()) {
+      store_->PutThumbnail(p.existing->id, p.thumbnail);
+      ++summary_->thumbnails_added;
+    }
     Progress();
     return;
   }
@@ -108,7 +116,10 @@ void BatchCommitter::Commit(const ProcessedFile& p, const float* vlad) {
   ImageRecord record = p.record;
   record.id = p.existing ? p.existing->id : 0;
   record.status = p.descriptors.num == 0 ? ImageStatus::kNoFeatures : ImageStatus::kOk;
-  store_->PutImage(&record, vlad, p.features);
+  // Older layouts are written as they are (no thumbnails), for the builds
+  // that read them.
+  const bool keeps_thumbnails = store_->schema_version() >= kSchemaVersion;
+  store_->PutImage(&record, vlad, p.features, keeps_thumbnails ? p.thumbnail : std::string());
   ++summary_->indexed;
   if (observer_) observer_->OnCommitted(record);
   if (p.descriptors.num == 0) {

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "indexer/grey_thumbnail.h"
 #include "util/timing.h"
 
 namespace lookalike {
@@ -32,6 +33,7 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
   p->record.width = loaded.image->original_width;
   p->record.height = loaded.image->original_height;
   p->record.colour = std::move(loaded.image->colour);
+  p->thumbnail = EncodeGreyThumbnail(MakeGreyThumbnail(loaded.image->gray, kThumbnailSide));
   p->descriptors = extractor->Extract(loaded.image->gray);
   p->record.num_descriptors = static_cast<uint32_t>(p->descriptors.num);
   p->frame_width = static_cast<uint32_t>(loaded.image->gray.width);
@@ -82,6 +84,13 @@ ProcessedFile ProcessFile(const FileTask& task, size_t index, const FileProcessi
   if (task.existing && task.existing->content_hash == p.record.content_hash &&
       task.existing->size_bytes == p.record.size_bytes) {
     p.touched_only = true;  // stage times count only files that are decoded
+    if (task.needs_thumbnail) {
+      // Decoded for its thumbnail only; a file that no longer decodes keeps
+      // its record and goes without (its next change re-indexes it).
+      LoadResult loaded = DecodeImageBytes(task.path, read.bytes, how.max_side, how.limits);
+      if (loaded.image)
+        p.thumbnail = EncodeGreyThumbnail(MakeGreyThumbnail(loaded.image->gray, kThumbnailSide));
+    }
     return p;
   }
   p.read_seconds = SecondsBetween(t0, t_read);

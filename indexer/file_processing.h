@@ -21,6 +21,9 @@ namespace lookalike {
 struct FileTask {
   std::string path;
   std::optional<ImageRecord> existing;
+  // The stored image has no thumbnail (indexed before they were kept): when
+  // the file still holds the same bytes it is decoded for one, not extracted.
+  bool needs_thumbnail = false;
 };
 
 // One file after reading, decoding and extraction (or its error).
@@ -32,7 +35,8 @@ struct ProcessedFile {
   bool touched_only = false;  // same content as the stored record: nothing to encode
   ImageRecord record;         // size, mtime, content hash, dimensions, colour
   Descriptors descriptors;
-  std::string features;                        // EncodeLocalFeatures blob, empty without keypoints
+  std::string features;   // EncodeLocalFeatures blob, empty without keypoints
+  std::string thumbnail;  // EncodeGreyThumbnail blob (grey_thumbnail.h); empty if not decoded
   uint32_t frame_width = 0, frame_height = 0;  // the downscaled frame keypoints live in
   double read_decode_seconds = 0;
   double read_seconds = 0;    // part of read_decode_seconds

@@ -112,6 +112,7 @@ ImageEncoder::Result ImageEncoder::Encode(const std::string& path, LoadResult lo
     return result;
   }
   result.colour = std::move(loaded.image->colour);
+  result.thumbnail = MakeGreyThumbnail(loaded.image->gray, kQueryThumbnailSide);
   const Descriptors d = extractor_->Extract(loaded.image->gray);
   result.num_descriptors = d.num;
   result.features = MakeLocalFeatures(d, static_cast<uint32_t>(loaded.image->gray.width),

@@ -10,6 +10,7 @@
 
 #include "indexer/codebook.h"
 #include "indexer/extractor.h"
+#include "indexer/grey_thumbnail.h"
 #include "indexer/image_file.h"
 #include "indexer/local_features.h"
 #include "indexer/vlad.h"
@@ -58,6 +59,7 @@ class ImageEncoder {
     int64_t num_descriptors = 0;
     LocalFeatures features;       // for spatial verification
     std::vector<uint8_t> colour;  // colour histogram (indexer/colour.h)
+    GreyThumbnail thumbnail;      // kQueryThumbnailSide (indexer/grey_thumbnail.h)
     std::optional<FileError> error;
   };
   Result EncodeFile(const std::string& path, const ImageFileLimits& limits);

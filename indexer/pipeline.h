@@ -75,11 +75,14 @@ struct StageTimes {
 };
 
 struct IndexSummary {
-  bool created = false;                    // a new database was created
-  int64_t listed = 0;                      // candidate image files found
-  int64_t indexed = 0;                     // new or changed files encoded and stored
-  int64_t unchanged = 0;                   // skipped without decoding (same size and mtime)
-  int64_t touched = 0;                     // mtime changed, same content hash: record updated only
+  bool created = false;   // a new database was created
+  int64_t listed = 0;     // candidate image files found
+  int64_t indexed = 0;    // new or changed files encoded and stored
+  int64_t unchanged = 0;  // skipped without decoding (same size and mtime)
+  int64_t touched = 0;    // mtime changed, same content hash: record updated only
+  // Images stored before thumbnails were kept whose file (same bytes) was
+  // decoded for one (indexer/grey_thumbnail.h); not counted as indexed.
+  int64_t thumbnails_added = 0;
   int64_t removed = 0;                     // records of files that disappeared
   int64_t no_features = 0;                 // stored as zero vectors (subset of indexed)
   int64_t ignored = 0;                     // non-image files in the folder

@@ -1,18 +1,30 @@
 #include "indexer/update_plan.h"
 
 #include <set>
+#include <unordered_set>
 
 namespace lookalike {
 
 UpdatePlan PlanUpdate(const WalkResult& walk, const std::string& root, const Store& store,
                       std::unordered_map<std::string, ProcessedFile>* reusable) {
   UpdatePlan plan;
+  // Images stored before thumbnails were kept (schema 3 only: older layouts
+  // are written as they are, for the builds that read them).
+  const bool keeps_thumbnails = store.schema_version() >= kSchemaVersion;
+  std::unordered_set<uint64_t> with_thumbnail;
+  if (keeps_thumbnails)
+    for (uint64_t id : store.IdsWithThumbnails()) with_thumbnail.insert(id);
   for (const std::string& path : walk.files) {
     std::optional<ImageRecord> existing = store.FindByPath(path);
+    const bool needs_thumbnail =
+        existing && keeps_thumbnails && !with_thumbnail.count(existing->id);
     if (existing) {
       const auto st = StatFile(path);
       if (st && st->size_bytes == existing->size_bytes && st->mtime_ns == existing->mtime_ns) {
-        ++plan.unchanged;
+        if (needs_thumbnail)
+          plan.tasks.push_back(FileTask{path, std::move(existing), true});
+        else
+          ++plan.unchanged;
         continue;
       }
     }
@@ -22,7 +34,7 @@ UpdatePlan PlanUpdate(const WalkResult& walk, const std::string& root, const Sto
       plan.ready.push_back(std::move(it->second));
       reusable->erase(it);
     } else {
-      plan.tasks.push_back(FileTask{path, std::move(existing)});
+      plan.tasks.push_back(FileTask{path, std::move(existing), needs_thumbnail});
     }
   }
   reusable->clear();

@@ -18,7 +18,9 @@ struct UpdatePlan {
   std::vector<FileTask> tasks;       // new or changed files to read and encode
   std::vector<ProcessedFile> ready;  // training results reused as they are
   std::vector<ImageRecord> gone;     // records under the folder whose file is gone
-  int64_t unchanged = 0;             // same size and mtime as stored: skipped unread
+  // Same size and mtime as stored: skipped unread (unless the image still
+  // needs a thumbnail: then a task with FileTask::needs_thumbnail).
+  int64_t unchanged = 0;
   int64_t num_to_encode() const { return static_cast<int64_t>(tasks.size() + ready.size()); }
 };
 

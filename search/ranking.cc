@@ -10,6 +10,7 @@
 
 #include "indexer/colour.h"
 #include "search/searcher.h"
+#include "storage/encoding.h"
 
 namespace lookalike {
 namespace {
@@ -57,7 +58,7 @@ float CombinedScore(float base, int inliers) {
 QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_features,
                            const SearchVectors& vectors, const SearchOptions& options,
                            const LocalFeatures& features, const std::vector<uint8_t>& colour,
-                           const ColourIndex* colours)
+                           const ColourIndex* colours, const GreyThumbnail& thumbnail)
     : store_(store),
       stored_features_(stored_features),
       vectors_(vectors),
@@ -68,6 +69,8 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
   fuse_colour_ = options.colour_weight > 0 && options.colour_depth > 0 && !colour.empty() &&
                  store.stores_colour();
   if (fuse_colour_ && colours_) colour_query_ = ColourIndex::Prepare(colour);
+  if (options.thumbnail_weight > 0 && options.thumbnail_depth > 0 && !thumbnail.empty())
+    thumbnails_.emplace(thumbnail);
   rerank_ = options.rerank != 0 && features.num() >= 5;
   if (!rerank_) return;
   verified_.emplace(
@@ -151,6 +154,42 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
     c.score = c.base;
     const int n = inliers(c.id);
     if (n >= options_.min_inliers) c.score = std::clamp(CombinedScore(c.base, n), -1.0f, 1.0f);
+  }
+  SortByScore(list);
+}
+
+void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uint64_t>& also) {
+  assert(thumbnails_);  // correlates()
+  std::vector<uint64_t> todo;
+  auto queue = [&](uint64_t id) {
+    if (thumbnail_of_.emplace(id, -1.0f).second) todo.push_back(id);
+  };
+  const size_t depth =
+      std::min<size_t>(list->size(), static_cast<size_t>(options_.thumbnail_depth));
+  for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
+  for (uint64_t id : also) queue(id);
+  const std::vector<std::optional<std::string>> stored = store_.GetThumbnails(todo);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (!stored[i]) continue;
+    GreyThumbnail t;
+    try {
+      t = DecodeGreyThumbnail(*stored[i]);
+    } catch (const encoding::CorruptValue& e) {
+      throw StoreError(StoreError::Kind::kCorrupt, "database " + store_.path() + ": image id " +
+                                                       std::to_string(todo[i]) + ": " + e.what() +
+                                                       "; run `lookalike verify`");
+    }
+    thumbnail_of_[todo[i]] = thumbnails_->Match(t);
+  }
+  const float weight = options_.thumbnail_weight;
+  for (Candidate& c : *list) {
+    const auto it = thumbnail_of_.find(c.id);
+    if (it == thumbnail_of_.end()) continue;
+    c.thumbnail = it->second;
+    if (Verified(c.id) || c.thumbnail <= kThumbnailThreshold) continue;
+    const float evidence =
+        weight * (c.thumbnail - kThumbnailThreshold) / (1.0f - kThumbnailThreshold);
+    c.score = std::clamp(1.0f - (1.0f - c.score) * (1.0f - evidence), -1.0f, 1.0f);
   }
   SortByScore(list);
 }

@@ -8,7 +8,10 @@
 //                    the query's local features and re-orders by the score;
 //   3. Expand        averages the query with its verified results (average
 //                    query expansion); the searcher searches that vector
-//                    again and runs steps 1 and 2 on the new short list.
+//                    again and runs steps 1 and 2 on the new short list;
+//   4. Correlate     raises the unverified candidates whose thumbnail
+//                    correlates with the query's (the first
+//                    thumbnail_depth and the colour candidates).
 //
 // The score (Hit::score), documented here once:
 //
@@ -40,9 +43,18 @@
 //          descriptors: indexer/README.md, "Compact features");
 //   g      = inliers / (inliers + 20), the spatial evidence of a verified
 //          candidate (RANSAC inliers >= min_inliers; Hit::inliers);
+//   t      best correlation of the query's thumbnail with the candidate's,
+//          the query placed as a crop (search/thumbnail_match.h), [-1, 1];
+//          only for candidates stored with a thumbnail (Hit::thumbnail);
+//   h      = thumbnail_weight x (t - T) / (1 - T) for t > T =
+//          kThumbnailThreshold (0.86), else 0: the evidence of a
+//          correlation no unrelated image reaches on the dev set's copies
+//          (search/README.md, "Thumbnail correlation");
 //   score  = 1 - (1 - b)(1 - g) for a verified candidate, clamped to [-1, 1],
-//          else b: a noisy-or of the two, so it equals b without evidence,
-//          rises with the inliers, and is (close to) 1 for the image itself.
+//          else 1 - (1 - b)(1 - h): a noisy-or of the global similarity and
+//          the evidence, so it equals b without evidence, rises with the
+//          inliers (or the correlation), and is (close to) 1 for the image
+//          itself.
 #pragma once
 
 #include <cstdint>
@@ -51,9 +63,11 @@
 #include <utility>
 #include <vector>
 
+#include "indexer/grey_thumbnail.h"
 #include "indexer/local_features.h"
 #include "indexer/search_vectors.h"
 #include "search/colour_index.h"
+#include "search/thumbnail_match.h"
 #include "search/verifier.h"
 #include "storage/store.h"
 
@@ -64,6 +78,14 @@ struct SearchOptions;
 // The colour weight's unit when a short list has too few candidates (or too
 // little variation) for a spread: the typical spread of full-VLAD similarities.
 inline constexpr float kDefaultSimilaritySpread = 0.02f;
+
+// The thumbnail correlation T above which a candidate gains evidence (h).
+// Chosen with thumbnail_weight by the tune half's mAP summed over the
+// distractor curve (97 to 10,097 images): lower lets the generic layout of
+// outdoor photos (sky over a building correlates at 0.85-0.91) outrank
+// other views of a scene; higher loses tiny copies at 0.87-0.92
+// (search/README.md, "Thumbnail correlation").
+inline constexpr float kThumbnailThreshold = 0.86f;
 
 // The noisy-or score of a verified candidate: 1 - (1 - base)(1 - g) with
 // g = inliers / (inliers + 20) (see above; not clamped here).
@@ -77,6 +99,7 @@ struct Candidate {
   float base = 0;        // b
   float score = 0;       // b, or the noisy-or once verified
   float words = -1;      // a; -1 = word fusion not used
+  float thumbnail = -1;  // t; -1 = not compared (or no stored thumbnail)
 };
 
 // The ranking state of one query: the query's features and colour, and what
@@ -89,11 +112,13 @@ class QueryRanking {
  public:
   // `options` must have passed SearchOptions::Validate (Searcher::Open).
   // `colours` (may be null) gives candidates' colour without reading their
-  // records.
+  // records. `thumbnail`: the query's (kQueryThumbnailSide; copied), empty =
+  // no correlation.
   QueryRanking(const Store& store, const FeatureReader& stored_features,
                const SearchVectors& vectors, const SearchOptions& options,
                const LocalFeatures& features, const std::vector<uint8_t>& colour,
-               const ColourIndex* colours = nullptr);
+               const ColourIndex* colours = nullptr,
+               const GreyThumbnail& thumbnail = GreyThumbnail());
 
   // True when Fuse changes the order: colour fusion (weight and depth > 0,
   // the query has a colour histogram and the database stores colour) or
@@ -133,6 +158,19 @@ class QueryRanking {
   bool Expand(const float* query, const std::vector<Candidate>& list,
               std::vector<float>* expanded) const;
 
+  // True when Correlate runs: thumbnail_weight and thumbnail_depth > 0 and
+  // the query has a thumbnail.
+  bool correlates() const { return thumbnails_.has_value(); }
+
+  // Step 4: correlates the thumbnails of the first thumbnail_depth
+  // candidates of `list` and of those of `also` (the colour candidates),
+  // each read once per query (one MultiGet a call), then raises every
+  // unverified candidate's score by its evidence h (noisy-or, see above) and
+  // stable-sorts by score. Run it after the last Rerank: Rerank recomputes
+  // scores from b. Only when correlates(). Throws StoreError (a corrupt
+  // thumbnail).
+  void Correlate(std::vector<Candidate>* list, const std::vector<uint64_t>& also);
+
   // RANSAC inliers of a verified candidate; -1 = not verified (or no stored
   // features).
   int inliers(uint64_t id) const;
@@ -160,6 +198,8 @@ class QueryRanking {
   std::unordered_map<uint64_t, float> colour_of_;        // id -> c
   std::unordered_map<uint64_t, float> word_similarity_;  // id -> a
   std::unordered_map<uint64_t, int> inliers_of_;         // id -> inliers (-1: no stored features)
+  std::optional<ThumbnailMatcher> thumbnails_;           // the query's; only when correlates()
+  std::unordered_map<uint64_t, float> thumbnail_of_;     // id -> t (-1: no stored thumbnail)
 };
 
 }  // namespace lookalike

@@ -52,6 +52,12 @@ void SearchOptions::Validate() const {
   if (colour_depth < 0 || colour_depth > 100000)
     throw std::invalid_argument("--colour-depth must be in 0..100000, got " +
                                 std::to_string(colour_depth));
+  if (!(thumbnail_weight >= 0 && thumbnail_weight <= 1))
+    throw std::invalid_argument("--thumbnail-weight must be in [0, 1], got " +
+                                std::to_string(thumbnail_weight));
+  if (thumbnail_depth < 0 || thumbnail_depth > 10000)
+    throw std::invalid_argument("--thumbnail-depth must be in 0..10000, got " +
+                                std::to_string(thumbnail_depth));
   if (colour_candidates < 0 || colour_candidates > 10000)
     throw std::invalid_argument("--colour-candidates must be in 0..10000, got " +
                                 std::to_string(colour_candidates));
@@ -238,12 +244,13 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors, int6
 }
 
 std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& features,
-                                       const std::vector<uint8_t>& colour) const {
+                                       const std::vector<uint8_t>& colour,
+                                       const GreyThumbnail& thumbnail) const {
   const SearchOptions& opt = impl_->options;
   const int64_t n_index = impl_->index->ntotal();
   if (n_index == 0) return {};
   QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour,
-                       impl_->colours.rows() > 0 ? &impl_->colours : nullptr);
+                       impl_->colours.rows() > 0 ? &impl_->colours : nullptr, thumbnail);
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
   // The word index's list: its head is verified (and added to the short list
   // if VLAD missed it); its similarities take part in the fusion.
@@ -293,6 +300,9 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       ranking.Rerank(&list, rerank_depth, head);
     }
   }
+  // After verification, which judges what it can; the colour candidates are
+  // where a copy too small to verify still ranks high.
+  if (ranking.correlates()) ranking.Correlate(&list, by_colour);
   // The first k candidates' records in one read; a candidate a writer removed
   // since the index was loaded is dropped and the next one read.
   std::vector<uint64_t> first;
@@ -310,7 +320,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       path = std::move(records[i]->path);
     if (path)
       hits.push_back(Hit{c.id, std::move(*path), c.score, c.similarity, ranking.inliers(c.id),
-                         c.colour, c.words});
+                         c.colour, c.words, c.thumbnail});
   }
   return hits;
 }
@@ -321,7 +331,8 @@ std::vector<QueryResult> Searcher::SearchFiles(const std::vector<std::string>& q
     const auto start = std::chrono::steady_clock::now();
     results[i].query = queries[i];
     ImageEncoder::Result enc = impl_->encoder->EncodeFile(queries[i], impl_->options.limits);
-    if (!enc.error) results[i].hits = SearchQuery(enc.vlad.data(), enc.features, enc.colour);
+    if (!enc.error)
+      results[i].hits = SearchQuery(enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
     results[i].error = std::move(enc.error);
     results[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

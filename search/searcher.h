@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "indexer/grey_thumbnail.h"
 #include "indexer/image_file.h"
 #include "indexer/vlad.h"
 #include "search/vector_index.h"
@@ -83,6 +84,18 @@ struct SearchOptions {
   // view of the same place keeps when its global statistics drown among
   // thousands of images. 0 = off; off by itself without a word index.
   float word_weight = 7.0f;
+  // Thumbnail correlation (search/thumbnail_match.h): an unverified
+  // candidate whose stored thumbnail correlates with the query's above
+  // kThumbnailThreshold has its score raised by that evidence, weighted by
+  // thumbnail_weight (search/ranking.h, "t"). It finds tiny, blurred,
+  // cropped copies that keep too few local features to verify; chosen on the
+  // tune half of the dev set over the distractor curve (search/README.md,
+  // "Thumbnail correlation"). In [0, 1]; 0 = off. Off by itself for images
+  // stored without a thumbnail.
+  float thumbnail_weight = 0.7f;
+  // ... for the first thumbnail_depth candidates of the ranked list and the
+  // colour candidates, 0..10000.
+  int thumbnail_depth = 100;
   // Threads for verification; 0 = all hardware threads.
   int threads = 0;
   // Search index: the persisted one is used (reconciled in memory if stale);
@@ -134,6 +147,9 @@ struct Hit {
   // Word-index similarity with the query over the query's best, [0, 1];
   // -1 = not used.
   float words = -1;
+  // Thumbnail correlation with the query, [-1, 1]; -1 also when not compared
+  // (search/thumbnail_match.h).
+  float thumbnail = -1;
 };
 
 struct QueryResult {
@@ -166,9 +182,11 @@ class Searcher {
   // Top k for one encoded query: the VLAD short list, then the ranking steps
   // of search/ranking.h (colour fusion, re-ranking, query expansion) as the
   // options say. `colour` is the query's colour histogram (empty: no colour
-  // fusion). Throws StoreError on corrupt stored features.
+  // fusion), `thumbnail` its kQueryThumbnailSide thumbnail (empty: no
+  // thumbnail correlation). Throws StoreError on corrupt stored features.
   std::vector<Hit> SearchQuery(const float* vlad, const LocalFeatures& features,
-                               const std::vector<uint8_t>& colour = {}) const;
+                               const std::vector<uint8_t>& colour = {},
+                               const GreyThumbnail& thumbnail = GreyThumbnail()) const;
 
   int64_t num_indexed() const;       // vectors in the search index
   int64_t num_zero_vectors() const;  // images without features (never returned)

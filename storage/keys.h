@@ -35,8 +35,13 @@
 //   f:<id BE64>         local features for spatial verification (an opaque
 //                       blob the indexer encodes), u64 hash of the blob;
 //                       optional per image
-// Big-endian ids make byte order equal numeric order, so i:, v: and f: scan
-// in id order.
+//   t:<id BE64>         thumbnail (a small grey image, an opaque blob the
+//                       indexer encodes, ~2 KiB), u64 hash of the blob;
+//                       optional per image: written by builds from
+//                       2026-11-27 on; an image indexed earlier has none
+//                       until an `index` run adds it from its file
+// Big-endian ids make byte order equal numeric order, so i:, v:, f: and t:
+// scan in id order.
 //
 // Format history (Store::Open reads every version from kOldestSchemaVersion):
 //   schema 1  per-image hashes ("hash" above, ImageRecord::content_hash) are
@@ -61,6 +66,10 @@
 //             colour histogram (4 bits a bin, 144 bytes), which a query
 //             scans for colour candidates without reading a record
 //             (search/colour_index.h).
+//   thumbnails (2026-11-27, any schema, no schema bump): t:<id> holds each
+//             image's thumbnail, checksummed like f:; as with the w: keys,
+//             older databases simply lack them and older builds never read
+//             them (merge in an older build refuses a shard holding t: keys).
 //   In all, the model, PCA and search index values are checked with FNV-1a
 //   (the word index's w: values with XXH3-64).
 //   The model value gained min_keypoints and a trailing FNV-1a of the whole
@@ -120,6 +129,10 @@ inline std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(i
 inline std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(id); }
 inline std::string PathKey(const std::string& path) { return "p:" + path; }
 inline std::string FeaturesKey(uint64_t id) { return "f:" + encoding::BigEndian64(id); }
+inline constexpr char kThumbnailPrefix[] = "t:";
+inline std::string ThumbnailKey(uint64_t id) {
+  return kThumbnailPrefix + encoding::BigEndian64(id);
+}
 
 // Every key space above, as `merge` (merge.cc) must treat it. Each key is
 // "<letter>:..."; a space this table does not name makes merge fail rather
@@ -129,7 +142,7 @@ enum class KeySpace {
   kCounter,      // m:next_id, m:count, m:totals: recomputed for the result
   kDerived,      // m:xindex, x:<chunk>, w:...: rebuilt from the records afterwards
   kImageRecord,  // i:<id BE64>: copied with the id re-mapped in key and value
-  kImageValue,   // v:, f: <id BE64>: copied with the id re-mapped in the key
+  kImageValue,   // v:, f:, t: <id BE64>: copied with the id re-mapped in the key
   kPath,         // p:<path>: copied with the id in its value re-mapped
 };
 
@@ -143,6 +156,7 @@ inline KeySpace KeySpaceOf(const std::string& key, bool* known) {
         return KeySpace::kImageRecord;
       case 'v':
       case 'f':
+      case 't':
         return KeySpace::kImageValue;
       case 'p':
         return KeySpace::kPath;

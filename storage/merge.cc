@@ -178,7 +178,7 @@ struct MergeInputs {
   std::vector<uint64_t> offset;  // shard s's id x becomes offset[s] + x
 };
 
-// The i: or (image value) v:/f: keys of `prefix` of every merged shard, ids
+// The i: or (image value) v:/f:/t: keys of `prefix` of every merged shard, ids
 // re-mapped in key (and record); records are counted into `totals`, `count`.
 void CopyImageKeys(const std::string& prefix, KeySpace space, const MergeInputs& in,
                    bool with_colour, TableFiles* tables, ImageTotals* totals, uint64_t* count) {
@@ -382,7 +382,7 @@ MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
   ImageTotals totals = totals_;
   const uint64_t count_before = num_images_;
   uint64_t count = num_images_;
-  // In key order: "f:" < "i:" < "m:" < "p:" < "v:" < "x:". Every database
+  // In key order: "f:" < "i:" < "m:" < "p:" < "t:" < "v:" < "x:". Every database
   // has m: keys (m:schema), so the counters are always written.
   for (const std::string& prefix : prefixes) {
     bool known = false;

@@ -457,7 +457,7 @@ std::optional<std::string> Store::GetFeatures(uint64_t id) const {
   auto value = impl_->Get(FeaturesKey(id));
   if (!value) return std::nullopt;
   try {
-    value->resize(CheckFeatures(*value, hash_kind_));
+    value->resize(CheckImageBlob(value->data(), value->size(), hash_kind_, kFeaturesWhat));
     return std::move(*value);
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": image id " +
@@ -466,11 +466,73 @@ std::optional<std::string> Store::GetFeatures(uint64_t id) const {
   }
 }
 
-void Store::PutImage(ImageRecord* record, const float* vector, const std::string& features) {
+std::vector<std::optional<std::string>> Store::GetThumbnails(
+    const std::vector<uint64_t>& ids) const {
+  std::vector<std::string> keys(ids.size());
+  std::vector<rocksdb::Slice> slices(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    keys[i] = ThumbnailKey(ids[i]);
+    slices[i] = keys[i];
+  }
+  std::vector<rocksdb::PinnableSlice> values(ids.size());
+  std::vector<rocksdb::Status> statuses(ids.size());
+  impl_->db->MultiGet(rocksdb::ReadOptions(), impl_->db->DefaultColumnFamily(), ids.size(),
+                      slices.data(), values.data(), statuses.data());
+  std::vector<std::optional<std::string>> out(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) throw IoError(path_, statuses[i], "read the thumbnails of");
+    try {
+      out[i].emplace(values[i].data(), CheckImageBlob(values[i].data(), values[i].size(),
+                                                      hash_kind_, kThumbnailWhat));
+    } catch (const encoding::CorruptValue& e) {
+      throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": image id " +
+                                                       std::to_string(ids[i]) + ": " + e.what() +
+                                                       "; run `lookalike verify`");
+    }
+  }
+  return out;
+}
+
+void Store::PutThumbnail(uint64_t id, const std::string& thumbnail) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  if (thumbnail.empty())
+    throw std::invalid_argument("refusing to store an empty thumbnail for image id " +
+                                std::to_string(id));
+  if (!impl_->Get(ImageKey(id)))
+    throw std::invalid_argument("cannot store a thumbnail for image id " + std::to_string(id) +
+                                ": database " + path_ + " holds no such image");
+  rocksdb::WriteBatch batch;
+  PutImageBlob(&batch, ThumbnailKey(id), thumbnail, hash_kind_);
+  const rocksdb::Status s = impl_->Write(&batch);
+  if (!s.ok()) throw IoError(path_, s, "write to");
+}
+
+std::vector<uint64_t> Store::IdsWithThumbnails() const {
+  const std::string upper = "t;";  // every key of "t:" sorts before it
+  const rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(ro));
+  std::vector<uint64_t> ids;
+  for (it->Seek(kThumbnailPrefix); it->Valid(); it->Next()) {
+    if (it->key().size() != 10)
+      throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": malformed key " +
+                                                       it->key().ToString(true) +
+                                                       "; run `lookalike verify`");
+    ids.push_back(encoding::ParseBigEndian64(it->key().data() + 2));
+  }
+  if (!it->status().ok()) throw IoError(path_, it->status(), "read the thumbnails of");
+  return ids;
+}
+
+void Store::PutImage(ImageRecord* record, const float* vector, const std::string& features,
+                     const std::string& thumbnail) {
   const bool is_new = record->id == 0;
   if (is_new) record->id = next_id_;
   try {
-    WriteImage(*record, vector, features,
+    WriteImage(*record, vector, features, thumbnail,
                !is_new && has_totals_ ? FindById(record->id) : std::nullopt, is_new);
   } catch (...) {
     if (is_new) record->id = 0;
@@ -479,15 +541,16 @@ void Store::PutImage(ImageRecord* record, const float* vector, const std::string
 }
 
 void Store::PutImageWithId(const ImageRecord& record, const float* vector,
-                           const std::string& features) {
+                           const std::string& features, const std::string& thumbnail) {
   if (record.id == 0)
     throw StoreError(StoreError::Kind::kIo, "cannot store " + record.path + " under id 0");
   const std::optional<ImageRecord> before = FindById(record.id);
-  WriteImage(record, vector, features, before, !before);
+  WriteImage(record, vector, features, thumbnail, before, !before);
 }
 
 void Store::WriteImage(const ImageRecord& record, const float* vector, const std::string& features,
-                       const std::optional<ImageRecord>& before, bool is_new) {
+                       const std::string& thumbnail, const std::optional<ImageRecord>& before,
+                       bool is_new) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
   const uint64_t dim = vector_dim_;
@@ -511,7 +574,11 @@ void Store::WriteImage(const ImageRecord& record, const float* vector, const std
   if (features.empty())
     batch.Delete(FeaturesKey(record.id));  // a replaced image keeps no stale features
   else
-    PutFeatures(&batch, FeaturesKey(record.id), features, hash_kind_);
+    PutImageBlob(&batch, FeaturesKey(record.id), features, hash_kind_);
+  if (thumbnail.empty())
+    batch.Delete(ThumbnailKey(record.id));  // nor a stale thumbnail
+  else
+    PutImageBlob(&batch, ThumbnailKey(record.id), thumbnail, hash_kind_);
   batch.Put(PathKey(record.path), EncodeU64(record.id));
   const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
@@ -602,6 +669,7 @@ void Store::RemoveImage(const ImageRecord& record) {
   batch.Delete(ImageKey(record.id));
   batch.Delete(VectorKey(record.id));
   batch.Delete(FeaturesKey(record.id));
+  batch.Delete(ThumbnailKey(record.id));
   batch.Delete(PathKey(record.path));
   batch.Put(kCountKey, EncodeU64(num_images_ - 1));
   const rocksdb::Status s = impl_->Write(&batch);

@@ -24,8 +24,8 @@ namespace lookalike {
 inline constexpr uint32_t kSchemaVersion = 3;
 inline constexpr uint32_t kOldestSchemaVersion = 1;
 
-// The 64-bit hash of a database's per-image values (vector, local features)
-// and of the file contents in its records, fixed by its schema.
+// The 64-bit hash of a database's per-image values (vector, local features,
+// thumbnail) and of the file contents in its records, fixed by its schema.
 enum class HashKind : uint8_t {
   kFnv1a64,  // schema 1: FNV-1a 64, byte at a time
   kXxh3_64,  // schema 2: XXH3-64 (libxxhash)
@@ -237,11 +237,14 @@ class Store {
   void ForEachVector(const std::function<void(const ImageRecord&, const float*)>& fn) const;
 
   // Atomically stores (or replaces, when record->id != 0) an image's record,
-  // vector, path entry and local features (none if `features` is empty).
-  // Assigns record->id for new images. vector must have vector_dim() finite
-  // floats (it is not read when vector_dim() is 0). Throws StoreError(kIo).
+  // vector, path entry, local features (none if `features` is empty) and
+  // thumbnail (none if `thumbnail` is empty: a replaced image keeps no stale
+  // one). Assigns record->id for new images. vector must have vector_dim()
+  // finite floats (it is not read when vector_dim() is 0). Throws
+  // StoreError(kIo).
   void PutImage(ImageRecord* record, const float* vector,
-                const std::string& features = std::string());
+                const std::string& features = std::string(),
+                const std::string& thumbnail = std::string());
 
   // The vector of image `id` (vector_dim() floats), or nullopt if there is no
   // such image or the database stores none. Throws StoreError(kCorrupt) on a
@@ -251,6 +254,22 @@ class Store {
   // The local-features blob stored with image `id`, or nullopt if it has
   // none. Throws StoreError(kCorrupt) if the blob fails its checksum.
   std::optional<std::string> GetFeatures(uint64_t id) const;
+
+  // The thumbnails (opaque blobs the indexer encodes) of images `ids`, in
+  // their order, with one RocksDB MultiGet; nullopt for an image without one
+  // (indexed before thumbnails existed) or no such image. Throws
+  // StoreError(kCorrupt) naming the id if a value fails its checksum.
+  std::vector<std::optional<std::string>> GetThumbnails(const std::vector<uint64_t>& ids) const;
+  // Adds or replaces the thumbnail of the stored image `id` in one write,
+  // leaving its record, vector, features and the totals as they are (what
+  // `index` does for images indexed before thumbnails existed). Throws
+  // StoreError(kIo) if read-only or on write failure, std::invalid_argument
+  // if no image has that id or `thumbnail` is empty.
+  void PutThumbnail(uint64_t id, const std::string& thumbnail);
+  // The ids that have a thumbnail, ascending: a scan of the t: keys that
+  // reads no value (the indexer finds the images still needing one). Throws
+  // StoreError(kCorrupt) for a malformed t: key.
+  std::vector<uint64_t> IdsWithThumbnails() const;
 
   // The PCA projection stored at creation (or by AddProjection), or nullopt
   // if the database has none. Reads and checks it at every call (tens of MiB
@@ -305,21 +324,23 @@ class Store {
   uint32_t NextWordSegment() const;
 
   // Replaces the record of an already stored image (e.g. a new mtime for the
-  // same content), keeping its vector.
+  // same content), keeping its vector, features and thumbnail.
   void UpdateRecord(const ImageRecord& record);
 
-  // Atomically removes an image's record, vector and path entry.
+  // Atomically removes an image's record, vector, local features, thumbnail
+  // and path entry.
   void RemoveImage(const ImageRecord& record);
 
   // Stores an image under the id it already has (record.id != 0), as a
   // database filled from another one keeps its ids: record, vector, path
-  // entry, local features and counters in one atomic WriteBatch, like
-  // PutImage. A stored image of that id is replaced (its path entry dropped
+  // entry, local features, thumbnail and counters in one atomic WriteBatch,
+  // like PutImage. A stored image of that id is replaced (its path entry dropped
   // if the path changed); the id allocator is raised past the id. vector
   // must have vector_dim() finite floats (not read when vector_dim() is 0).
   // Throws StoreError(kIo).
   void PutImageWithId(const ImageRecord& record, const float* vector,
-                      const std::string& features = std::string());
+                      const std::string& features = std::string(),
+                      const std::string& thumbnail = std::string());
 
   // The id the next new image gets.
   uint64_t next_id() const { return next_id_; }
@@ -333,10 +354,11 @@ class Store {
   // unit L2 norm or all zero for kNoFeatures) and its path entry, the PCA
   // projection if any (checksum, fits the model, finite), the persisted
   // search index if any (every chunk present, checksum), every path
-  // entry and vector has its record, ids are below the allocator and the
+  // entry, vector, features and thumbnail value has its record, ids are below the allocator and the
   // stored count equals the number of records. Schema 3: m:vdim agrees with
   // the PCA, the descriptor quantizer's checksum, the image totals, and every
-  // image with features has them when its vector is derived from them.
+  // image with features has them when its vector is derived from them. Each
+  // stored thumbnail's checksum.
   // `check_features`, if given, also judges each local-features blob (the
   // store keeps them opaque; indexer/local_features.h knows their format).
   // Returns one line per problem (empty = consistent); stops listing after
@@ -365,8 +387,8 @@ class Store {
 
   // `lookalike merge`: adds the images of `shards` (read-only stores of the
   // same schema and model as this one, see CheckSameModel) to this database
-  // in one atomic step: their records, vectors, path entries and local
-  // features are written, ids re-mapped above this database's, into table
+  // in one atomic step: their records, vectors, path entries, local
+  // features and thumbnails are written, ids re-mapped above this database's, into table
   // files under `scratch_dir` (created, then removed) and ingested with one
   // IngestExternalFile together with the new counters (m:next_id, m:count,
   // m:totals with a new generation). A crash leaves the database as it was
@@ -395,7 +417,8 @@ class Store {
   // image of record.id (needed for the totals and a changed path), `is_new`
   // counts it as one more image.
   void WriteImage(const ImageRecord& record, const float* vector, const std::string& features,
-                  const std::optional<ImageRecord>& before, bool is_new);
+                  const std::string& thumbnail, const std::optional<ImageRecord>& before,
+                  bool is_new);
 
   std::string path_;
   std::unique_ptr<Impl> impl_;

@@ -40,10 +40,10 @@ SearchIndexMeta DecodeSearchIndexMeta(const std::string& value) {
                                  " chunks cannot hold " + std::to_string(m.size) + " bytes");
   return m;
 }
-// Puts f:<id> = blob, u64 hash of the blob. The blob goes into the batch
-// straight from the caller's string (no intermediate copy).
-void PutFeatures(rocksdb::WriteBatch* batch, const std::string& key, const std::string& blob,
-                 HashKind kind) {
+// Puts f:<id> or t:<id> = blob, u64 hash of the blob. The blob goes into
+// the batch straight from the caller's string (no intermediate copy).
+void PutImageBlob(rocksdb::WriteBatch* batch, const std::string& key, const std::string& blob,
+                  HashKind kind) {
   std::string tail;
   encoding::PutFixed64(&tail, Hash64(kind, blob.data(), blob.size()));
   const rocksdb::Slice key_part(key);
@@ -51,14 +51,14 @@ void PutFeatures(rocksdb::WriteBatch* batch, const std::string& key, const std::
   batch->Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 2));
 }
 
-// Throws CorruptValue unless an f: value ends with the hash of its blob;
-// returns the blob's size.
-size_t CheckFeatures(const std::string& value, HashKind kind) {
-  if (value.size() < 8) throw encoding::CorruptValue("local features: too short");
-  const size_t n = value.size() - 8;
-  const uint64_t stored = Reader(value.data() + n, 8, "local features").Fixed64();
-  const uint64_t computed = Hash64(kind, value.data(), n);
-  if (stored != computed) throw ChecksumMismatch("local features", stored, computed);
+// Throws CorruptValue unless an f: or t: value ends with the hash of its
+// blob; returns the blob's size.
+size_t CheckImageBlob(const char* data, size_t size, HashKind kind, const char* what) {
+  if (size < 8) throw encoding::CorruptValue(std::string(what) + ": too short");
+  const size_t n = size - 8;
+  const uint64_t stored = Reader(data + n, 8, what).Fixed64();
+  const uint64_t computed = Hash64(kind, data, n);
+  if (stored != computed) throw ChecksumMismatch(what, stored, computed);
   return n;
 }
 

@@ -29,12 +29,17 @@ struct SearchIndexMeta {
 };
 SearchIndexMeta DecodeSearchIndexMeta(const std::string& value);
 
-// f:<id> = blob, u64 hash of the blob. The blob goes into the batch straight
-// from the caller's string (no intermediate copy).
-void PutFeatures(rocksdb::WriteBatch* batch, const std::string& key, const std::string& blob,
-                 HashKind kind);
-// Checks that an f: value ends with the hash of its blob; returns the blob's size.
-size_t CheckFeatures(const std::string& value, HashKind kind);
+// f:<id> and t:<id> = blob, u64 hash (of the schema's kind) of the blob.
+// The blob goes into the batch straight from the caller's string (no
+// intermediate copy).
+void PutImageBlob(rocksdb::WriteBatch* batch, const std::string& key, const std::string& blob,
+                  HashKind kind);
+// Checks that an f: or t: value (data, size) ends with the hash of its blob;
+// returns the blob's size. Throws CorruptValue "<what>: ...".
+size_t CheckImageBlob(const char* data, size_t size, HashKind kind, const char* what);
+// The names CheckImageBlob's messages give the two.
+inline constexpr char kFeaturesWhat[] = "local features";
+inline constexpr char kThumbnailWhat[] = "thumbnail";
 
 // v:<id> = u32 dim, dim x f32 (schemas 1-2) or f16 (`half`, schema 3)
 // little-endian, u64 hash of the float bytes. On a little-endian host f32

@@ -93,7 +93,8 @@ void CheckVectorValue(const std::string& value, const ImageRecord& rec, const Ve
                                       : ", expected 1"));
 }
 
-// One image: its key, id range, path entry, vector and local features.
+// One image: its key, id range, path entry, vector, local features and
+// thumbnail.
 void CheckImage(const rocksdb::Slice& key, const ImageRecord& rec, const VerifyContext& c,
                 std::vector<float>* floats) {
   const std::string where = "image " + std::to_string(rec.id) + " (" + rec.path + ")";
@@ -121,7 +122,7 @@ void CheckImage(const rocksdb::Slice& key, const ImageRecord& rec, const VerifyC
   s = c.db->Get(c.ro, FeaturesKey(rec.id), &value);
   if (s.ok()) {
     try {
-      value.resize(CheckFeatures(value, c.hash_kind));
+      value.resize(CheckImageBlob(value.data(), value.size(), c.hash_kind, kFeaturesWhat));
       if (c.check_features && *c.check_features) {
         const std::string problem = (*c.check_features)(rec, value);
         if (!problem.empty()) c.problems->Add(where + ": local features: " + problem);
@@ -135,6 +136,17 @@ void CheckImage(const rocksdb::Slice& key, const ImageRecord& rec, const VerifyC
       c.problems->Add(where + ": no local features, and its vector is derived from them");
   } else {
     c.problems->Add(where + ": local features unreadable (" + s.ToString() + ")");
+  }
+  // Optional (images indexed before thumbnails existed have none).
+  s = c.db->Get(c.ro, ThumbnailKey(rec.id), &value);
+  if (s.ok()) {
+    try {
+      CheckImageBlob(value.data(), value.size(), c.hash_kind, kThumbnailWhat);
+    } catch (const encoding::CorruptValue& e) {
+      c.problems->Add(where + ": " + e.what());
+    }
+  } else if (!s.IsNotFound()) {
+    c.problems->Add(where + ": thumbnail unreadable (" + s.ToString() + ")");
   }
 }
 
@@ -158,7 +170,7 @@ uint64_t CheckImages(const VerifyContext& c, ImageTotals* totals) {
   return num_records;
 }
 
-// Path entries, vectors and local features without their record.
+// Path entries, vectors, local features and thumbnails without their record.
 void CheckOrphans(const VerifyContext& c) {
   std::string value;
   std::unique_ptr<rocksdb::Iterator> it(c.db->NewIterator(c.ro));
@@ -172,8 +184,10 @@ void CheckOrphans(const VerifyContext& c) {
     if (!c.db->Get(c.ro, ImageKey(id), &value).ok())
       c.problems->Add("path entry " + path + ": no record for id " + std::to_string(id));
   }
-  for (const char* prefix : {"v:", "f:"}) {
-    const char* what = prefix[0] == 'v' ? "vector" : "local features";
+  for (const char* prefix : {"v:", "f:", "t:"}) {
+    const char* what = prefix[0] == 'v'   ? "vector"
+                       : prefix[0] == 'f' ? kFeaturesWhat
+                                          : kThumbnailWhat;
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
       if (it->key().size() != 10) {
         c.problems->Add(std::string(what) + " key " + it->key().ToString(true) + ": malformed");

@@ -200,6 +200,7 @@ void WriteIndexJson(std::ostream& out, const IndexSummary& s) {
   j["indexed"] = s.indexed;
   j["unchanged"] = s.unchanged;
   j["touched"] = s.touched;
+  j["thumbnails_added"] = s.thumbnails_added;
   j["removed"] = s.removed;
   j["no_features"] = s.no_features;
   j["ignored"] = s.ignored;
@@ -245,6 +246,9 @@ void WriteIndexTable(std::ostream& out, const IndexSummary& s, const std::string
     out << ")";
   }
   if (s.ignored) out << "\n  ignored    " << s.ignored << " non-image files";
+  if (s.thumbnails_added)
+    out << "\n  thumbnails " << s.thumbnails_added
+        << " added to images indexed before they were kept (decoded, not re-extracted)";
   if (s.projection_learned)
     out << "\n  PCA        learned now (" << s.projection_learned
         << "-d): the collection reached --pca-min-images";
@@ -378,6 +382,7 @@ Json QueryResultJson(const QueryResult& r, bool with_ids) {
     if (h.inliers >= 0) hit["inliers"] = h.inliers;
     if (h.colour >= 0) hit["colour"] = Rounded(h.colour, 4);
     if (h.words >= 0) hit["words"] = Rounded(h.words, 4);
+    if (h.thumbnail > -1) hit["thumbnail"] = Rounded(h.thumbnail, 4);
     j["results"].push_back(std::move(hit));
   }
   return j;

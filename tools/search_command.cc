@@ -55,6 +55,12 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Value("verify-keypoints", &o->verify_keypoints, d.verify_keypoints,
            "match at most the query's N strongest local features in verification (0 = all)");
   DeclareVerifyFlags(g, &o->verify, d.verify);
+  g->Number("thumbnail-weight", &o->thumbnail_weight, d.thumbnail_weight,
+            "weight, in [0, 1], of the evidence of an unverified result whose thumbnail "
+            "correlates with the query's above 0.86, the query placed as a crop (0 = off)");
+  g->Value("thumbnail-depth", &o->thumbnail_depth, d.thumbnail_depth,
+           "results whose thumbnails are correlated with the query's, besides the colour "
+           "candidates");
   g->Value("expansion", &o->expansion, d.expansion,
            "query expansion from up to N verified results (0 = off)");
   g->Number("colour-weight", &o->colour_weight, d.colour_weight,

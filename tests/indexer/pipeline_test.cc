@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "indexer/file_walker.h"
+#include "indexer/grey_thumbnail.h"
 #include "indexer/search_vectors.h"
 #include "storage/store.h"
 #include "tests/indexer/small_index_options.h"
@@ -132,6 +133,45 @@ TEST(PipelineTest, BuildsThenSecondRunDecodesNothing) {
   EXPECT_EQ(again.stages.train, 0.0);
   EXPECT_TRUE(again_observer.errors.empty());
   EXPECT_EQ(VectorsByPath(db), before);
+}
+
+// Every stored image gets a thumbnail; one stored before thumbnails were
+// kept gets it from the next run, its file decoded but not re-extracted.
+TEST(PipelineTest, ThumbnailsAreStoredAndAddedToImagesIndexedWithout) {
+  TempDir tmp;
+  MakeFolder(tmp / "photos");
+  const std::string db = tmp / "db";
+  const IndexOptions options = testing::SmallIndexOptions(tmp / "photos", db);
+  BuildIndex(options, nullptr);
+  std::vector<uint64_t> ids;
+  {
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    store->ForEachImage([&](const ImageRecord& r) { ids.push_back(r.id); });
+    ASSERT_EQ(store->IdsWithThumbnails(), ids);
+    const auto stored = store->GetThumbnails(ids);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(stored[i]);
+      const GreyThumbnail t = DecodeGreyThumbnail(*stored[i]);
+      EXPECT_EQ(t.width, kThumbnailSide);  // 320 x 240 photos
+      EXPECT_EQ(t.height, 36);
+    }
+    // What an older build left: the same images without thumbnails.
+    for (uint64_t id : std::vector<uint64_t>(ids.begin(), ids.begin() + 5)) {
+      const ImageRecord r = *store->FindById(id);
+      store->PutImageWithId(r, store->GetVector(id)->data(), *store->GetFeatures(id));
+    }
+    ASSERT_EQ(store->IdsWithThumbnails().size(), ids.size() - 5);
+  }
+  const auto before = VectorsByPath(db);
+  const IndexSummary again = BuildIndex(options, nullptr);
+  EXPECT_EQ(again.thumbnails_added, 5);
+  EXPECT_EQ(again.unchanged, kImages);
+  EXPECT_EQ(again.indexed, 0);
+  EXPECT_EQ(again.touched, 0);
+  EXPECT_EQ(again.stages.extract, 0.0) << "a file was re-extracted for its thumbnail";
+  EXPECT_EQ(VectorsByPath(db), before);
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->IdsWithThumbnails(), ids);
+  EXPECT_EQ(BuildIndex(options, nullptr).thumbnails_added, 0);
 }
 
 TEST(PipelineTest, IncrementalAddChangeTouchDelete) {

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <string>
 #include <vector>
@@ -120,6 +122,43 @@ TEST_F(SearcherTest, TransformedCopyFindsOriginal) {
   ASSERT_EQ(results.size(), 1u);
   ASSERT_FALSE(results[0].hits.empty());
   EXPECT_EQ(results[0].hits[0].path, AbsolutePath(paths_[4]));
+}
+
+// A copy too small and blurred to verify (a crop of a third of the picture,
+// 64 px wide, JPEG quality 15) still correlates with its original's
+// thumbnail: that evidence raises the original's score, and only its.
+TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
+  const cv::Mat original = testing::MakeSyntheticImage(1 + 6, 320, 240);
+  cv::Mat small, blurred;
+  cv::resize(original(cv::Rect(64, 48, 192, 144)), small, cv::Size(64, 48), 0, 0, cv::INTER_AREA);
+  cv::GaussianBlur(small, blurred, cv::Size(0, 0), 1.2);
+  const std::string copy = tmp_ / "tiny.jpg";
+  ASSERT_TRUE(cv::imwrite(copy, blurred, {cv::IMWRITE_JPEG_QUALITY, 15}));
+  auto search = [&](float thumbnail_weight) {
+    SearchOptions o;
+    o.k = kImages;
+    o.thumbnail_weight = thumbnail_weight;
+    o.backend = Backend::kCpu;
+    const auto results = Searcher::Open(db(), o)->SearchFiles({copy});
+    EXPECT_EQ(results.size(), 1u);
+    return results[0].hits;
+  };
+  const std::vector<Hit> with = search(SearchOptions().thumbnail_weight), without = search(0);
+  ASSERT_FALSE(with.empty());
+  EXPECT_EQ(with[0].path, AbsolutePath(paths_[6]));
+  EXPECT_GT(with[0].thumbnail, kThumbnailThreshold);
+  EXPECT_LT(with[0].inliers, SearchOptions().min_inliers) << "the copy was verifiable after all";
+  std::map<uint64_t, float> score_without;
+  for (const Hit& h : without) {
+    EXPECT_EQ(h.thumbnail, -1.0f) << "correlated with the weight at 0";
+    score_without[h.id] = h.score;
+  }
+  for (const Hit& h : with) {
+    if (h.path == AbsolutePath(paths_[6]))
+      EXPECT_GT(h.score, score_without.at(h.id) + 0.05f);
+    else
+      EXPECT_EQ(h.score, score_without.at(h.id)) << h.path;
+  }
 }
 
 // Colour fusion may bury a grey copy far below its original (their colours

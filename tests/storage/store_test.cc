@@ -19,8 +19,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -973,6 +975,214 @@ TEST(StoreTest, DetectsCorruptedFeatures) {
   }
 }
 
+// ---- thumbnails (t:<id>) ------------------------------------------------------
+
+// A thumbnail-sized opaque blob (the indexer's encoding is not the store's
+// business).
+std::string ThumbnailBlob(uint64_t seed) { return FeaturesBlob(1000 + seed, 2048); }
+
+// A database of `schema` holding images /img0../img<n-1> (ids 1..n) with
+// features, and a thumbnail for those `with_thumbnail` says.
+std::unique_ptr<Store> ThumbnailInput(const std::string& db, uint32_t schema, int n,
+                                      const std::function<bool(int)>& with_thumbnail) {
+  auto store = Store::Create(db, MakeModel(), nullptr, schema, schema >= 3 ? "quantizer" : "");
+  for (int i = 0; i < n; ++i) {
+    ImageRecord r = OkRecord("/img" + std::to_string(i), i);
+    const auto v = UnitVector(i);
+    store->PutImage(&r, v.data(), FeaturesBlob(i, 300),
+                    with_thumbnail(i) ? ThumbnailBlob(i) : std::string());
+  }
+  return store;
+}
+
+TEST(StoreTest, ThumbnailsRoundTripInTheOrderAskedWithNulloptForImagesWithout) {
+  for (uint32_t schema : {1u, 2u, kSchemaVersion}) {
+    SCOPED_TRACE("schema " + std::to_string(schema));
+    TempDir tmp;
+    const std::string db = tmp / "db";
+    // Ids 1..4; image 3 (id 3) has no thumbnail.
+    ThumbnailInput(db, schema, 4, [](int i) { return i != 2; }).reset();
+    // Each value is the blob followed by the schema's image hash of it.
+    const std::string value = DumpRaw(db).at("t:" + encoding::BigEndian64(2));
+    const std::string blob = ThumbnailBlob(1);
+    ASSERT_EQ(value.size(), blob.size() + 8);
+    EXPECT_EQ(value.substr(0, blob.size()), blob);
+    EXPECT_EQ(encoding::Reader(value.data() + blob.size(), 8, "test").Fixed64(),
+              ExpectedHash(schema, blob.data(), blob.size()));
+    for (Store::Mode mode : {Store::Mode::kReadWrite, Store::Mode::kReadOnly}) {
+      auto store = Store::Open(db, mode);
+      const auto got = store->GetThumbnails({4, 3, 99, 1, 4});
+      ASSERT_EQ(got.size(), 5u);
+      EXPECT_EQ(got[0], ThumbnailBlob(3));
+      EXPECT_FALSE(got[1].has_value()) << "image 3 was stored without a thumbnail";
+      EXPECT_FALSE(got[2].has_value()) << "no image 99";
+      EXPECT_EQ(got[3], ThumbnailBlob(0));
+      EXPECT_EQ(got[4], ThumbnailBlob(3));
+      EXPECT_TRUE(store->GetThumbnails({}).empty());
+      EXPECT_EQ(store->GetFeatures(1), FeaturesBlob(0, 300)) << "features are kept apart";
+      EXPECT_TRUE(store->Verify().empty());
+    }
+  }
+}
+
+TEST(StoreTest, PutThumbnailAddsToAStoredImageAndRefusesMissingIdsAndEmptyBlobs) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  {
+    // Images indexed before thumbnails existed: none has one.
+    auto store = ThumbnailInput(db, kSchemaVersion, 2, [](int) { return false; });
+    EXPECT_TRUE(store->IdsWithThumbnails().empty());
+    const ImageTotals totals = *store->totals();
+    store->PutThumbnail(2, ThumbnailBlob(7));
+    EXPECT_EQ(store->GetThumbnails({1, 2}),
+              (std::vector<std::optional<std::string>>{std::nullopt, ThumbnailBlob(7)}));
+    store->PutThumbnail(2, ThumbnailBlob(8));  // replaces it
+    EXPECT_EQ(store->GetThumbnails({2})[0], ThumbnailBlob(8));
+    // The image itself is untouched: features, record, count and totals
+    // (generation included: which images there are did not change).
+    EXPECT_EQ(store->GetFeatures(2), FeaturesBlob(1, 300));
+    EXPECT_EQ(store->FindById(2)->path, "/img1");
+    EXPECT_EQ(store->num_images(), 2u);
+    EXPECT_EQ(store->totals(), totals);
+    // No image 3: refused, nothing written.
+    EXPECT_THROW(store->PutThumbnail(3, ThumbnailBlob(9)), std::invalid_argument);
+    EXPECT_THROW(store->PutThumbnail(0, ThumbnailBlob(9)), std::invalid_argument);
+    EXPECT_THROW(store->PutThumbnail(1, std::string()), std::invalid_argument);
+    EXPECT_EQ(store->IdsWithThumbnails(), std::vector<uint64_t>{2});
+    EXPECT_FALSE(store->GetThumbnails({3})[0].has_value());
+    EXPECT_TRUE(store->Verify().empty());
+  }
+  auto reader = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(reader->GetThumbnails({2})[0], ThumbnailBlob(8));
+  try {
+    reader->PutThumbnail(1, ThumbnailBlob(1));
+    ADD_FAILURE() << "a read-only store wrote a thumbnail";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kIo) << e.what();
+  }
+}
+
+TEST(StoreTest, ReplacedImageWithoutThumbnailKeepsNoStaleOneAndUpdateRecordKeepsIt) {
+  TempDir tmp;
+  auto store = ThumbnailInput(tmp / "db", kSchemaVersion, 2, [](int) { return true; });
+  // A new mtime for the same content: the thumbnail stays.
+  ImageRecord r = *store->FindById(1);
+  r.mtime_ns += 10;
+  store->UpdateRecord(r);
+  EXPECT_EQ(store->GetThumbnails({1})[0], ThumbnailBlob(0));
+  // Re-put with a new thumbnail replaces it, without one deletes it.
+  store->PutImage(&r, nullptr, "features", ThumbnailBlob(5));
+  EXPECT_EQ(store->GetThumbnails({1})[0], ThumbnailBlob(5));
+  r.content_hash ^= 1;
+  store->PutImage(&r, nullptr, "features");
+  EXPECT_FALSE(store->GetThumbnails({1})[0].has_value());
+  // The same through PutImageWithId.
+  ImageRecord other = *store->FindById(2);
+  store->PutImageWithId(other, nullptr, "features", ThumbnailBlob(6));
+  EXPECT_EQ(store->GetThumbnails({2})[0], ThumbnailBlob(6));
+  store->PutImageWithId(other, nullptr, "features");
+  EXPECT_FALSE(store->GetThumbnails({2})[0].has_value());
+  EXPECT_TRUE(store->IdsWithThumbnails().empty());
+  EXPECT_TRUE(store->Verify().empty());
+}
+
+TEST(StoreTest, RemoveImageDeletesItsThumbnail) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  {
+    auto store = ThumbnailInput(db, kSchemaVersion, 3, [](int) { return true; });
+    store->RemoveImage(*store->FindById(2));
+    EXPECT_EQ(store->GetThumbnails({1, 2, 3}),
+              (std::vector<std::optional<std::string>>{ThumbnailBlob(0), std::nullopt,
+                                                       ThumbnailBlob(2)}));
+    EXPECT_TRUE(store->Verify().empty());
+  }
+  const auto kv = DumpRaw(db);
+  EXPECT_EQ(kv.count("t:" + encoding::BigEndian64(2)), 0u);
+  EXPECT_EQ(kv.count("t:" + encoding::BigEndian64(1)), 1u);
+}
+
+TEST(StoreTest, IdsWithThumbnailsListsExactlyTheIdsThatHaveOneAscending) {
+  TempDir tmp;
+  // 300 images: ids past 255 check that big-endian keys scan in numeric order.
+  auto store = ThumbnailInput(tmp / "db", kSchemaVersion, 300, [](int i) { return i % 3 != 0; });
+  store->RemoveImage(*store->FindById(5));     // had one
+  store->PutThumbnail(4, ThumbnailBlob(4));    // had none
+  store->PutThumbnail(300, ThumbnailBlob(4));  // had one already
+  std::vector<uint64_t> expected;
+  for (uint64_t id = 1; id <= 300; ++id)
+    if ((id - 1) % 3 != 0 || id == 4)
+      if (id != 5) expected.push_back(id);
+  EXPECT_EQ(store->IdsWithThumbnails(), expected);
+  // The neighbouring key spaces (p: before, v: after in a database with
+  // vectors) are not read as thumbnails.
+  EXPECT_TRUE(
+      ThumbnailInput(tmp / "empty", 2, 2, [](int) { return false; })->IdsWithThumbnails().empty());
+}
+
+TEST(StoreTest, DetectsCorruptedThumbnail) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  ThumbnailInput(db, kSchemaVersion, 3, [](int) { return true; }).reset();
+  FlipByte(db, "t:", 2, 100);
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(store->GetThumbnails({1, 3})[1], ThumbnailBlob(2));
+  try {
+    store->GetThumbnails({1, 2});
+    ADD_FAILURE() << "a flipped byte in a stored thumbnail went unnoticed";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+    EXPECT_NE(std::string(e.what()).find("image id 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("thumbnail: checksum mismatch"), std::string::npos)
+        << e.what();
+  }
+  const auto problems = store->Verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("image 2 (/img1)"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("thumbnail: checksum mismatch"), std::string::npos) << problems[0];
+  // A value too short to hold its checksum.
+  ASSERT_TRUE(
+      OpenRaw(db)->Put(rocksdb::WriteOptions(), "t:" + encoding::BigEndian64(3), "short").ok());
+  store = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_THROW(store->GetThumbnails({3}), StoreError);
+  const auto short_problems = store->Verify();
+  ASSERT_EQ(short_problems.size(), 2u);
+  EXPECT_NE(short_problems[1].find("thumbnail: too short"), std::string::npos) << short_problems[1];
+}
+
+TEST(StoreTest, VerifyReportsThumbnailWithoutRecord) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  ThumbnailInput(db, kSchemaVersion, 1, [](int) { return true; }).reset();
+  {
+    auto raw = OpenRaw(db);
+    std::string value;
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), "t:" + encoding::BigEndian64(1), &value).ok());
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "t:" + encoding::BigEndian64(42), value).ok());
+  }
+  {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_EQ(store->IdsWithThumbnails(), (std::vector<uint64_t>{1, 42}));
+    const auto problems = store->Verify();
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("thumbnail of id 42 has no record"), std::string::npos)
+        << problems[0];
+  }
+  // A t: key that holds no id is malformed.
+  ASSERT_TRUE(OpenRaw(db)->Put(rocksdb::WriteOptions(), "t:x", "stray").ok());
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  const auto problems = store->Verify();
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[1].find("thumbnail key"), std::string::npos) << problems[1];
+  EXPECT_NE(problems[1].find("malformed"), std::string::npos) << problems[1];
+  try {
+    store->IdsWithThumbnails();
+    ADD_FAILURE() << "a malformed t: key was listed";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt) << e.what();
+  }
+}
+
 TEST(StoreTest, ModelSettingsAreChecksummedAndOlderModelsStillOpen) {
   TempDir tmp;
   const std::string db = tmp / "db";
@@ -1214,8 +1424,9 @@ TEST(StoreTest, PersistedSearchIndex) {
 namespace lookalike {
 namespace {
 
-// A compact database with a 4-d projection holding `paths` (ids 1..n), the
-// image at `remove` (if any) removed again so its id is a gap.
+// A compact database with a 4-d projection holding `paths` (ids 1..n), a
+// thumbnail for every other one (the first, third, ...), the image at
+// `remove` (if any) removed again so its id is a gap.
 std::unique_ptr<Store> MergeInput(const std::string& db, const std::vector<std::string>& paths,
                                   uint64_t seed, int remove = -1) {
   const ProjectionRecord p = AxisProjection(4);
@@ -1225,7 +1436,8 @@ std::unique_ptr<Store> MergeInput(const std::string& db, const std::vector<std::
     const bool none = r.status == ImageStatus::kNoFeatures;
     const std::vector<float> v = none ? std::vector<float>{0, 0, 0, 0}
                                       : std::vector<float>{0.6f, 0.8f * (i % 2 ? -1 : 1), 0, 0};
-    store->PutImage(&r, v.data(), "features of " + paths[i]);
+    store->PutImage(&r, v.data(), "features of " + paths[i],
+                    i % 2 == 0 ? "thumbnail of " + paths[i] : std::string());
     if (static_cast<int>(i) == remove) store->RemoveImage(r);
   }
   return store;
@@ -1236,15 +1448,23 @@ TEST(StoreMergeTest, RemapsIdsAndKeepsEveryValueAndCounter) {
   auto out = MergeInput(tmp / "out", {"/o/1.jpg", "/o/2.jpg", "/o/3.jpg"}, 10, 1);
   auto a = MergeInput(tmp / "a", {"/a/1.jpg", "/a/2.jpg", "/a/3.jpg", "/a/4.jpg"}, 20, 0);
   auto b = MergeInput(tmp / "b", {"/b/1.jpg", "/b/2.jpg"}, 30);
-  std::map<std::string, std::pair<ImageRecord, std::string>> expected;
+  struct Values {
+    ImageRecord record;
+    std::string features;
+    std::optional<std::string> thumbnail;
+  };
+  std::map<std::string, Values> expected;
   ImageTotals sums;
+  size_t thumbnails = 0;
   for (Store* s : {out.get(), a.get(), b.get()})
     s->ForEachImage([&](const ImageRecord& r) {
-      expected[r.path] = {r, *s->GetFeatures(r.id)};
+      expected[r.path] = {r, *s->GetFeatures(r.id), s->GetThumbnails({r.id})[0]};
+      thumbnails += expected[r.path].thumbnail.has_value();
       sums.descriptors += r.num_descriptors;
       sums.without_features += r.status == ImageStatus::kNoFeatures;
     });
   ASSERT_EQ(expected.size(), 2u + 3u + 2u);
+  ASSERT_EQ(thumbnails, 2u + 1u + 1u);  // /o/1, /o/3; /a/3; /b/1 (/a/1 was removed)
   const uint64_t generation = out->totals()->generation;
   const MergeSummary m = out->MergeShards({a.get(), b.get()}, tmp / "scratch");
   EXPECT_EQ(m.added, 5u);
@@ -1253,18 +1473,23 @@ TEST(StoreMergeTest, RemapsIdsAndKeepsEveryValueAndCounter) {
   EXPECT_EQ(out->totals()->descriptors, sums.descriptors);
   EXPECT_EQ(out->totals()->without_features, sums.without_features);
   EXPECT_NE(out->totals()->generation, generation);
-  std::set<uint64_t> ids;
+  std::set<uint64_t> ids, with_thumbnail;
   for (const auto& [path, want] : expected) {
     const auto got = out->FindByPath(path);
     ASSERT_TRUE(got.has_value()) << path;
     EXPECT_TRUE(ids.insert(got->id).second) << "id " << got->id << " given twice";
-    ImageRecord w = want.first;
+    ImageRecord w = want.record;
     w.id = got->id;
     ExpectSameRecord(*got, w);
-    EXPECT_EQ(*out->GetFeatures(got->id), want.second) << path;
+    EXPECT_EQ(*out->GetFeatures(got->id), want.features) << path;
+    // Thumbnails travel with their image under its new id; none appears.
+    EXPECT_EQ(out->GetThumbnails({got->id})[0], want.thumbnail) << path;
+    if (want.thumbnail) with_thumbnail.insert(got->id);
     const auto v = out->GetVector(got->id);
     ASSERT_TRUE(v.has_value()) << path;
   }
+  EXPECT_EQ(out->IdsWithThumbnails(),
+            std::vector<uint64_t>(with_thumbnail.begin(), with_thumbnail.end()));
   EXPECT_TRUE(out->Verify().empty());
   // Reopened, the counters read back; merging the same shards again is a no-op.
   out.reset();

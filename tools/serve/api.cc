@@ -107,7 +107,8 @@ Json Search(const Snapshot& s, const std::string& name, const std::string& bytes
   r.query = name;
   ImageEncoder::Result enc = s.Encode(name, bytes);
   if (enc.error && enc.error->code != FileErrorCode::kNoFeatures) RefuseQuery(*enc.error);
-  if (!enc.error) r.hits = s.searcher().SearchQuery(enc.vlad.data(), enc.features, enc.colour);
+  if (!enc.error)
+    r.hits = s.searcher().SearchQuery(enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
   if (static_cast<int>(r.hits.size()) > k) r.hits.resize(k);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json j = QueryResultJson(r, /*with_ids=*/true);

@@ -1,0 +1,66 @@
+#include "search/thumbnail_match.h"
+
+#include <algorithm>
+#include <cmath>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+namespace lookalike {
+namespace {
+
+// The shares of a stored image's area a query may show: whole, or cropped to
+// as little as a third (the dev set's hard crops keep 30-50 %), at a 1.4x step.
+constexpr float kAreaFractions[] = {1.0f, 0.7f, 0.5f, 0.35f};
+constexpr double kBlurSigma = 1.0;  // px: JPEG blocks and resampling noise
+constexpr int kMinPlacementSide = 6;
+// A placed query whose grey levels vary less than this (standard deviation,
+// 0-255) is flat: its normalised correlation is rounding noise, and OpenCV
+// reports it as a perfect match.
+constexpr double kMinQueryDeviation = 4.0;
+
+cv::Mat Blurred(const cv::Mat& m) {
+  cv::Mat out;
+  cv::GaussianBlur(m, out, cv::Size(0, 0), kBlurSigma);
+  return out;
+}
+
+}  // namespace
+
+ThumbnailMatcher::ThumbnailMatcher(const GreyThumbnail& query)
+    : width_(query.width),
+      height_(query.height),
+      pixels_(query.pixels.begin(), query.pixels.end()) {}
+
+float ThumbnailMatcher::Match(const GreyThumbnail& stored) const {
+  if (pixels_.empty() || stored.empty()) return -1.0f;
+  const cv::Mat query(height_, width_, CV_32FC1, const_cast<float*>(pixels_.data()));
+  cv::Mat target;
+  cv::Mat(stored.height, stored.width, CV_8UC1, const_cast<uint8_t*>(stored.pixels.data()))
+      .convertTo(target, CV_32F);
+  target = Blurred(target);
+  const double W = stored.width, H = stored.height, aspect = double{width_} / height_;
+  float best = -1.0f;
+  for (const float fraction : kAreaFractions) {
+    double w = std::sqrt(fraction * W * H * aspect), h = w / aspect;
+    const double fit = std::min({1.0, W / w, H / h});  // inside the stored image
+    const int tw = static_cast<int>(w * fit), th = static_cast<int>(h * fit);
+    if (tw < kMinPlacementSide || th < kMinPlacementSide) continue;
+    cv::Mat placed;
+    cv::resize(query, placed, cv::Size(tw, th), 0, 0, cv::INTER_AREA);
+    placed = Blurred(placed);
+    cv::Scalar mean, deviation;
+    cv::meanStdDev(placed, mean, deviation);
+    if (deviation[0] < kMinQueryDeviation) continue;
+    cv::Mat scores;
+    cv::matchTemplate(target, placed, scores, cv::TM_CCOEFF_NORMED);
+    // A flat region of the stored image divides by zero: it says nothing.
+    for (int r = 0; r < scores.rows; ++r) {
+      const float* row = scores.ptr<float>(r);
+      for (int c = 0; c < scores.cols; ++c)
+        if (std::isfinite(row[c])) best = std::max(best, std::min(row[c], 1.0f));
+    }
+  }
+  return best;
+}
+
+}  // namespace lookalike

@@ -1,0 +1,69 @@
+// Tests of the crop-tolerant thumbnail correlation: an image matches itself,
+// a degraded copy and a crop of it; unrelated images and flat ones do not.
+#include "search/thumbnail_match.h"
+
+#include <gtest/gtest.h>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "tests/test_images.h"
+
+namespace lookalike {
+namespace {
+
+GreyThumbnail Stored(const cv::Mat& bgr) {
+  return MakeGreyThumbnail(testing::ToGrayImage(bgr), kThumbnailSide);
+}
+ThumbnailMatcher Query(const cv::Mat& bgr) {
+  return ThumbnailMatcher(MakeGreyThumbnail(testing::ToGrayImage(bgr), kQueryThumbnailSide));
+}
+
+// A tiny, blurred, heavily compressed copy: what local features cannot verify.
+cv::Mat Degraded(const cv::Mat& image, double scale) {
+  cv::Mat small, blurred;
+  cv::resize(image, small, cv::Size(), scale, scale, cv::INTER_AREA);
+  cv::GaussianBlur(small, blurred, cv::Size(0, 0), 1.5);
+  std::vector<uint8_t> jpeg;
+  cv::imencode(".jpg", blurred, jpeg, {cv::IMWRITE_JPEG_QUALITY, 12});
+  return cv::imdecode(jpeg, cv::IMREAD_COLOR);
+}
+
+TEST(ThumbnailMatchTest, AnImageAndItsDegradedCopyCorrelateAlmostPerfectly) {
+  const cv::Mat image = testing::MakeSyntheticImage(11);
+  EXPECT_GT(Query(image).Match(Stored(image)), 0.99f);
+  EXPECT_GT(Query(Degraded(image, 0.2)).Match(Stored(image)), 0.9f);
+}
+
+TEST(ThumbnailMatchTest, ACropMatchesWhereItLiesInTheStoredImage) {
+  const cv::Mat image = testing::MakeSyntheticImage(12);
+  // The centre 60 % of each side: 36 % of the area, one of the placements.
+  const cv::Mat crop = image(cv::Rect(128, 96, 384, 288)).clone();
+  const float cropped = Query(Degraded(crop, 0.3)).Match(Stored(image));
+  EXPECT_GT(cropped, 0.85f);
+  // Without crop placements (the whole image only), the crop would not match:
+  // the unrelated images below set the level of chance.
+  for (uint64_t seed = 100; seed < 110; ++seed)
+    EXPECT_LT(Query(crop).Match(Stored(testing::MakeSyntheticImage(seed))), cropped - 0.1f)
+        << "unrelated image " << seed;
+}
+
+TEST(ThumbnailMatchTest, UnrelatedImagesStayBelowTheThreshold) {
+  const cv::Mat query = testing::MakeSyntheticImage(21);
+  for (uint64_t seed = 200; seed < 220; ++seed)
+    EXPECT_LT(Query(query).Match(Stored(testing::MakeSyntheticImage(seed))), 0.85f)
+        << "unrelated image " << seed;
+}
+
+TEST(ThumbnailMatchTest, EmptyOrFlatThumbnailsSayNothing) {
+  const cv::Mat image = testing::MakeSyntheticImage(31);
+  EXPECT_EQ(Query(image).Match(GreyThumbnail()), -1.0f);
+  EXPECT_EQ(ThumbnailMatcher(GreyThumbnail()).Match(Stored(image)), -1.0f);
+  const cv::Mat flat(480, 640, CV_8UC3, cv::Scalar(90, 90, 90));
+  EXPECT_LT(Query(flat).Match(Stored(image)), 0.5f);
+  EXPECT_LT(Query(image).Match(Stored(flat)), 0.5f);
+}
+
+}  // namespace
+}  // namespace lookalike
