@@ -225,16 +225,10 @@ std::optional<ImageRecord> Store::FindById(uint64_t id) const {
 }
 
 std::vector<std::optional<ImageRecord>> Store::FindByIds(const std::vector<uint64_t>& ids) const {
-  std::vector<std::string> keys(ids.size());
-  std::vector<rocksdb::Slice> slices(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    keys[i] = ImageKey(ids[i]);
-    slices[i] = keys[i];
-  }
-  std::vector<rocksdb::PinnableSlice> values(ids.size());
-  std::vector<rocksdb::Status> statuses(ids.size());
-  impl_->db->MultiGet(rocksdb::ReadOptions(), impl_->db->DefaultColumnFamily(), ids.size(),
-                      slices.data(), values.data(), statuses.data());
+  std::vector<std::string> keys;
+  keys.reserve(ids.size());
+  for (uint64_t id : ids) keys.push_back(ImageKey(id));
+  const auto [values, statuses] = impl_->MultiGet(keys);
   std::vector<std::optional<ImageRecord>> out(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (statuses[i].IsNotFound()) continue;
@@ -409,16 +403,10 @@ std::optional<std::string> Store::GetWordVocabulary() const {
 
 std::vector<std::optional<std::string>> Store::GetWordLists(
     const std::vector<std::pair<uint32_t, uint32_t>>& keys) const {
-  std::vector<std::string> names(keys.size());
-  std::vector<rocksdb::Slice> slices(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    names[i] = WordListKey(keys[i].first, keys[i].second);
-    slices[i] = names[i];
-  }
-  std::vector<rocksdb::PinnableSlice> values(keys.size());
-  std::vector<rocksdb::Status> statuses(keys.size());
-  impl_->db->MultiGet(rocksdb::ReadOptions(), impl_->db->DefaultColumnFamily(), keys.size(),
-                      slices.data(), values.data(), statuses.data());
+  std::vector<std::string> names;
+  names.reserve(keys.size());
+  for (const auto& [segment, word] : keys) names.push_back(WordListKey(segment, word));
+  const auto [values, statuses] = impl_->MultiGet(names);
   std::vector<std::optional<std::string>> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (statuses[i].IsNotFound()) continue;
@@ -468,16 +456,10 @@ std::optional<std::string> Store::GetFeatures(uint64_t id) const {
 
 std::vector<std::optional<std::string>> Store::GetThumbnails(
     const std::vector<uint64_t>& ids) const {
-  std::vector<std::string> keys(ids.size());
-  std::vector<rocksdb::Slice> slices(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    keys[i] = ThumbnailKey(ids[i]);
-    slices[i] = keys[i];
-  }
-  std::vector<rocksdb::PinnableSlice> values(ids.size());
-  std::vector<rocksdb::Status> statuses(ids.size());
-  impl_->db->MultiGet(rocksdb::ReadOptions(), impl_->db->DefaultColumnFamily(), ids.size(),
-                      slices.data(), values.data(), statuses.data());
+  std::vector<std::string> keys;
+  keys.reserve(ids.size());
+  for (uint64_t id : ids) keys.push_back(ThumbnailKey(id));
+  const auto [values, statuses] = impl_->MultiGet(keys);
   std::vector<std::optional<std::string>> out(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (statuses[i].IsNotFound()) continue;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "storage/store.h"
 
@@ -32,6 +33,21 @@ struct Store::Impl {
   rocksdb::Status Checked(const rocksdb::Status& s) {
     if (!s.ok()) write_failed = true;
     return s;
+  }
+
+  // The values of `keys` in one RocksDB MultiGet, with a status each
+  // (IsNotFound for an absent key); the values stay pinned until destroyed.
+  struct MultiValues {
+    std::vector<rocksdb::PinnableSlice> values;
+    std::vector<rocksdb::Status> statuses;
+  };
+  MultiValues MultiGet(const std::vector<std::string>& keys) const {
+    std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+    MultiValues r{std::vector<rocksdb::PinnableSlice>(keys.size()),
+                  std::vector<rocksdb::Status>(keys.size())};
+    db->MultiGet(rocksdb::ReadOptions(), db->DefaultColumnFamily(), keys.size(), slices.data(),
+                 r.values.data(), r.statuses.data());
+    return r;
   }
 
   std::optional<std::string> Get(const std::string& key) const {
