@@ -668,6 +668,111 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
               MsSince(t_final));
 }
 
+// The images of an older database get their thumbnails from the next
+// `index` run (decoded, one write each). Killed at random moments of that
+// run: every image keeps its record and vector bit for bit, the database
+// verifies, and a final run adds exactly the thumbnails still missing.
+TEST(KillTest, ThumbnailBackfillKilledAnywhereLosesNothingAndFinishes) {
+  ChildGuard guard;
+  ::setenv("LOOKALIKE_TEST_WRITE_BUFFER_BYTES", "65536", 1);  // flushes every few writes
+  const uint64_t seed = Seed();
+  std::printf("[ kill     ] LOOKALIKE_KILL_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("replay with LOOKALIKE_KILL_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  TempDir tmp;
+  constexpr int kNumImages = 120;
+  constexpr int kKills = 6;
+  const std::string photos = tmp / "photos", scratch = tmp / "scratch", db = tmp / "db";
+  MakeCollection(photos, kNumImages, 77);
+  fs::create_directories(scratch);
+  const Result built = RunTool(IndexArgs(photos, db, tmp / "acks"), scratch, Ms(150000));
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  std::vector<uint64_t> ids;
+  Store::Open(db, Store::Mode::kReadOnly)->ForEachImage([&](const ImageRecord& r) {
+    ids.push_back(r.id);
+  });
+  // What a build that kept no thumbnails left: the same images without them.
+  auto strip_thumbnails = [&] {
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    for (uint64_t id : ids) {
+      const ImageRecord r = *store->FindById(id);
+      const auto vector = store->GetVector(id);
+      store->PutImageWithId(r, vector ? vector->data() : nullptr, *store->GetFeatures(id));
+    }
+    ASSERT_TRUE(store->IdsWithThumbnails().empty());
+  };
+  strip_thumbnails();
+  const std::map<std::string, Stored> before = ReadStore(db);
+  ASSERT_EQ(before.size(), static_cast<size_t>(kNumImages));
+
+  // The length of an uninterrupted backfill, on a copy, aims the kills.
+  const std::string copy = tmp / "copy";
+  fs::copy(db, copy, fs::copy_options::recursive);
+  const auto t0 = Clock::now();
+  const Result whole = RunTool(IndexArgs(photos, copy, tmp / "copy_acks"), scratch, Ms(150000));
+  const double run_ms = MsSince(t0);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  ASSERT_EQ(JsonInt(whole.out, "thumbnails_added"), kNumImages) << whole.out;
+
+  // Half the kills at a random moment of the run, half once its first
+  // thumbnails are in the database (a state, polled through read-only opens),
+  // so some surely land in the middle of the backfill.
+  auto thumbnails_in_db = [&] {
+    return Store::Open(db, Store::Mode::kReadOnly)->IdsWithThumbnails().size();
+  };
+  int kills = 0, mid_backfill = 0;
+  for (int run = 0; kills < kKills; ++run) {
+    ASSERT_LT(run, 30) << "could not place " << kKills << " kills";
+    const bool at_state = kills >= kKills / 2;
+    const double delay = std::uniform_real_distribution<double>(0, run_ms)(rng);
+    const pid_t pid = Spawn(IndexArgs(photos, db, tmp / "acks"), scratch + "/killed.out",
+                            scratch + "/killed.err");
+    ASSERT_GT(pid, 0);
+    std::optional<int> status =
+        at_state ? WaitUntil(pid, Clock::now() + Ms(150000), [&] { return thumbnails_in_db() > 0; })
+                 : WaitUntil(pid, After(Clock::now(), delay));
+    bool finished = status.has_value();
+    std::string what = "finished first";
+    if (status) {
+      ASSERT_EQ(DescribeStatus(*status), "exit 0") << ReadFile(scratch + "/killed.err");
+    } else {
+      const int killed = KillNow(pid);
+      // A kill that found the run already exited is a run that finished.
+      finished = !WIFSIGNALED(killed);
+      kills += !finished;
+      what = DescribeStatus(killed);
+    }
+    const size_t added = thumbnails_in_db();
+    mid_backfill += !finished && added > 0 && added < ids.size();
+    SCOPED_TRACE("run " + std::to_string(run) +
+                 (at_state ? ", kill once thumbnails appear"
+                           : ", kill at " + std::to_string(delay) + " ms") +
+                 ": " + what + ", " + std::to_string(added) + " thumbnails in the database");
+    const Result verify = RunTool({"verify", "--db", db}, scratch, Ms(60000));
+    ASSERT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+    const std::map<std::string, Stored> now = ReadStore(db);
+    ASSERT_EQ(now.size(), before.size());
+    for (const auto& [path, s] : before) {
+      const auto it = now.find(path);
+      ASSERT_TRUE(it != now.end()) << "image lost: " << path;
+      EXPECT_EQ(it->second.record, s.record) << path;
+      EXPECT_EQ(it->second.vector, s.vector) << path;
+    }
+    // A run that finished left nothing to add: the next kill needs work.
+    if (finished) strip_thumbnails();
+  }
+  std::printf("[ kill     ] %d kills, %d of them in the middle of the backfill\n", kills,
+              mid_backfill);
+  const size_t had = Store::Open(db, Store::Mode::kReadOnly)->IdsWithThumbnails().size();
+  const Result finish = RunTool(IndexArgs(photos, db, tmp / "acks"), scratch, Ms(150000));
+  ASSERT_EQ(finish.exit_code, 0) << finish.err;
+  EXPECT_EQ(JsonInt(finish.out, "thumbnails_added"), static_cast<int64_t>(kNumImages - had))
+      << finish.out;
+  EXPECT_EQ(JsonInt(finish.out, "indexed"), 0) << finish.out;
+  EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->IdsWithThumbnails(), ids);
+  EXPECT_EQ(RunTool({"verify", "--db", db}, scratch, Ms(60000)).exit_code, 0);
+}
+
 // SIGINT and SIGTERM during encoding: the current batch is committed, the
 // process exits by itself promptly with exit code 1, and a re-run finishes.
 class SignalTest : public ::testing::TestWithParam<int> {};
