@@ -17,9 +17,14 @@
 #
 # usage: bench/verification.sh DB QUERY_DIR [BUILD_DIR]
 #   env DEVSET=DIR  score both runs against that labelled set
+#   env BASELINE_FLAGS="..."  another baseline, e.g. "--thumbnail-weight 0"
+#                   (what one feature costs: search/README.md, "Thumbnail
+#                   correlation")
+#   env ROUNDS=N    N rounds, default then baseline in each (the machine's
+#                   drift falls on both); one line each, scored on the last
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 db=$1
 queries=$2
 bin=${3:-$root/build}/tools/lookalike
@@ -44,23 +49,29 @@ run() {  # NAME FLAGS...
     "$bin" search --db "$db" "$queries" -k 100 --format json "$@" >"$work/$name.json" ||
     [ $? -eq 1 ]
 }
-run default
-run baseline --match-dims 0 --ransac classic --verify-keypoints 0 --rerank 50 --rerank-vlad 25
+baseline_flags=${BASELINE_FLAGS:---match-dims 0 --ransac classic --verify-keypoints 0 --rerank 50 --rerank-vlad 25}
+echo "database $db: $("$bin" info --db "$db" --format json | sed 's/.*"images":\([0-9]*\).*/\1/') images; $(nproc) cores; baseline: $baseline_flags"
+round=0
+while [ "$round" -lt "${ROUNDS:-1}" ]; do
+  round=$((round + 1))
+  run default
+  # shellcheck disable=SC2086 # the flags are words
+  run baseline $baseline_flags
 
-echo "database $db: $("$bin" info --db "$db" --format json | sed 's/.*"images":\([0-9]*\).*/\1/') images; $(nproc) cores"
-for name in default baseline; do
-  set -- $(stats "$work/$name.json") $(cat "$work/$name.time")
-  awk -v l="$name" -v p50="$1" -v p90="$2" -v p99="$3" -v mx="$4" -v n="$5" -v u="$6" -v s="$7" \
-    -v rss="$8" 'BEGIN {
-    printf "%-9s %d queries  p50 %6.0f ms  p90 %6.0f ms  p99 %6.0f ms  max %6.0f ms  CPU %7.1f s  peak RSS %4.0f MiB\n",
-           l, n, p50 * 1000, p90 * 1000, p99 * 1000, mx * 1000, u + s, rss / 1024 }'
-  echo "$1 $3 $6 $7" >"$work/$name.sum"
+  for name in default baseline; do
+    set -- $(stats "$work/$name.json") $(cat "$work/$name.time")
+    awk -v l="$name" -v p50="$1" -v p90="$2" -v p99="$3" -v mx="$4" -v n="$5" -v u="$6" -v s="$7" \
+      -v rss="$8" 'BEGIN {
+      printf "%-9s %d queries  p50 %6.0f ms  p90 %6.0f ms  p99 %6.0f ms  max %6.0f ms  CPU %7.1f s  peak RSS %4.0f MiB\n",
+             l, n, p50 * 1000, p90 * 1000, p99 * 1000, mx * 1000, u + s, rss / 1024 }'
+    echo "$1 $3 $6 $7" >"$work/$name.sum"
+  done
+  set -- $(cat "$work/default.sum") $(cat "$work/baseline.sum")
+  awk -v a50="$1" -v a99="$2" -v acpu="$3" -v asys="$4" -v b50="$5" -v b99="$6" -v bcpu="$7" \
+    -v bsys="$8" 'BEGIN {
+    printf "default / baseline: p50 %.2fx  p99 %.2fx  CPU %.2fx\n", a50 / b50, a99 / b99,
+           (acpu + asys) / (bcpu + bsys) }'
 done
-set -- $(cat "$work/default.sum") $(cat "$work/baseline.sum")
-awk -v a50="$1" -v a99="$2" -v acpu="$3" -v asys="$4" -v b50="$5" -v b99="$6" -v bcpu="$7" \
-  -v bsys="$8" 'BEGIN {
-  printf "default / baseline: p50 %.2fx  p99 %.2fx  CPU %.2fx\n", a50 / b50, a99 / b99,
-         (acpu + asys) / (bcpu + bsys) }'
 
 if [ -n "${DEVSET:-}" ]; then
   for name in default baseline; do

@@ -31,26 +31,38 @@ ThumbnailMatcher::ThumbnailMatcher(const GreyThumbnail& query)
       height_(query.height),
       pixels_(query.pixels.begin(), query.pixels.end()) {}
 
-float ThumbnailMatcher::Match(const GreyThumbnail& stored) const {
+const std::vector<cv::Mat>& ThumbnailMatcher::Placements(int width, int height) {
+  const auto found = placements_.find({width, height});
+  if (found != placements_.end()) return found->second;
+  std::vector<cv::Mat> placed;
+  const cv::Mat query(height_, width_, CV_32FC1, pixels_.data());
+  const double W = width, H = height, aspect = double{width_} / height_;
+  for (const float fraction : kAreaFractions) {
+    const double w = std::sqrt(fraction * W * H * aspect), h = w / aspect;
+    const double fit = std::min({1.0, W / w, H / h});  // inside the stored image
+    const int tw = static_cast<int>(w * fit), th = static_cast<int>(h * fit);
+    cv::Mat p;
+    if (tw >= kMinPlacementSide && th >= kMinPlacementSide) {
+      cv::resize(query, p, cv::Size(tw, th), 0, 0, cv::INTER_AREA);
+      p = Blurred(p);
+      cv::Scalar mean, deviation;
+      cv::meanStdDev(p, mean, deviation);
+      if (deviation[0] < kMinQueryDeviation) p = cv::Mat();
+    }
+    placed.push_back(p);
+  }
+  return placements_.emplace(std::make_pair(width, height), std::move(placed)).first->second;
+}
+
+float ThumbnailMatcher::Match(const GreyThumbnail& stored) {
   if (pixels_.empty() || stored.empty()) return -1.0f;
-  const cv::Mat query(height_, width_, CV_32FC1, const_cast<float*>(pixels_.data()));
   cv::Mat target;
   cv::Mat(stored.height, stored.width, CV_8UC1, const_cast<uint8_t*>(stored.pixels.data()))
       .convertTo(target, CV_32F);
   target = Blurred(target);
-  const double W = stored.width, H = stored.height, aspect = double{width_} / height_;
   float best = -1.0f;
-  for (const float fraction : kAreaFractions) {
-    double w = std::sqrt(fraction * W * H * aspect), h = w / aspect;
-    const double fit = std::min({1.0, W / w, H / h});  // inside the stored image
-    const int tw = static_cast<int>(w * fit), th = static_cast<int>(h * fit);
-    if (tw < kMinPlacementSide || th < kMinPlacementSide) continue;
-    cv::Mat placed;
-    cv::resize(query, placed, cv::Size(tw, th), 0, 0, cv::INTER_AREA);
-    placed = Blurred(placed);
-    cv::Scalar mean, deviation;
-    cv::meanStdDev(placed, mean, deviation);
-    if (deviation[0] < kMinQueryDeviation) continue;
+  for (const cv::Mat& placed : Placements(stored.width, stored.height)) {
+    if (placed.empty()) continue;
     cv::Mat scores;
     cv::matchTemplate(target, placed, scores, cv::TM_CCOEFF_NORMED);
     // A flat region of the stored image divides by zero: it says nothing.

@@ -4,6 +4,9 @@
 // search/README.md, "Thumbnail correlation").
 #pragma once
 
+#include <map>
+#include <opencv2/core.hpp>
+#include <utility>
 #include <vector>
 
 #include "indexer/grey_thumbnail.h"
@@ -20,13 +23,20 @@ class ThumbnailMatcher {
   // `stored`'s area and slid over it, both blurred by a Gaussian of 1 px:
   // a copy that is a crop of a stored image matches at the fraction it
   // kept. -1 when either is empty, no placement is 6 px a side or more, or
-  // the query is flat (nothing to correlate).
-  // Thread-safe (const).
-  float Match(const GreyThumbnail& stored) const;
+  // the query is flat (nothing to correlate). Not thread-safe: the query's
+  // placements are made once per stored size (most thumbnails share a few
+  // sizes: 48 x 36, 36 x 48, 48 x 32 ...) and kept.
+  float Match(const GreyThumbnail& stored);
 
  private:
+  // The query shrunk and blurred for each area fraction on a stored
+  // thumbnail of `width` x `height`; an empty Mat for a placement that is
+  // too small or flat.
+  const std::vector<cv::Mat>& Placements(int width, int height);
+
   int width_ = 0, height_ = 0;
-  std::vector<float> pixels_;  // the query, as floats
+  std::vector<float> pixels_;                                       // the query, as floats
+  std::map<std::pair<int, int>, std::vector<cv::Mat>> placements_;  // by stored (width, height)
 };
 
 }  // namespace lookalike

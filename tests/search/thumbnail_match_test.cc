@@ -56,6 +56,18 @@ TEST(ThumbnailMatchTest, UnrelatedImagesStayBelowTheThreshold) {
         << "unrelated image " << seed;
 }
 
+// One matcher serves a whole query: its placements, kept per stored size,
+// give what a fresh matcher gives, whatever came before.
+TEST(ThumbnailMatchTest, OneMatcherForManyCandidatesScoresAsFreshOnes) {
+  const cv::Mat query = Degraded(testing::MakeSyntheticImage(41), 0.3);
+  std::vector<GreyThumbnail> stored;
+  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{640, 480}, {480, 640}, {600, 300}})
+    stored.push_back(Stored(testing::MakeSyntheticImage(41, w, h)));
+  stored.push_back(stored[0]);
+  ThumbnailMatcher shared = Query(query);
+  for (const GreyThumbnail& t : stored) EXPECT_EQ(shared.Match(t), Query(query).Match(t));
+}
+
 TEST(ThumbnailMatchTest, EmptyOrFlatThumbnailsSayNothing) {
   const cv::Mat image = testing::MakeSyntheticImage(31);
   EXPECT_EQ(Query(image).Match(GreyThumbnail()), -1.0f);
