@@ -116,10 +116,7 @@ void BatchCommitter::Commit(const ProcessedFile& p, const float* vlad) {
   ImageRecord record = p.record;
   record.id = p.existing ? p.existing->id : 0;
   record.status = p.descriptors.num == 0 ? ImageStatus::kNoFeatures : ImageStatus::kOk;
-  // Older layouts are written as they are (no thumbnails), for the builds
-  // that read them.
-  const bool keeps_thumbnails = store_->schema_version() >= kSchemaVersion;
-  store_->PutImage(&record, vlad, p.features, keeps_thumbnails ? p.thumbnail : std::string());
+  store_->PutImage(&record, vlad, p.features, p.thumbnail);
   ++summary_->indexed;
   if (observer_) observer_->OnCommitted(record);
   if (p.descriptors.num == 0) {

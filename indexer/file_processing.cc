@@ -15,6 +15,12 @@ namespace {
 
 using Clock = SteadyClock;
 
+// The stored thumbnail of a decoded image, when the database keeps them.
+std::string ThumbnailOf(const GrayImage& gray, const FileProcessing& how) {
+  return how.thumbnails ? EncodeGreyThumbnail(MakeGreyThumbnail(gray, kThumbnailSide))
+                        : std::string();
+}
+
 // Decoding and extraction of a file whose bytes are read and hashed.
 void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProcessing& how,
                       DescriptorExtractor* extractor, Clock::time_point t0, ProcessedFile* p) {
@@ -33,7 +39,7 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
   p->record.width = loaded.image->original_width;
   p->record.height = loaded.image->original_height;
   p->record.colour = std::move(loaded.image->colour);
-  p->thumbnail = EncodeGreyThumbnail(MakeGreyThumbnail(loaded.image->gray, kThumbnailSide));
+  p->thumbnail = ThumbnailOf(loaded.image->gray, how);
   p->descriptors = extractor->Extract(loaded.image->gray);
   p->record.num_descriptors = static_cast<uint32_t>(p->descriptors.num);
   p->frame_width = static_cast<uint32_t>(loaded.image->gray.width);
@@ -88,8 +94,7 @@ ProcessedFile ProcessFile(const FileTask& task, size_t index, const FileProcessi
       // Decoded for its thumbnail only; a file that no longer decodes keeps
       // its record and goes without (its next change re-indexes it).
       LoadResult loaded = DecodeImageBytes(task.path, read.bytes, how.max_side, how.limits);
-      if (loaded.image)
-        p.thumbnail = EncodeGreyThumbnail(MakeGreyThumbnail(loaded.image->gray, kThumbnailSide));
+      if (loaded.image) p.thumbnail = ThumbnailOf(loaded.image->gray, how);
     }
     return p;
   }

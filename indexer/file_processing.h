@@ -36,7 +36,7 @@ struct ProcessedFile {
   ImageRecord record;         // size, mtime, content hash, dimensions, colour
   Descriptors descriptors;
   std::string features;   // EncodeLocalFeatures blob, empty without keypoints
-  std::string thumbnail;  // EncodeGreyThumbnail blob (grey_thumbnail.h); empty if not decoded
+  std::string thumbnail;  // EncodeGreyThumbnail blob (grey_thumbnail.h); empty if not made
   uint32_t frame_width = 0, frame_height = 0;  // the downscaled frame keypoints live in
   double read_decode_seconds = 0;
   double read_seconds = 0;    // part of read_decode_seconds
@@ -53,6 +53,9 @@ struct FileProcessing {
   // The database's content hash (Store::hash_kind()): hashes are compared
   // with, and stored beside, hashes of that kind only.
   HashKind hash_kind = HashKind::kXxh3_64;
+  // Make each image's thumbnail (the database keeps them:
+  // Store::keeps_thumbnails).
+  bool thumbnails = true;
 };
 
 // Processes one file with `extractor` (one per thread).

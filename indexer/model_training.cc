@@ -43,6 +43,7 @@ FileProcessing TrainingProcessing(const IndexOptions& options) {
   // Hashes of the reused training images are taken before the database
   // exists, with the hash of the schema it is created in.
   how.hash_kind = HashKindForSchema(NewSchema(options));
+  how.thumbnails = Store::KeepsThumbnails(NewSchema(options));
   return how;
 }
 

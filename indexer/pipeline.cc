@@ -139,6 +139,7 @@ void EncodeAndCommit(UpdatePlan* plan, Store* store, const IndexOptions& options
   how.extractor = settings.extractor;
   how.limits = options.limits;
   how.hash_kind = store->hash_kind();
+  how.thumbnails = store->keeps_thumbnails();
   ProcessFiles(plan->tasks, threads, how, cancel,
                [&](ProcessedFile&& p) { committer.Add(std::move(p)); });
   committer.Flush();

@@ -8,9 +8,8 @@ namespace lookalike {
 UpdatePlan PlanUpdate(const WalkResult& walk, const std::string& root, const Store& store,
                       std::unordered_map<std::string, ProcessedFile>* reusable) {
   UpdatePlan plan;
-  // Images stored before thumbnails were kept (schema 3 only: older layouts
-  // are written as they are, for the builds that read them).
-  const bool keeps_thumbnails = store.schema_version() >= kSchemaVersion;
+  // Images stored before thumbnails were kept.
+  const bool keeps_thumbnails = store.keeps_thumbnails();
   std::unordered_set<uint64_t> with_thumbnail;
   if (keeps_thumbnails)
     for (uint64_t id : store.IdsWithThumbnails()) with_thumbnail.insert(id);

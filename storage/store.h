@@ -206,6 +206,10 @@ class Store {
   uint64_t vector_dim() const { return vector_dim_; }
   // Whether stored vectors are float16 (schema >= 3).
   bool half_vectors() const { return schema_version_ >= 3; }
+  // Whether the indexer gives images a thumbnail (t:<id>; schema >= 3:
+  // older layouts are written as they are, for the builds that read them).
+  static bool KeepsThumbnails(uint32_t schema) { return schema >= 3; }
+  bool keeps_thumbnails() const { return KeepsThumbnails(schema_version_); }
   // Descriptors and images without features over all records, from the
   // counters (schema >= 3; nullopt before, and for schema-3 databases
   // written before the counters existed, where only a scan tells).

@@ -81,6 +81,8 @@ TEST(MigrationTest, AStoppedRunIsContinuedAfterTheDatabaseChanged) {
   EXPECT_EQ(update.removed, 1);
   EXPECT_EQ(update.indexed, 2);
   ASSERT_EQ(Store::Open(db, Store::Mode::kReadOnly)->schema_version(), 2u);
+  EXPECT_TRUE(Store::Open(db, Store::Mode::kReadOnly)->IdsWithThumbnails().empty())
+      << "an older layout is written as it is: no thumbnails";
   const auto updated = PathsById(db);
 
   cancel = false;
@@ -100,6 +102,11 @@ TEST(MigrationTest, AStoppedRunIsContinuedAfterTheDatabaseChanged) {
   const auto record = store->FindByPath(changed);
   ASSERT_TRUE(record);
   EXPECT_EQ(record->width, 300u) << "the changed image was not converted again";
+  // The migration carries no thumbnails (it reads no file); the next run
+  // gives every image one.
+  EXPECT_TRUE(store->IdsWithThumbnails().empty());
+  store.reset();
+  EXPECT_EQ(BuildIndex(index, nullptr).thumbnails_added, 14);
 }
 
 }  // namespace
