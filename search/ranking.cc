@@ -159,10 +159,11 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
 }
 
 void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uint64_t>& also) {
-  assert(thumbnails_);  // correlates()
+  assert(thumbnails_);                               // correlates()
+  std::unordered_map<uint64_t, float> thumbnail_of;  // id -> t (-1: no stored thumbnail)
   std::vector<uint64_t> todo;
   auto queue = [&](uint64_t id) {
-    if (thumbnail_of_.emplace(id, -1.0f).second) todo.push_back(id);
+    if (thumbnail_of.emplace(id, -1.0f).second) todo.push_back(id);
   };
   const size_t depth =
       std::min<size_t>(list->size(), static_cast<size_t>(options_.thumbnail_depth));
@@ -179,12 +180,12 @@ void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uin
                                                        std::to_string(todo[i]) + ": " + e.what() +
                                                        "; run `lookalike verify`");
     }
-    thumbnail_of_[todo[i]] = thumbnails_->Match(t);
+    thumbnail_of[todo[i]] = thumbnails_->Match(t);
   }
   const float weight = options_.thumbnail_weight;
   for (Candidate& c : *list) {
-    const auto it = thumbnail_of_.find(c.id);
-    if (it == thumbnail_of_.end()) continue;
+    const auto it = thumbnail_of.find(c.id);
+    if (it == thumbnail_of.end()) continue;
     c.thumbnail = it->second;
     if (Verified(c.id) || c.thumbnail <= kThumbnailThreshold) continue;
     const float evidence =

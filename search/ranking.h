@@ -127,6 +127,10 @@ class QueryRanking {
   bool fuses() const { return fuse_colour_ || !word_similarity_.empty(); }
   // True when Fuse weighs colour (as above).
   bool fuses_colour() const { return fuse_colour_; }
+  // The query's colour prepared for the colour index (empty unless
+  // fuses_colour() and the ranking was given an index): what the searcher
+  // looks up colour candidates with.
+  const ColourIndex::Query& colour_query() const { return colour_query_; }
 
   // The word index's list for the query (id, a), for word fusion; a
   // candidate it does not list gets a = 0.
@@ -165,7 +169,7 @@ class QueryRanking {
 
   // Step 4: correlates the thumbnails of the first thumbnail_depth
   // candidates of `list` and of those of `also` (the colour candidates),
-  // each read once per query (one MultiGet a call), then raises every
+  // read in one MultiGet, then raises every
   // unverified candidate's score by its evidence h (noisy-or, see above) and
   // stable-sorts by score. Run it after the last Rerank: Rerank recomputes
   // scores from b. Only when correlates(). Throws StoreError (a corrupt
@@ -200,7 +204,6 @@ class QueryRanking {
   std::unordered_map<uint64_t, float> word_similarity_;  // id -> a
   std::unordered_map<uint64_t, int> inliers_of_;         // id -> inliers (-1: no stored features)
   std::optional<ThumbnailMatcher> thumbnails_;           // the query's; only when correlates()
-  std::unordered_map<uint64_t, float> thumbnail_of_;     // id -> t (-1: no stored thumbnail)
 };
 
 }  // namespace lookalike

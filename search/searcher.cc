@@ -280,7 +280,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   // the query's).
   const std::vector<uint64_t> by_colour =
       opt.colour_candidates > 0 && ranking.fuses_colour()
-          ? impl_->colours.Search(ColourIndex::Prepare(colour), opt.colour_candidates)
+          ? impl_->colours.Search(ranking.colour_query(), opt.colour_candidates)
           : std::vector<uint64_t>();
   auto fused_list = [&](const float* q) {
     std::vector<Candidate> l = impl_->ShortList(q, depth);
