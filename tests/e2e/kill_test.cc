@@ -271,9 +271,13 @@ std::vector<std::string> MakeCollection(const std::string& dir, int count, uint6
   return paths;
 }
 
+// The seed of this run's kill times: LOOKALIKE_KILL_SEED, else a random one;
+// printed, so a failure can be replayed.
 uint64_t Seed() {
-  if (const char* s = std::getenv("LOOKALIKE_KILL_SEED")) return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
+  const char* given = std::getenv("LOOKALIKE_KILL_SEED");
+  const uint64_t seed = given ? std::strtoull(given, nullptr, 10) : std::random_device{}();
+  std::printf("[ kill     ] LOOKALIKE_KILL_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  return seed;
 }
 
 // Same flags for the killed and the uninterrupted runs. Small K, a small
@@ -415,7 +419,6 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
   ChildGuard guard;
   ::setenv("LOOKALIKE_TEST_WRITE_BUFFER_BYTES", "65536", 1);  // inherited by every run
   const uint64_t seed = Seed();
-  std::printf("[ kill     ] LOOKALIKE_KILL_SEED=%llu\n", static_cast<unsigned long long>(seed));
   SCOPED_TRACE("replay with LOOKALIKE_KILL_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   auto uniform = [&](double lo, double hi) {
@@ -676,7 +679,6 @@ TEST(KillTest, ThumbnailBackfillKilledAnywhereLosesNothingAndFinishes) {
   ChildGuard guard;
   ::setenv("LOOKALIKE_TEST_WRITE_BUFFER_BYTES", "65536", 1);  // flushes every few writes
   const uint64_t seed = Seed();
-  std::printf("[ kill     ] LOOKALIKE_KILL_SEED=%llu\n", static_cast<unsigned long long>(seed));
   SCOPED_TRACE("replay with LOOKALIKE_KILL_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   TempDir tmp;
