@@ -13,6 +13,14 @@
 
 namespace lookalike {
 
+// The best zero-mean normalised cross-correlation of `templ` slid over
+// `target` (both CV_32FC1, templ no larger): what cv::matchTemplate's
+// TM_CCOEFF_NORMED gives at its best position, computed directly. Windows of
+// `target` whose grey levels vary by less than half a level (standard
+// deviation) are skipped: their correlation is rounding noise. -1 when every
+// window is skipped or the template is flat.
+float BestNormalisedCorrelation(const cv::Mat& target, const cv::Mat& templ);
+
 class ThumbnailMatcher {
  public:
   // `query`: the query's thumbnail (kQueryThumbnailSide); copied.
@@ -30,13 +38,17 @@ class ThumbnailMatcher {
 
  private:
   // The query shrunk and blurred for each area fraction on a stored
-  // thumbnail of `width` x `height`; an empty Mat for a placement that is
-  // too small or flat.
-  const std::vector<cv::Mat>& Placements(int width, int height);
+  // thumbnail of `width` x `height`; empty for a placement that is too small
+  // or flat.
+  struct Placement {
+    cv::Mat zero_mean;  // CV_32FC1, its mean subtracted; empty: no placement
+    double norm = 0;    // L2 norm of zero_mean
+  };
+  const std::vector<Placement>& Placements(int width, int height);
 
   int width_ = 0, height_ = 0;
-  std::vector<float> pixels_;                                       // the query, as floats
-  std::map<std::pair<int, int>, std::vector<cv::Mat>> placements_;  // by stored (width, height)
+  std::vector<float> pixels_;                                         // the query, as floats
+  std::map<std::pair<int, int>, std::vector<Placement>> placements_;  // by stored (width, height)
 };
 
 }  // namespace lookalike

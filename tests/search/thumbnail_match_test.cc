@@ -68,6 +68,47 @@ TEST(ThumbnailMatchTest, OneMatcherForManyCandidatesScoresAsFreshOnes) {
   for (const GreyThumbnail& t : stored) EXPECT_EQ(shared.Match(t), Query(query).Match(t));
 }
 
+// The direct correlation is OpenCV's TM_CCOEFF_NORMED at its best position,
+// for every template size the placements produce on the stored sizes.
+TEST(ThumbnailMatchTest, DirectCorrelationIsOpenCVsBest) {
+  cv::RNG rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int W = 24 + trial % 25, H = 24 + (trial * 7) % 25;
+    cv::Mat target(H, W, CV_32FC1), templ;
+    rng.fill(target, cv::RNG::UNIFORM, 0, 255);
+    cv::GaussianBlur(target, target, cv::Size(0, 0), 1.0 + trial % 3);
+    const int w = 6 + trial % (W - 5), h = 6 + (trial * 3) % (H - 5);
+    if (trial % 2 == 0) {  // a noisy piece of the target: a high best
+      templ = target(cv::Rect(rng.uniform(0, W - w + 1), rng.uniform(0, H - h + 1), w, h)).clone();
+      cv::Mat noise(h, w, CV_32FC1);
+      rng.fill(noise, cv::RNG::NORMAL, 0, 4);
+      templ += noise;
+    } else {  // unrelated: a low best
+      templ.create(h, w, CV_32FC1);
+      rng.fill(templ, cv::RNG::UNIFORM, 0, 255);
+      cv::GaussianBlur(templ, templ, cv::Size(0, 0), 1.5);
+    }
+    cv::Mat scores;
+    cv::matchTemplate(target, templ, scores, cv::TM_CCOEFF_NORMED);
+    double expected = 0;
+    cv::minMaxLoc(scores, nullptr, &expected);
+    EXPECT_NEAR(BestNormalisedCorrelation(target, templ), expected, 1e-4)
+        << "trial " << trial << ": " << w << "x" << h << " on " << W << "x" << H;
+  }
+}
+
+// Where the target is flat, there is nothing to correlate: a template that
+// OpenCV would call a perfect match on the flat half is judged on the rest.
+TEST(ThumbnailMatchTest, FlatWindowsAreSkipped) {
+  cv::Mat target(36, 48, CV_32FC1, cv::Scalar(120));
+  cv::Mat textured = target(cv::Rect(24, 0, 24, 36));
+  cv::RNG(3).fill(textured, cv::RNG::UNIFORM, 0, 255);
+  cv::Mat templ(12, 12, CV_32FC1, cv::Scalar(120));
+  templ.at<float>(5, 5) = 121;
+  EXPECT_LT(BestNormalisedCorrelation(target, templ), 0.5f);
+  EXPECT_EQ(BestNormalisedCorrelation(cv::Mat(36, 48, CV_32FC1, cv::Scalar(7)), templ), -1.0f);
+}
+
 TEST(ThumbnailMatchTest, EmptyOrFlatThumbnailsSayNothing) {
   const cv::Mat image = testing::MakeSyntheticImage(31);
   EXPECT_EQ(Query(image).Match(GreyThumbnail()), -1.0f);
