@@ -132,6 +132,7 @@ std::unique_ptr<Store> Store::Create(const std::string& path, const ModelRecord&
     rocksdb::Options options;
     options.create_if_missing = true;
     options.error_if_exists = true;
+    SetTableCompression(&options);
     rocksdb::DB* raw = nullptr;
     rocksdb::Status s = rocksdb::DB::Open(options, temp.string(), &raw);
     if (!s.ok()) {

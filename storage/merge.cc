@@ -79,8 +79,9 @@ std::set<std::string> KeySpaces(rocksdb::DB* db, const std::string& path) {
 class TableFiles {
  public:
   static constexpr uint64_t kFileBytes = uint64_t{256} << 20;
-  TableFiles(std::string dir, std::string db_path)
-      : dir_(std::move(dir)), db_(std::move(db_path)) {}
+  TableFiles(std::string dir, std::string db_path) : dir_(std::move(dir)), db_(std::move(db_path)) {
+    SetTableCompression(&options_);
+  }
 
   void Put(const rocksdb::Slice& key, const rocksdb::Slice& value) {
     if (!writer_ || writer_->FileSize() >= kFileBytes) Roll();

@@ -1,6 +1,7 @@
 #include "storage/store.h"
 
 #include <fcntl.h>
+#include <rocksdb/convenience.h>
 #include <rocksdb/write_batch.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -21,6 +22,12 @@
 #include "storage/values.h"
 
 namespace lookalike {
+
+void SetTableCompression(rocksdb::Options* options) {
+  const std::vector<rocksdb::CompressionType> supported = rocksdb::GetSupportedCompressions();
+  if (std::find(supported.begin(), supported.end(), rocksdb::kZSTD) != supported.end())
+    options->compression = rocksdb::kZSTD;
+}
 namespace fs = std::filesystem;
 using namespace store_detail;
 using encoding::Reader;
@@ -112,6 +119,7 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
     const long long n = std::atoll(bytes);
     if (n >= 4096) options.write_buffer_size = static_cast<size_t>(n);
   }
+  SetTableCompression(&options);
   options.keep_log_file_num = 4;  // RocksDB's info LOG rotates at every open
   options.max_open_files = -1;    // open every table file now: a running writer may
                                   // delete obsolete ones later, open ones stay readable

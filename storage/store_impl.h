@@ -17,6 +17,15 @@
 
 namespace lookalike {
 
+// The compression of every table file the store writes (its own flushes and
+// compactions, creation's first, merge's ingested ones): Zstandard where
+// RocksDB has it, not its default Snappy. The product-quantised features are
+// near-random bytes, but the model, the PCA matrix's codes, the thumbnails
+// and the records compress (storage/README.md, "Sizes"), and a query decodes
+// its few values as fast. Each table records its own compression, so tables
+// written before stay readable, and any build with RocksDB 7 reads these.
+void SetTableCompression(rocksdb::Options* options);
+
 struct Store::Impl {
   std::unique_ptr<rocksdb::DB> db;
   bool read_only = false;
