@@ -42,7 +42,7 @@ struct Target {
 // The best correlation over every position of a template (zero_mean: its
 // grey levels minus their mean; norm: their L2 norm) in `target`. Computed
 // directly rather than with cv::matchTemplate: at thumbnail sizes (templates
-// of 20 x 26 to 46 x 35 on 48 x 36) OpenCV's DFT costs about 1.5x more, on
+// of 26 x 20 to 46 x 35 on 48 x 36) OpenCV's DFT costs 1.5-2x more, on
 // threads of its own (search/README.md, "Thumbnail correlation").
 float BestOver(const Target& target, const cv::Mat& zero_mean, double norm) {
   const int w = zero_mean.cols, h = zero_mean.rows;

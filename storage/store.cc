@@ -22,12 +22,6 @@
 #include "storage/values.h"
 
 namespace lookalike {
-
-void SetTableCompression(rocksdb::Options* options) {
-  const std::vector<rocksdb::CompressionType> supported = rocksdb::GetSupportedCompressions();
-  if (std::find(supported.begin(), supported.end(), rocksdb::kZSTD) != supported.end())
-    options->compression = rocksdb::kZSTD;
-}
 namespace fs = std::filesystem;
 using namespace store_detail;
 using encoding::Reader;
@@ -92,6 +86,12 @@ Store::~Store() {
   if (!impl_->read_only && !impl_->write_failed)
     impl_->db->Flush(rocksdb::FlushOptions()).PermitUncheckedError();
   impl_->db->Close().PermitUncheckedError();
+}
+
+void SetTableCompression(rocksdb::Options* options) {
+  const std::vector<rocksdb::CompressionType> supported = rocksdb::GetSupportedCompressions();
+  if (std::find(supported.begin(), supported.end(), rocksdb::kZSTD) != supported.end())
+    options->compression = rocksdb::kZSTD;
 }
 
 std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
