@@ -127,7 +127,8 @@ void WriteSearchHtml(std::ostream& out, const std::vector<QueryResult>& results,
                                         Number(h.score, 4)};
       lines.push_back("VLAD " + Number(h.similarity, 3) +
                       (h.colour >= 0 ? " &middot; colour " + Number(h.colour, 3) : "") +
-                      (h.inliers >= 0 ? " &middot; inliers " + std::to_string(h.inliers) : ""));
+                      (h.inliers >= 0 ? " &middot; inliers " + std::to_string(h.inliers) : "") +
+                      (h.thumbnail > -1 ? " &middot; thumbnail " + Number(h.thumbnail, 3) : ""));
       Card(out, h.inliers >= 8 ? "verified" : "", Picture(OfRecord(store, h.id, limits)), lines,
            h.path);
     }

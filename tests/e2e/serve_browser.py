@@ -49,6 +49,11 @@ def main():
         if got != expected:
             raise AssertionError("ranked first: %r, expected %r" % (got, expected))
 
+        step = "see what ranked the first hit, its thumbnail correlation included"
+        meta = first.text
+        if "inliers" not in meta or "thumbnail" not in meta:
+            raise AssertionError("the first hit says: %r" % meta)
+
         step = "see the first hit's thumbnail rendered"
         wait.until(lambda d: d.execute_script(
             "const i = document.querySelector('#results .card[data-rank=\"1\"] img');"

@@ -561,6 +561,9 @@ TEST_F(ServeApiTest, HtmlReportsAreSelfContainedWithEmbeddedThumbnails) {
   ASSERT_NE(first_hit, std::string::npos);
   EXPECT_EQ(search.out.find("class=\"path\">", first_hit),
             search.out.find("class=\"path\">" + photos_->at(5), first_hit));
+  // Each hit says what ranked it, its thumbnail correlation included.
+  const size_t evidence = search.out.find("&middot; thumbnail ", first_hit);
+  EXPECT_LT(evidence, search.out.find("<b>#2</b>")) << "the first hit's thumbnail correlation";
 
   const ProcessResult dedup = RunLookalike({"dedup", "--db", *db_, "--format", "html"});
   ASSERT_EQ(dedup.exit_code, 0) << dedup.Describe();

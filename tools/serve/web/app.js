@@ -58,7 +58,8 @@ function showResults(data, queryKey) {
       'score ' + fixed(h.score, 4));
     const detail = el('div', { className: 'meta', textContent:
       'VLAD ' + fixed(h.similarity, 3) + ' · colour ' + fixed(h.colour, 3) +
-      ' · inliers ' + (h.inliers === undefined ? '–' : h.inliers) });
+      ' · inliers ' + (h.inliers === undefined ? '–' : h.inliers) +
+      (h.thumbnail === undefined ? '' : ' · thumbnail ' + fixed(h.thumbnail, 3)) });
     const match = el('a', { className: 'match-link', href: '#/match/' + queryKey + '/' + h.id, textContent: 'why? matches' });
     const c = card(h.id, h.path, [meta, detail, match], h.inliers >= 8 ? 'verified' : '');
     c.dataset.rank = h.rank;
