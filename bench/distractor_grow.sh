@@ -3,7 +3,8 @@
 # extracting N real images: a copy of a real distractor database (the
 # N = 10,000 one of bench/distractor_curve.sh, kept with KEEP_DBS) grown to
 # TOTAL distractors with synthetic ones made by build/bench/grow_distractors
-# (collages of two real distractors' stored local features; nothing is
+# (collages of two real distractors' stored local features, and of their
+# thumbnails when DB has them: give it an `index` run first; nothing is
 # derived from a dev image), merged in with `lookalike merge` (which rebuilds
 # the search index and re-learns the word vocabulary over the whole
 # collection, as for any merged database), then the dev-set queries scored
@@ -18,7 +19,7 @@
 #   RESULTS  keep the results and per-query scores here (default: WORK/results)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
 db=$(cd "$1" && pwd)
 total=$2
 devset=$(cd "${3:-$root/../shared/data/devset}" && pwd)
