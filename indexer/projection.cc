@@ -21,8 +21,9 @@ void ProjectionOptions::Validate() const {
   if (!(power_alpha > 0.0f && power_alpha <= 1.0f))
     throw std::invalid_argument("--pca-power must be in (0, 1], got " +
                                 std::to_string(power_alpha));
-  if (component_bits != 4 && component_bits != 16 && component_bits != 32)
-    throw std::invalid_argument("--pca-bits must be 4, 16 or 32, got " +
+  if (component_bits != 1 && component_bits != 2 && component_bits != 4 && component_bits != 16 &&
+      component_bits != 32)
+    throw std::invalid_argument("--pca-bits must be 1, 2, 4, 16 or 32, got " +
                                 std::to_string(component_bits));
 }
 
@@ -73,25 +74,37 @@ std::vector<double> CentredGramEigen(const float* x, int64_t n, int64_t dim,
   return gc;
 }
 
-// Puts every component value on its row's 4-bit grid
-// (ProjectionRecord::FourBitCode), with the step covering +-3 RMS of the row (values beyond are
-// clamped: a unit row of 65,536 values has RMS 1/256, and its few larger
+// The half-range of a row's grid, in RMS of the row, for each number of
+// bits: the grid's outer values sit there. At 4 bits +-3 RMS (values beyond
+// are clamped: a unit row of 65,536 values has RMS 1/256, and its few larger
 // values matter less than a fine step for the bulk; measured against the
-// largest value as the range in indexer/README.md). The record then holds
-// exactly what m:pca stores, so a projection just learned and one read back
-// map vectors identically.
+// largest value as the range in indexer/README.md); at 2 bits +-2 RMS and
+// at 1 bit +-0.8 RMS (close to the mean magnitude of a Gaussian, 0.798),
+// the best of those measured for each (indexer/README.md, "What 112
+// components cost as the collection grows").
+double GridReachInRms(uint32_t bits) { return bits == 4 ? 3.0 : bits == 2 ? 2.0 : 0.8; }
+
+// Puts every component value on its row's grid (ProjectionRecord::GridCode)
+// of p->component_bits bits. The record then holds exactly what m:pca
+// stores, so a projection just learned and one read back map vectors
+// identically.
 void QuantizeComponents(ProjectionRecord* p) {
   const uint64_t dim = p->in_dim;
+  const uint32_t bits = p->component_bits;
+  // The outer code's value is step x (2^bits - 1) / 2.
+  const double half_levels = ((1u << bits) - 1) / 2.0;
   p->component_scales.assign(p->out_dim, 0.0f);
   for (uint32_t c = 0; c < p->out_dim; ++c) {
     float* row = p->components.data() + c * dim;
     double sum2 = 0;
     for (uint64_t j = 0; j < dim; ++j) sum2 += double{row[j]} * row[j];
     const double rms = std::sqrt(sum2 / static_cast<double>(dim));
-    const float step = static_cast<float>(std::max(3.0 * rms / 7.5, 1e-30));
+    const float step =
+        static_cast<float>(std::max(GridReachInRms(bits) * rms / half_levels, 1e-30));
     p->component_scales[c] = step;
     for (uint64_t j = 0; j < dim; ++j)
-      row[j] = ProjectionRecord::FourBitValue(ProjectionRecord::FourBitCode(row[j], step), step);
+      row[j] =
+          ProjectionRecord::GridValue(ProjectionRecord::GridCode(row[j], step, bits), step, bits);
   }
 }
 
@@ -187,7 +200,7 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
     const float inv = static_cast<float>(1.0 / std::sqrt(std::max(norm2, 1e-300)));
     for (int64_t j = 0; j < dim; ++j) u[j] *= inv;
   }
-  if (p.component_bits == 4) QuantizeComponents(&p);
+  if (ProjectionRecord::Gridded(p.component_bits)) QuantizeComponents(&p);
   return p;
 }
 

@@ -120,10 +120,10 @@ inline std::string WordListKey(uint32_t segment, uint32_t word) {
 }
 
 // m:pca formats: 1 (float32 or float16 components), 2 (+ a u32 of component
-// bits after the flags; 4: out_dim f32 steps, then 4-bit codes). A build
-// writes format 1 whenever the components are not 4-bit, so older builds
-// still read those.
-inline constexpr uint32_t kProjectionFormat = 2;
+// bits after the flags; 4: out_dim f32 steps, then 4-bit codes), 3 (the
+// same with 2- or 1-bit codes). A build writes the lowest format that holds
+// its components, so older builds still read what they can.
+inline constexpr uint32_t kProjectionFormat = 3;
 
 inline std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(id); }
 inline std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(id); }

@@ -69,31 +69,37 @@ struct ProjectionRecord {
   uint32_t out_dim = 0;      // components kept, >= 1
   uint32_t num_samples = 0;  // vectors it was learned from
   bool whiten = true;        // scale component i by (eigenvalue_i + reg x mean)^-1/2
-  // Bits per stored component value: 32 (float32), 16 (float16) or 4 (a
-  // code c in 0..15 standing for scale_row x (c - 7.5), m:pca format 2).
+  // Bits per stored component value: 32 (float32), 16 (float16), or 4, 2 or
+  // 1 (a code c in 0..2^bits-1 standing for scale_row x (c - (2^bits-1)/2);
+  // m:pca format 2 for 4 bits, 3 for 2 and 1).
   uint32_t component_bits = 16;
   float eigen_regularization = 0;  // relative eigenvalue floor for whitening, >= 0
   float power_alpha = 1.0f;        // signed power after projection (1 = off)
   std::vector<float> mean;         // in_dim
   std::vector<float> eigenvalues;  // out_dim, descending
   std::vector<float> components;   // out_dim x in_dim, orthonormal rows, row-major
-  // One step per row when component_bits is 4 (its values are then exactly
-  // step x (c - 7.5)); empty otherwise.
+  // One step per row when the components are on a grid (Gridded: their
+  // values are then exactly GridValue(c, step, bits)); empty otherwise.
   std::vector<float> component_scales;
 
-  // The m:pca format it is stored in: 2 for 4-bit components, else 1 (the
-  // bytes every earlier build wrote and reads).
-  uint32_t format() const { return component_bits == 4 ? 2 : 1; }
+  // The m:pca format it is stored in: 2 for 4-bit components, 3 for 2- and
+  // 1-bit ones, else 1 (the bytes every earlier build wrote and reads).
+  uint32_t format() const { return component_bits == 4 ? 2 : Gridded(component_bits) ? 3 : 1; }
 
-  // The 4-bit grid, defined once for the learner (which puts values on it)
-  // and the codec: code c in 0..15 stands for step x (c - 7.5); a value maps
-  // to the code whose cell holds it (the end cells take what lies beyond),
-  // so a value on the grid maps back to its own code.
-  static uint8_t FourBitCode(float value, float step) {
-    return static_cast<uint8_t>(std::clamp(std::floor(value / step + 8.0f), 0.0f, 15.0f));
+  // Whether values of this many bits are codes on a per-row grid.
+  static bool Gridded(uint32_t bits) { return bits == 1 || bits == 2 || bits == 4; }
+  // The grid of `bits` (1, 2 or 4) bits, defined once for the learner (which
+  // puts values on it) and the codec: code c in 0..2^bits-1 stands for
+  // step x (c - (2^bits - 1) / 2); a value maps to the code whose cell holds
+  // it (the end cells take what lies beyond), so a value on the grid maps
+  // back to its own code. At 4 bits: step x (c - 7.5), codes 0..15.
+  static uint8_t GridCode(float value, float step, uint32_t bits) {
+    const float levels = static_cast<float>(1u << bits);
+    return static_cast<uint8_t>(
+        std::clamp(std::floor(value / step + levels / 2.0f), 0.0f, levels - 1.0f));
   }
-  static float FourBitValue(uint8_t code, float step) {
-    return step * (static_cast<float>(code) - 7.5f);
+  static float GridValue(uint8_t code, float step, uint32_t bits) {
+    return step * (static_cast<float>(code) - (static_cast<float>(1u << bits) - 1.0f) / 2.0f);
   }
 
   // Whether it maps vectors of a model with this vlad_dim: in_dim equals it
@@ -105,10 +111,10 @@ struct ProjectionRecord {
   // Whether the bits are known and mean, eigenvalues, components and scales
   // have the sizes in_dim, out_dim and component_bits say.
   bool SizesConsistent() const {
-    return (component_bits == 4 || component_bits == 16 || component_bits == 32) &&
+    return (Gridded(component_bits) || component_bits == 16 || component_bits == 32) &&
            mean.size() == in_dim && eigenvalues.size() == out_dim &&
            components.size() == uint64_t{out_dim} * in_dim &&
-           component_scales.size() == (component_bits == 4 ? out_dim : 0u);
+           component_scales.size() == (Gridded(component_bits) ? out_dim : 0u);
   }
 
   // The stored fields after the format number, in their on-disk order, as
@@ -116,8 +122,9 @@ struct ProjectionRecord {
   // float16 2; from format 2 on a u32 of component bits follows), Dimensions
   // (checks in_dim and out_dim before the arrays they size), Floats (f32
   // each, as many as the vector holds or the count given) and Components
-  // (f32 or f16 values; or, 4-bit, out_dim f32 steps then each row's codes,
-  // two per byte, low nibble first, rows padded to whole bytes).
+  // (f32 or f16 values; or, on a grid, out_dim f32 steps then each row's
+  // codes, 8 / bits per byte, the first in the lowest bits, rows padded to
+  // whole bytes).
   template <class Record, class Coder>
   static void Fields(Record& p, Coder& c) {
     c.U32(p.in_dim);

@@ -244,9 +244,10 @@ class ProjectionWriter : public FieldWriter {
   void Components(const ProjectionRecord& p) {
     const uint64_t n = p.components.size();
     std::string& s = *s_;
-    if (p.component_bits == 4) {
+    if (ProjectionRecord::Gridded(p.component_bits)) {
       Floats(p.component_scales, p.out_dim);
-      const uint64_t row_bytes = (uint64_t{p.in_dim} + 1) / 2;
+      const uint32_t bits = p.component_bits, per_byte = 8 / bits;
+      const uint64_t row_bytes = (uint64_t{p.in_dim} + per_byte - 1) / per_byte;
       const size_t codes = s.size();
       s.resize(codes + row_bytes * p.out_dim, '\0');
       for (uint32_t r = 0; r < p.out_dim; ++r) {
@@ -254,9 +255,9 @@ class ProjectionWriter : public FieldWriter {
         const float step = p.component_scales[r];
         char* out = s.data() + codes + r * row_bytes;
         for (uint32_t j = 0; j < p.in_dim; ++j)
-          out[j / 2] =
-              static_cast<char>(static_cast<uint8_t>(out[j / 2]) |
-                                (ProjectionRecord::FourBitCode(row[j], step) << (4 * (j % 2))));
+          out[j / per_byte] = static_cast<char>(
+              static_cast<uint8_t>(out[j / per_byte]) |
+              (ProjectionRecord::GridCode(row[j], step, bits) << (bits * (j % per_byte))));
       }
     } else if (p.component_bits == 16) {
       encoding::PutHalves(&s, p.components.data(), n);
@@ -276,9 +277,12 @@ class ProjectionReader : public FieldReader {
     p.component_bits = half ? 16 : 32;
     if (format_ < 2) return;
     U32(p.component_bits);
-    if (p.component_bits != 4)
-      throw encoding::CorruptValue("projection: format 2 with " + std::to_string(p.component_bits) +
-                                   "-bit components (only 4-bit ones use it)");
+    // Format 2 is 4-bit only (what builds before format 3 read); 3 is 2 or 1.
+    const bool known =
+        format_ == 2 ? p.component_bits == 4 : p.component_bits == 2 || p.component_bits == 1;
+    if (!known)
+      throw encoding::CorruptValue("projection: format " + std::to_string(format_) + " with " +
+                                   std::to_string(p.component_bits) + "-bit components");
   }
   void Dimensions(const ProjectionRecord& p) {
     if (!p.Maps(vlad_dim_))
@@ -293,9 +297,10 @@ class ProjectionReader : public FieldReader {
   void Components(ProjectionRecord& p) {
     const uint64_t n = uint64_t{p.out_dim} * p.in_dim;
     p.components.resize(n);
-    if (p.component_bits == 4) {
+    if (ProjectionRecord::Gridded(p.component_bits)) {
       Floats(p.component_scales, p.out_dim);
-      const uint64_t row_bytes = (uint64_t{p.in_dim} + 1) / 2;
+      const uint32_t bits = p.component_bits, per_byte = 8 / bits, mask = (1u << bits) - 1;
+      const uint64_t row_bytes = (uint64_t{p.in_dim} + per_byte - 1) / per_byte;
       const auto* raw = reinterpret_cast<const unsigned char*>(r_->Raw(row_bytes * p.out_dim));
       for (uint32_t r = 0; r < p.out_dim; ++r) {
         const float step = p.component_scales[r];
@@ -303,10 +308,11 @@ class ProjectionReader : public FieldReader {
           throw encoding::CorruptValue("projection: bad step " + std::to_string(step) +
                                        " of component " + std::to_string(r));
         float values[16];
-        for (uint8_t c = 0; c < 16; ++c) values[c] = ProjectionRecord::FourBitValue(c, step);
+        for (uint8_t c = 0; c <= mask; ++c) values[c] = ProjectionRecord::GridValue(c, step, bits);
         float* row = p.components.data() + uint64_t{r} * p.in_dim;
         const unsigned char* in = raw + r * row_bytes;
-        for (uint32_t j = 0; j < p.in_dim; ++j) row[j] = values[(in[j / 2] >> (4 * (j % 2))) & 15];
+        for (uint32_t j = 0; j < p.in_dim; ++j)
+          row[j] = values[(in[j / per_byte] >> (bits * (j % per_byte))) & mask];
       }
     } else if (p.component_bits == 16) {
       encoding::GetHalves(r_->Raw(2 * n), n, p.components.data());

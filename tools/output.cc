@@ -530,13 +530,13 @@ Json InfoJson(const InfoReport& i) {
 namespace {
 
 void WriteInfoTable(std::ostream& out, const InfoReport& i) {
-  const std::string pca = i.has_pca ? std::to_string(i.pca_out_dim) + "-d" +
-                                          (i.pca_whiten ? ", whitened" : "") + ", learned from " +
-                                          std::to_string(i.pca_samples) + " images" +
-                                          (i.pca_bits == 4    ? ", 4-bit"
-                                           : i.pca_bits == 16 ? ", float16"
-                                                              : ", float32")
-                                    : std::string("none (search uses the full VLAD vectors)");
+  const std::string pca =
+      i.has_pca ? std::to_string(i.pca_out_dim) + "-d" + (i.pca_whiten ? ", whitened" : "") +
+                      ", learned from " + std::to_string(i.pca_samples) + " images" +
+                      (i.pca_bits == 16   ? ", float16"
+                       : i.pca_bits == 32 ? ", float32"
+                                          : ", " + std::to_string(i.pca_bits) + "-bit")
+                : std::string("none (search uses the full VLAD vectors)");
   out << "database      " << EscapeField(i.path) << "\n"
       << "schema        " << i.schema_version << " (" << i.image_hash
       << " checksums of vectors and features, and file content hashes)\n"

@@ -10,6 +10,7 @@
 #include <rocksdb/options.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <opencv2/core.hpp>
 #include <random>
@@ -243,51 +244,69 @@ TEST(ProjectionTest, HalfPrecisionConversion) {
   for (uint16_t h = 1; h < 0x400; h += 37) EXPECT_EQ(FloatToHalf(HalfToFloat(h)), h);
 }
 
-// The 4-bit matrix (the default) is the float one on a per-row grid of 16
-// levels over +-3 RMS: each value is step x (c - 7.5), and vectors projected
-// through it keep their neighbours. If the grid were coarse or the values off
-// it, the checks on codes or on neighbours would fail.
-TEST(ProjectionTest, FourBitComponentsStayOnTheirGridAndKeepNeighbours) {
+// The matrix on a grid (4 bits, the default; 2 and 1 for small collections)
+// is the float one on a per-row grid of 2^bits levels over +-3, +-2 or
+// +-0.8 RMS: each value is step x (c - (2^bits - 1) / 2), and vectors
+// projected through it keep their neighbours, fewer with fewer bits. If the
+// grid were coarse or the values off it, the checks on codes or on
+// neighbours would fail.
+TEST(ProjectionTest, GriddedComponentsStayOnTheirGridAndKeepNeighbours) {
   const int64_t n = 300, dim = 2048;
   const std::vector<float> x = MakeVectors(n, dim, 21);
   ProjectionOptions o;
   o.out_dim = 32;
   ASSERT_EQ(o.component_bits, 4);
-  const ProjectionRecord q = LearnProjection(x.data(), n, dim, o);
   o.component_bits = 32;
   const ProjectionRecord f = LearnProjection(x.data(), n, dim, o);
-  ASSERT_EQ(q.component_scales.size(), q.out_dim);
   EXPECT_TRUE(f.component_scales.empty());
-  for (uint32_t c = 0; c < q.out_dim; ++c) {
-    const float step = q.component_scales[c];
-    // +-3 RMS of a unit row of `dim` values over 15 steps.
-    EXPECT_NEAR(step, 3.0 / std::sqrt(double{dim}) / 7.5, 1e-6) << c;
-    for (int64_t j = 0; j < dim; ++j) {
-      const float code = q.components[c * dim + j] / step + 7.5f;
-      ASSERT_NEAR(code, std::round(code), 1e-3) << c << "," << j;
-      ASSERT_GE(code, -1e-3f);
-      ASSERT_LE(code, 15.001f);
-    }
-  }
-  const SearchProjection sq = SearchProjection::FromRecord(&q, dim);
   const SearchProjection sf = SearchProjection::FromRecord(&f, dim);
-  std::vector<float> pq(n * 32), pf(n * 32);
-  sq.Apply(x.data(), n, pq.data());
+  std::vector<float> pf(n * 32);
   sf.Apply(x.data(), n, pf.data());
-  int same_neighbour = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    EXPECT_GT(Dot(&pq[i * 32], &pf[i * 32], 32), 0.97) << i;
-    int64_t best_q = -1, best_f = -1;
-    double top_q = -2, top_f = -2;
-    for (int64_t j = 0; j < n; ++j) {
-      if (j == i) continue;
-      const double dq = Dot(&pq[i * 32], &pq[j * 32], 32), df = Dot(&pf[i * 32], &pf[j * 32], 32);
-      if (dq > top_q) top_q = dq, best_q = j;
-      if (df > top_f) top_f = df, best_f = j;
+  struct Case {
+    int bits;
+    double reach_rms, min_cosine;
+    int min_same_neighbours;  // of n
+  };
+  for (const Case& k : {Case{4, 3.0, 0.97, n * 9 / 10}, Case{2, 2.0, 0.95, n * 85 / 100},
+                        Case{1, 0.8, 0.88, n * 8 / 10}}) {
+    o.component_bits = k.bits;
+    const ProjectionRecord q = LearnProjection(x.data(), n, dim, o);
+    ASSERT_EQ(q.component_scales.size(), q.out_dim);
+    const double half_levels = ((1 << k.bits) - 1) / 2.0;
+    for (uint32_t c = 0; c < q.out_dim; ++c) {
+      const float step = q.component_scales[c];
+      // +-reach RMS of a unit row of `dim` values, over 2^bits - 1 steps.
+      EXPECT_NEAR(step, k.reach_rms / std::sqrt(double{dim}) / half_levels, 1e-6)
+          << k.bits << " bits, " << c;
+      for (int64_t j = 0; j < dim; ++j) {
+        const float code = q.components[c * dim + j] / step + static_cast<float>(half_levels);
+        ASSERT_NEAR(code, std::round(code), 1e-3) << k.bits << " bits, " << c << "," << j;
+        ASSERT_GE(code, -1e-3f);
+        ASSERT_LE(code, 2 * half_levels + 1e-3);
+      }
     }
-    same_neighbour += best_q == best_f;
+    const SearchProjection sq = SearchProjection::FromRecord(&q, dim);
+    std::vector<float> pq(n * 32);
+    sq.Apply(x.data(), n, pq.data());
+    int same_neighbour = 0;
+    double worst = 1;
+    for (int64_t i = 0; i < n; ++i) {
+      worst = std::min(worst, Dot(&pq[i * 32], &pf[i * 32], 32));
+      int64_t best_q = -1, best_f = -1;
+      double top_q = -2, top_f = -2;
+      for (int64_t j = 0; j < n; ++j) {
+        if (j == i) continue;
+        const double dq = Dot(&pq[i * 32], &pq[j * 32], 32), df = Dot(&pf[i * 32], &pf[j * 32], 32);
+        if (dq > top_q) top_q = dq, best_q = j;
+        if (df > top_f) top_f = df, best_f = j;
+      }
+      same_neighbour += best_q == best_f;
+    }
+    std::printf("%d bits: worst cosine to the float projection %.3f, same neighbour %d of %lld\n",
+                k.bits, worst, same_neighbour, static_cast<long long>(n));
+    EXPECT_GT(worst, k.min_cosine) << k.bits << " bits";
+    EXPECT_GE(same_neighbour, k.min_same_neighbours) << k.bits << " bits";
   }
-  EXPECT_GE(same_neighbour, n * 9 / 10);
 }
 
 // A model with K = 4, d = 16 (64-d VLAD) for store tests.
@@ -302,7 +321,7 @@ ModelRecord SmallModel() {
 }
 
 TEST(ProjectionStoreTest, RoundTripAndCorruptionDetected) {
-  for (const int bits : {4, 16, 32}) {
+  for (const int bits : {1, 2, 4, 16, 32}) {
     TempDir tmp;
     const std::string db = tmp / "db";
     const std::vector<float> x = MakeVectors(30, 64, 2);

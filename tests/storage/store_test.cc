@@ -1539,11 +1539,11 @@ TEST(StoreTest, ModelAndProjectionValuesRoundTripByteForByte) {
   model.power_alpha = 0.5f;
   model.intra_normalize = false;
   model.residual_normalize = true;
-  for (const uint32_t bits : {16u, 32u, 4u}) {
+  for (const uint32_t bits : {16u, 32u, 4u, 2u, 1u}) {
     ProjectionRecord p = AxisProjection(4);
     p.whiten = false;
     p.component_bits = bits;
-    if (bits == 4) p.component_scales = {0.25f, 0.5f, 0.125f, 1.0f};
+    if (ProjectionRecord::Gridded(bits)) p.component_scales = {0.25f, 0.5f, 0.125f, 1.0f};
     p.eigen_regularization = 0.25f;
     p.power_alpha = 0.75f;
     p.mean[2] = 0.125f;
@@ -1564,10 +1564,13 @@ TEST(StoreTest, ModelAndProjectionValuesRoundTripByteForByte) {
     const std::string& m = a.at("m:model");
     const std::string& pca = a.at("m:pca");
     EXPECT_EQ(encoding::Fnv1a64(m.data(), m.size()), 0xab1964034dc6c697ull);
-    // 16 and 32 bits: the bytes every build since m:pca format 1 wrote.
+    // 16 and 32 bits: the bytes every build since m:pca format 1 wrote; 4
+    // bits: format 2's; 2 and 1: format 3's.
     EXPECT_EQ(encoding::Fnv1a64(pca.data(), pca.size()), bits == 16   ? 0x20fc97c30181f055ull
                                                          : bits == 32 ? 0x82daf8c048261a27ull
-                                                                      : 0xf36c96f9dc99829dull)
+                                                         : bits == 4  ? 0xf36c96f9dc99829dull
+                                                         : bits == 2  ? 0x98fb9d5d0cbcecc3ull
+                                                                      : 0x130c795383a6387cull)
         << bits;
   }
 }
