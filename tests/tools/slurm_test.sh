@@ -32,13 +32,16 @@ logs() {
   done
 }
 stop() {
+  # The pids are read once: a daemon deletes its pid file as it exits, so a
+  # second read could find none (and, under set -e, fail the test).
+  local pids=() pid
   for pidfile in "$tmp/slurmd.pid" "$tmp/slurmctld.pid" "$tmp/munge/munged.pid"; do
-    [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    pid=$(cat "$pidfile" 2>/dev/null) || continue
+    [ -n "$pid" ] && pids+=("$pid")
   done
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   # Wait for them to go (their pid files' processes only), then remove everything.
-  for pidfile in "$tmp/slurmd.pid" "$tmp/slurmctld.pid" "$tmp/munge/munged.pid"; do
-    [ -s "$pidfile" ] || continue
-    pid=$(cat "$pidfile")
+  for pid in "${pids[@]}"; do
     # Up to 60 s (a busy machine), then killed: never removed from under them.
     for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
