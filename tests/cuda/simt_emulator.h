@@ -177,6 +177,11 @@ class BlockSlot {
       }
     }
     std::unique_lock<std::mutex> lock(mutex_);
+    // Not before every thread has left the start gate: a thread still
+    // waking there would take mutex_ after this exit and so be ordered after
+    // everything this thread did, which hides its races from TSan (seen on a
+    // loaded machine: a missing barrier went unreported).
+    cv_.wait(lock, [&] { return passed_ == block_dim_ || failed_; });
     ++exited_;
     if (arrived_ > 0 && arrived_ + exited_ == block_dim_ && !failed_)
       FailNoThrow("divergent barrier: " + std::to_string(arrived_) + " of " +
@@ -208,10 +213,12 @@ class BlockSlot {
   void StartGate() {
     std::unique_lock<std::mutex> lock(mutex_);
     if (++started_ == block_dim_) {
+      ++passed_;
       cv_.notify_all();
       return;
     }
     cv_.wait(lock, [&] { return started_ == block_dim_; });
+    if (++passed_ == block_dim_) cv_.notify_all();
   }
   std::string message() {
     std::lock_guard<std::mutex> lock(message_mutex_);
@@ -284,7 +291,7 @@ class BlockSlot {
   const LaunchOptions options_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  int arrived_ = 0, exited_ = 0, started_ = 0;
+  int arrived_ = 0, exited_ = 0, started_ = 0, passed_ = 0;  // passed_: left StartGate
   uint64_t generation_ = 0, block_generation_ = 0;
   std::atomic<bool> failed_{false};
   std::atomic<bool> failed_warp_{false};
