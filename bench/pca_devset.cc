@@ -67,6 +67,7 @@ Setting ParseSetting(const std::string& text) {
     s.off = true;
     return s;
   }
+  s.options.component_bits = 4;  // the matrix a large collection stores
   std::stringstream in(text);
   std::string part;
   std::getline(in, part, ':');

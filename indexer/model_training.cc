@@ -130,15 +130,17 @@ std::vector<FileTask> ImagesToExtractAgain(const std::vector<FileTask>& sample,
 // PCA(-whitening) learned from the VLAD vectors of the training images
 // (always encoded on the CPU: a one-off of at most a few hundred images),
 // from their exact descriptors, as the vectors a database with a projection
-// stores are. nullopt when the sample is too small or the run was cancelled.
-std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
-                                                      const std::vector<FileTask>& sample,
-                                                      const TrainingSample& training,
-                                                      const IndexOptions& options, int threads,
-                                                      IndexObserver* observer,
-                                                      const std::atomic<bool>* cancel) {
+// stores are. Its matrix's bits are chosen for `collection_images` (the files
+// the database is created with) when options ask for automatic bits. nullopt
+// when the sample is too small or the run was cancelled.
+std::optional<ProjectionRecord> LearnSampleProjection(
+    const Codebook& codebook, const std::vector<FileTask>& sample, const TrainingSample& training,
+    int64_t collection_images, const IndexOptions& options, int threads, IndexObserver* observer,
+    const std::atomic<bool>* cancel) {
   auto encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
   const int64_t vlad_dim = encoder->vlad_dim();
+  ProjectionOptions projection = options.projection;
+  projection.component_bits = ComponentBitsFor(projection, collection_images, vlad_dim);
   const int64_t want = std::min<int64_t>(
       training.images_with_features,
       std::max<int64_t>(options.projection.min_images, 2 * int64_t{options.projection.out_dim}));
@@ -153,9 +155,13 @@ std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
     observer->OnPhase("PCA sample encoded on the CPU (a one-off of at most " +
                       std::to_string(want) + " images)");
   if (observer)
-    observer->OnPhase("PCA: " + std::to_string(options.projection.out_dim) +
-                      " components from the VLAD vectors of " +
-                      std::to_string(held.size() + again.size()) + " training images" +
+    observer->OnPhase("PCA: " + std::to_string(options.projection.out_dim) + " components at " +
+                      std::to_string(projection.component_bits) +
+                      (options.projection.component_bits == 0
+                           ? " bits (for " + std::to_string(collection_images) + " files)"
+                           : std::string(" bits")) +
+                      " from the VLAD vectors of " + std::to_string(held.size() + again.size()) +
+                      " training images" +
                       (again.empty() ? std::string()
                                      : " (" + std::to_string(again.size()) + " extracted again)"));
   std::vector<float> vectors;
@@ -174,7 +180,7 @@ std::optional<ProjectionRecord> LearnSampleProjection(const Codebook& codebook,
   });
   if ((cancel && cancel->load()) || !ShouldLearnProjection(options.projection, num))
     return std::nullopt;
-  return LearnProjection(vectors.data(), num, vlad_dim, options.projection);
+  return LearnProjection(vectors.data(), num, vlad_dim, projection);
 }
 
 }  // namespace
@@ -266,7 +272,8 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
   if (learn) {
     const auto t = Clock::now();
     projection =
-        LearnSampleProjection(codebook, sample, training, options, threads, observer, cancel);
+        LearnSampleProjection(codebook, sample, training, static_cast<int64_t>(files.size()),
+                              options, threads, observer, cancel);
     if (cancel && cancel->load()) return out;
     summary->stages.pca = SecondsBetween(t, Clock::now());
   }

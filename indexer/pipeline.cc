@@ -225,7 +225,8 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
   }
   EncodeAndCommit(&plan, store.get(), options, threads, backend, &summary, observer, cancel);
   summary.cancelled = cancel && cancel->load();
-  // A collection that has grown enough gets its projection now. Not a shard's
+  // A collection that has grown enough gets its projection now, or a matrix
+  // with more bits (indexer/projection_growth.h). Not a shard's
   // run: shards share their model with the database they merge into.
   if (!summary.cancelled && options.model_from.empty()) {
     const auto t = Clock::now();
@@ -235,12 +236,20 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
     SetLibraryThreads(1);
     if (grown.learned) {
       summary.projection_learned = grown.components;
+      summary.projection_bits = grown.bits;
+      summary.projection_replaced_bits = grown.old_bits;
       summary.stages.pca += SecondsBetween(t, Clock::now());
-      if (observer)
+      if (observer && grown.replaced)
+        observer->OnPhase("PCA: learned again at " + std::to_string(grown.bits) + " bits (was " +
+                          std::to_string(grown.old_bits) +
+                          "), the collection having grown, from the stored features of " +
+                          std::to_string(grown.sample) +
+                          " images; every search vector replaced, the search index rebuilt");
+      else if (observer)
         observer->OnPhase(
-            "PCA: " + std::to_string(grown.components) +
-            " components learned from the stored features of " + std::to_string(grown.sample) +
-            " images (the collection has reached --pca-min-images " +
+            "PCA: " + std::to_string(grown.components) + " components at " +
+            std::to_string(grown.bits) + " bits learned from the stored features of " +
+            std::to_string(grown.sample) + " images (the collection has reached --pca-min-images " +
             std::to_string(options.projection.min_images) + "); search now reads one " +
             std::to_string(grown.components) + "-d vector per image");
     }

@@ -90,8 +90,11 @@ struct IndexSummary {
   int64_t total_skipped() const;
   bool cancelled = false;  // stopped early by a signal (committed work kept)
   // Components of the PCA projection an existing database learned in this
-  // run, having grown to --pca-min-images (0 = none learned).
+  // run, having grown to --pca-min-images or to the size that affords its
+  // matrix more bits (0 = none learned), and those bits.
   int64_t projection_learned = 0;
+  int projection_bits = 0;
+  int projection_replaced_bits = 0;  // the bits of the one it replaced (0 = none)
   double seconds = 0;
   StageTimes stages;
   std::string backend;  // "cpu" | "cuda"

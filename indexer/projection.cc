@@ -21,10 +21,23 @@ void ProjectionOptions::Validate() const {
   if (!(power_alpha > 0.0f && power_alpha <= 1.0f))
     throw std::invalid_argument("--pca-power must be in (0, 1], got " +
                                 std::to_string(power_alpha));
-  if (component_bits != 1 && component_bits != 2 && component_bits != 4 && component_bits != 16 &&
-      component_bits != 32)
-    throw std::invalid_argument("--pca-bits must be 1, 2, 4, 16 or 32, got " +
+  if (component_bits != 0 && component_bits != 1 && component_bits != 2 && component_bits != 4 &&
+      component_bits != 16 && component_bits != 32)
+    throw std::invalid_argument("--pca-bits must be 0 (automatic), 1, 2, 4, 16 or 32, got " +
                                 std::to_string(component_bits));
+  if (matrix_bytes_per_image <= 0)
+    throw std::invalid_argument("the PCA matrix's budget per image must be > 0, got " +
+                                std::to_string(matrix_bytes_per_image));
+}
+
+int ComponentBitsFor(const ProjectionOptions& options, int64_t images, int64_t vlad_dim) {
+  if (options.component_bits != 0) return options.component_bits;
+  const double values = static_cast<double>(options.out_dim) * static_cast<double>(vlad_dim);
+  const double budget =
+      static_cast<double>(options.matrix_bytes_per_image) * static_cast<double>(images);
+  for (int bits : {4, 2})
+    if (values * bits / 8 <= budget) return bits;
+  return 1;
 }
 
 bool ShouldLearnProjection(const ProjectionOptions& options, int64_t num_images) {
@@ -108,12 +121,30 @@ void QuantizeComponents(ProjectionRecord* p) {
   }
 }
 
+// Replaces the in_dim mean by its projection on each stored row (m:pca format
+// 4): applying the projection needs only that. Done for the 1- and 2-bit
+// matrices of small collections, where the 256 KiB mean is a fifth of the
+// record; 4-bit records keep the mean, so builds that read format 2 open
+// large collections' databases.
+void ProjectMean(ProjectionRecord* p) {
+  p->projected_mean.assign(p->out_dim, 0.0f);
+  for (uint32_t c = 0; c < p->out_dim; ++c) {
+    const float* row = p->components.data() + uint64_t{c} * p->in_dim;
+    double acc = 0;
+    for (uint32_t j = 0; j < p->in_dim; ++j) acc += double{row[j]} * p->mean[j];
+    p->projected_mean[c] = static_cast<float>(acc);
+  }
+  std::vector<float>().swap(p->mean);
+}
+
 }  // namespace
 
 ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
                                  const ProjectionOptions& options) {
   // Options were validated where they entered (IndexOptions::Validate).
   if (options.out_dim == 0) throw std::invalid_argument("LearnProjection: out_dim is 0");
+  if (options.component_bits == 0)
+    throw std::invalid_argument("LearnProjection: component_bits 0 (automatic) is not resolved");
   if (dim < 2 || dim > (int64_t{1} << 30))
     throw std::invalid_argument("LearnProjection: bad dimension " + std::to_string(dim));
   // Images without features are stored as zero vectors; they say nothing
@@ -201,6 +232,7 @@ ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
     for (int64_t j = 0; j < dim; ++j) u[j] *= inv;
   }
   if (ProjectionRecord::Gridded(p.component_bits)) QuantizeComponents(&p);
+  if (p.component_bits == 1 || p.component_bits == 2) ProjectMean(&p);
   return p;
 }
 
@@ -227,6 +259,7 @@ SearchProjection SearchProjection::FromRecord(const ProjectionRecord* record, in
   sp.out_dim_ = p.out_dim;
   sp.power_alpha_ = p.power_alpha;
   sp.matrix_ = p.components;
+  std::vector<float> scales(p.out_dim, 1.0f);
   if (p.whiten) {
     double mean_eig = 0;
     for (float e : p.eigenvalues) mean_eig += e;
@@ -235,13 +268,17 @@ SearchProjection SearchProjection::FromRecord(const ProjectionRecord* record, in
     for (uint32_t c = 0; c < p.out_dim; ++c) {
       const double e =
           std::max<double>(p.eigenvalues[c], 0.0) + double{p.eigen_regularization} * mean_eig;
-      const float scale = static_cast<float>(1.0 / std::sqrt(std::max(e, floor)));
+      scales[c] = static_cast<float>(1.0 / std::sqrt(std::max(e, floor)));
       float* row = sp.matrix_.data() + uint64_t{c} * p.in_dim;
-      for (uint32_t j = 0; j < p.in_dim; ++j) row[j] *= scale;
+      for (uint32_t j = 0; j < p.in_dim; ++j) row[j] *= scales[c];
     }
   }
   sp.offset_.resize(p.out_dim);
   for (uint32_t c = 0; c < p.out_dim; ++c) {
+    if (!p.projected_mean.empty()) {
+      sp.offset_[c] = scales[c] * p.projected_mean[c];
+      continue;
+    }
     const float* row = sp.matrix_.data() + uint64_t{c} * p.in_dim;
     double acc = 0;
     for (uint32_t j = 0; j < p.in_dim; ++j) acc += double{row[j]} * p.mean[j];

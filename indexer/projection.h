@@ -1,9 +1,9 @@
 // PCA(-whitening) of VLAD vectors (Jégou & Chum, "Negative evidence and
-// co-occurrences in image retrieval", ECCV 2012): learned once, when a
-// database is created, from the VLAD vectors of the codebook's training
-// sample; stored with the model (m:pca); applied to the stored vectors when
-// the search index is built and to every query. Stored vectors stay full
-// VLAD, so a database can always be searched without it.
+// co-occurrences in image retrieval", ECCV 2012): learned when a database is
+// created, from the VLAD vectors of the codebook's training sample (or later,
+// from stored features, as the collection grows: indexer/projection_growth.h);
+// stored with the model (m:pca); applied to every image's vector when it is
+// indexed and to every query.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +50,17 @@ struct ProjectionOptions {
   // set's queries among 212 / 437 / 1,942 images, mAP: 4-bit 0.702 / 0.657 /
   // 0.562, 2-bit 0.698 / 0.652 / 0.555, 1-bit 0.689 / 0.641 / 0.547
   // (indexer/README.md, "What 112 components cost as the collection grows").
-  int component_bits = 4;
+  // 0 = automatic (ComponentBitsFor): the most of 4, 2, 1 bits whose matrix
+  // costs at most matrix_bytes_per_image per image of the collection, so a
+  // few hundred photos get the small matrix and a collection that grows past
+  // that gets the projection learned again at more bits
+  // (indexer/projection_growth.h).
+  int component_bits = 0;
+  // The automatic choice's budget: stored matrix bytes per image. 8 KiB
+  // keeps a new database of real photos under 40 KiB per photo (about 28
+  // KiB of features, thumbnail and vector each) and gives 4 bits from 448
+  // images at the default sizes (indexer/README.md, "The matrix's bits").
+  int64_t matrix_bytes_per_image = 8192;
 
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;
@@ -61,10 +71,19 @@ struct ProjectionOptions {
 // max(2, min_images)).
 bool ShouldLearnProjection(const ProjectionOptions& options, int64_t num_images);
 
+// The bits per matrix value a collection of `images` images stores its
+// projection of `vlad_dim`-d vectors with: options.component_bits, or when
+// that is 0 (automatic) the most of 4, 2 and 1 whose out_dim x vlad_dim
+// matrix takes at most options.matrix_bytes_per_image per image (1 when none
+// does).
+int ComponentBitsFor(const ProjectionOptions& options, int64_t images, int64_t vlad_dim);
+
 // Learns the projection from `num` VLAD vectors (row-major, `dim` floats each,
 // all-zero rows are ignored) with FAISS's PCAMatrix. out_dim is capped at
 // (usable rows - 1); `options` must have passed Validate(). Throws
-// std::invalid_argument if fewer than 2 usable rows remain.
+// std::invalid_argument if fewer than 2 usable rows remain, or if
+// options.component_bits is 0 (the caller resolves it with
+// ComponentBitsFor, knowing the collection's size).
 ProjectionRecord LearnProjection(const float* vectors, int64_t num, int64_t dim,
                                  const ProjectionOptions& options);
 

@@ -1,6 +1,7 @@
 #include "indexer/projection_growth.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -8,13 +9,42 @@
 
 #include "indexer/model_training.h"
 #include "indexer/search_vectors.h"
+#include "storage/folder_swap.h"
 
 namespace lookalike {
 
 GrownProjection LearnProjectionIfGrown(Store* store, const ProjectionOptions& options,
                                        int train_images, const std::atomic<bool>* cancel) {
   GrownProjection out;
-  if (store->schema_version() < 3 || store->vector_dim() != 0 || options.out_dim <= 0) return out;
+  if (store->schema_version() < 3 || options.out_dim <= 0) return out;
+  const int64_t vlad_dim = static_cast<int64_t>(store->model().vlad_dim());
+  std::optional<ProjectionRecord> stored;
+  ProjectionOptions learn = options;
+  if (store->vector_dim() != 0) {
+    // Only an automatic choice is revisited, and only upwards: 4 bits is the
+    // most it gives, and 16 or 32 were asked for.
+    if (options.component_bits != 0) return out;
+    stored = store->GetProjection();
+    if (!stored || !ProjectionRecord::Gridded(stored->component_bits) ||
+        stored->component_bits >= 4)
+      return out;
+    // A finer copy of the same model: the stored settings, and its
+    // components unless they were capped by a sample smaller than asked for
+    // (out_dim = samples - 1), when this run's --pca-dim applies.
+    learn.whiten = stored->whiten;
+    learn.eigen_regularization = stored->eigen_regularization;
+    learn.power_alpha = stored->power_alpha;
+    if (stored->out_dim + 1 < stored->num_samples)
+      learn.out_dim = static_cast<int>(stored->out_dim);
+    // The totals bound the images with features without reading a record.
+    const auto totals = store->totals();
+    if (totals &&
+        static_cast<int64_t>(stored->component_bits) >=
+            ComponentBitsFor(learn,
+                             static_cast<int64_t>(store->num_images() - totals->without_features),
+                             vlad_dim))
+      return out;
+  }
   // Counted from the records, not the totals: a database written before the
   // totals existed has none.
   std::vector<std::pair<std::string, uint64_t>> with_features;  // (path, id)
@@ -22,11 +52,17 @@ GrownProjection LearnProjectionIfGrown(Store* store, const ProjectionOptions& op
     if (r.status == ImageStatus::kOk && r.num_descriptors > 0)
       with_features.emplace_back(r.path, r.id);
   });
-  if (!ShouldLearnProjection(options, static_cast<int64_t>(with_features.size()))) return out;
-  if (store->GetProjection()) return out;
+  const int64_t images = static_cast<int64_t>(with_features.size());
+  if (!ShouldLearnProjection(learn, images)) return out;
+  learn.component_bits = ComponentBitsFor(learn, images, vlad_dim);
+  if (stored) {
+    if (static_cast<int64_t>(stored->component_bits) >= learn.component_bits) return out;
+  } else if (store->GetProjection()) {
+    return out;
+  }
 
-  const SearchVectors derived(*store);  // no projection: full VLAD from the features
-  const int64_t vlad_dim = derived.dim();
+  // Full VLAD from the features, whatever the database stores now.
+  const SearchVectors derived = SearchVectors::FullVladFromFeatures(*store);
   // Chosen in path order: ids follow the order images were committed in,
   // which threads and interrupted runs change; the same collection must
   // learn the same projection.
@@ -38,7 +74,7 @@ GrownProjection LearnProjectionIfGrown(Store* store, const ProjectionOptions& op
   derived.Read(sample, vlad.data());
   if (cancel && cancel->load()) return out;
   const ProjectionRecord record =
-      LearnProjection(vlad.data(), static_cast<int64_t>(sample.size()), vlad_dim, options);
+      LearnProjection(vlad.data(), static_cast<int64_t>(sample.size()), vlad_dim, learn);
   std::vector<float>().swap(vlad);
   const SearchProjection projection = SearchProjection::FromRecord(&record, vlad_dim);
 
@@ -57,10 +93,18 @@ GrownProjection LearnProjectionIfGrown(Store* store, const ProjectionOptions& op
     for (const ImageRecord& r : records) order.push_back(r.id);
   });
   if (cancel && cancel->load()) return out;
-  store->AddProjection(record, order, vectors.data());
+  TestStopPoint("projection-learned");
+  if (stored)
+    store->ReplaceProjection(record, order, vectors.data());
+  else
+    store->AddProjection(record, order, vectors.data());
+  TestStopPoint("projection-stored");
   out.learned = true;
+  out.replaced = stored.has_value();
   out.sample = static_cast<int64_t>(sample.size());
   out.components = record.out_dim;
+  out.bits = static_cast<int>(record.component_bits);
+  out.old_bits = stored ? static_cast<int>(stored->component_bits) : 0;
   return out;
 }
 

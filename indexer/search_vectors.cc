@@ -26,20 +26,37 @@ SearchVectors::SearchVectors(const Store& store)
     source_ = Source::kStoredSearch;
   } else {
     source_ = Source::kDerived;
-    const auto blob = store.GetDescriptorQuantizer();
-    if (!blob)
-      throw StoreError(StoreError::Kind::kCorrupt,
-                       "database " + store.path() +
-                           " stores neither vectors nor its descriptor quantizer; run "
-                           "`lookalike verify`");
-    try {
-      quantizer_ = DescriptorQuantizer::Deserialize(*blob);
-    } catch (const encoding::CorruptValue& e) {
-      throw StoreError(StoreError::Kind::kCorrupt, "database " + store.path() + ": " + e.what());
-    }
-    encoder_ = CreateVladEncoder(Backend::kCpu, CodebookFromModel(store.model()),
-                                 SettingsFromModel(store.model()).vlad);
+    PrepareDerivation();
   }
+}
+
+void SearchVectors::PrepareDerivation() {
+  const auto blob = store_.GetDescriptorQuantizer();
+  if (!blob)
+    throw StoreError(StoreError::Kind::kCorrupt,
+                     "database " + store_.path() +
+                         " stores neither vectors nor its descriptor quantizer; run "
+                         "`lookalike verify`");
+  try {
+    quantizer_ = DescriptorQuantizer::Deserialize(*blob);
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt, "database " + store_.path() + ": " + e.what());
+  }
+  encoder_ = CreateVladEncoder(Backend::kCpu, CodebookFromModel(store_.model()),
+                               SettingsFromModel(store_.model()).vlad);
+}
+
+SearchVectors::SearchVectors(const Store& store, SearchProjection projection, Source source)
+    : store_(store), projection_(std::move(projection)), source_(source) {}
+
+SearchVectors SearchVectors::FullVladFromFeatures(const Store& store) {
+  if (!store.half_vectors())
+    throw std::invalid_argument("database " + store.path() + " stores full VLAD vectors (schema " +
+                                std::to_string(store.schema_version()) + ")");
+  const int64_t vlad_dim = static_cast<int64_t>(store.model().vlad_dim());
+  SearchVectors v(store, SearchProjection::FromRecord(nullptr, vlad_dim), Source::kDerived);
+  v.PrepareDerivation();
+  return v;
 }
 
 SearchVectors::SearchVectors(const Store& store, SearchProjection projection)

@@ -30,6 +30,11 @@ class SearchVectors {
   // another projection than its own (tests, benchmarks); `projection` must
   // read model().vlad_dim() dimensions (std::invalid_argument otherwise).
   SearchVectors(const Store& store, SearchProjection projection);
+  // The full VLAD vectors of a schema-3 database derived from its stored
+  // features, whatever vectors it stores (dim() = the VLAD dimension): what
+  // a projection is learned again from. Throws std::invalid_argument for an
+  // older schema, whose stored vectors are the full VLAD vectors already.
+  static SearchVectors FullVladFromFeatures(const Store& store);
   ~SearchVectors();
   SearchVectors(SearchVectors&&) noexcept;
 
@@ -49,6 +54,9 @@ class SearchVectors {
 
  private:
   enum class Source { kStoredVlad, kStoredSearch, kDerived };
+  SearchVectors(const Store& store, SearchProjection projection, Source source);
+  // Loads the quantizer and the encoder that kDerived reads through.
+  void PrepareDerivation();
   // VLAD vectors of the images from their stored features, n x vlad_dim.
   void Derive(const std::vector<ImageRecord>& records, float* vlad) const;
   // Raw stored vectors (vector_dim floats each) -> search vectors.

@@ -6,7 +6,10 @@
 //   m:model             the encoding model (values.h, EncodeModel)
 //   m:next_id, m:count  u64 id allocator and image count
 //   m:pca               the PCA projection, u64 FNV-1a of the value; optional
-//                       (written only at creation; absent = search full VLAD)
+//                       (absent = search full VLAD); written at creation or
+//                       once the collection has grown to --pca-min-images,
+//                       and replaced (with every v:) when it grows enough for
+//                       a matrix with more bits (Store::ReplaceProjection)
 //   m:vdim              u32 floats of each v: value (schema 3; 0 = none stored)
 //   m:dq                the descriptor quantizer (an opaque blob the indexer
 //                       encodes), u64 FNV-1a of the blob (schema 3)
@@ -121,9 +124,12 @@ inline std::string WordListKey(uint32_t segment, uint32_t word) {
 
 // m:pca formats: 1 (float32 or float16 components), 2 (+ a u32 of component
 // bits after the flags; 4: out_dim f32 steps, then 4-bit codes), 3 (the
-// same with 2- or 1-bit codes). A build writes the lowest format that holds
-// its components, so older builds still read what they can.
-inline constexpr uint32_t kProjectionFormat = 3;
+// same with 2- or 1-bit codes), 4 (any grid, and out_dim f32 of the mean
+// projected on the stored rows in place of the in_dim mean). A build writes
+// the lowest format that holds its record, so older builds still read what
+// they can: 4-bit matrices keep their mean and format 2; this build writes
+// 1- and 2-bit ones (small collections) as format 4.
+inline constexpr uint32_t kProjectionFormat = 4;
 
 inline std::string ImageKey(uint64_t id) { return "i:" + encoding::BigEndian64(id); }
 inline std::string VectorKey(uint64_t id) { return "v:" + encoding::BigEndian64(id); }

@@ -579,11 +579,25 @@ void Store::WriteImage(const ImageRecord& record, const float* vector, const std
 
 void Store::AddProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
                           const float* vectors) {
+  WriteProjection(projection, ids, vectors, /*replace=*/false);
+}
+
+void Store::ReplaceProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
+                              const float* vectors) {
+  WriteProjection(projection, ids, vectors, /*replace=*/true);
+}
+
+void Store::WriteProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
+                            const float* vectors, bool replace) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
-  if (schema_version_ < 3 || vector_dim_ != 0 || impl_->Get(kProjectionKey))
+  if (schema_version_ < 3)
+    throw std::invalid_argument("database " + path_ + " stores full vectors (schema " +
+                                std::to_string(schema_version_) + ")");
+  const bool has = vector_dim_ != 0 || impl_->Get(kProjectionKey);
+  if (has != replace)
     throw std::invalid_argument("database " + path_ +
-                                " already has a projection or stores full vectors");
+                                (has ? " already has a projection" : " has no projection"));
   if (!projection.Maps(model_.vlad_dim()) || !projection.SizesConsistent() ||
       projection.out_dim == 0)
     throw std::invalid_argument("the projection does not fit the database's VLAD vectors");
@@ -600,6 +614,12 @@ void Store::AddProjection(const ProjectionRecord& projection, const std::vector<
     if (!std::isfinite(vectors[i]))
       throw std::invalid_argument("refusing to store a non-finite search vector");
   rocksdb::WriteBatch batch;
+  if (replace) {
+    // Built from the old vectors; its keys go with them.
+    batch.Delete(kSearchIndexKey);
+    batch.DeleteRange("x:", "x;");
+    batch.DeleteRange("w:", "w;");
+  }
   batch.Put(kProjectionKey, EncodeProjection(projection));
   std::string vdim;
   encoding::PutFixed32(&vdim, static_cast<uint32_t>(dim));
@@ -619,6 +639,21 @@ void Store::AddProjection(const ProjectionRecord& projection, const std::vector<
   if (!s.ok()) throw IoError(path_, s, "write to");
   vector_dim_ = dim;
   totals_ = totals;
+  if (replace) {
+    // The old matrix, vectors and index would otherwise stay on disk until
+    // some later compaction reaches them (a collection of 300 photos grown
+    // from 150: 33.9 KiB per photo against 29.2 for a new one). Only the
+    // rewritten key ranges: their files hold little else.
+    for (const auto& [from, to] : {std::pair<const char*, const char*>{"m:", "m;"},
+                                   {"v:", "v;"},
+                                   {"w:", "w;"},
+                                   {"x:", "x;"}}) {
+      const rocksdb::Slice begin(from), end(to);
+      const rocksdb::Status c =
+          impl_->Checked(impl_->db->CompactRange(rocksdb::CompactRangeOptions(), &begin, &end));
+      if (!c.ok()) throw IoError(path_, c, "compact");
+    }
+  }
 }
 
 void Store::RaiseNextId(uint64_t next_id) {

@@ -275,7 +275,7 @@ class Store {
   // StoreError(kCorrupt) for a malformed t: key.
   std::vector<uint64_t> IdsWithThumbnails() const;
 
-  // The PCA projection stored at creation (or by AddProjection), or nullopt
+  // The PCA projection stored at creation (or by Add/ReplaceProjection), or nullopt
   // if the database has none. Reads and checks it at every call (tens of MiB
   // at K = 512): callers keep the result. Throws StoreError(kCorrupt) if it
   // fails its checksum or does not fit the model.
@@ -292,6 +292,16 @@ class Store {
   // not fit the model, or ids that are not the stored images; StoreError(kIo).
   void AddProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
                      const float* vectors);
+  // As AddProjection, for a schema-3 database that has one: the projection,
+  // m:vdim and every image's search vector are replaced, and the persisted
+  // search index (m:xindex, x:, w:), built from the old vectors, is deleted
+  // in the same WriteBatch, so no search reads old and new vectors together
+  // (the next `index` or search builds it again). A kill leaves the old
+  // projection with its vectors, or the new one with its own. Then compacts
+  // those key ranges, so the replaced values leave the disk now. Throws
+  // std::invalid_argument for a database without one.
+  void ReplaceProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
+                         const float* vectors);
 
   // The descriptor quantizer stored at creation (schema 3), or nullopt.
   // Throws StoreError(kCorrupt) if it fails its checksum.
@@ -423,6 +433,9 @@ class Store {
   void WriteImage(const ImageRecord& record, const float* vector, const std::string& features,
                   const std::string& thumbnail, const std::optional<ImageRecord>& before,
                   bool is_new);
+  // AddProjection (replace false) and ReplaceProjection (true).
+  void WriteProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
+                       const float* vectors, bool replace);
 
   std::string path_;
   std::unique_ptr<Impl> impl_;

@@ -241,6 +241,7 @@ class ProjectionWriter : public FieldWriter {
   void Floats(const std::vector<float>& v, uint32_t) {
     for (float x : v) F32(x);
   }
+  void Mean(const ProjectionRecord& p) { Floats(p.format() == 4 ? p.projected_mean : p.mean, 0); }
   void Components(const ProjectionRecord& p) {
     const uint64_t n = p.components.size();
     std::string& s = *s_;
@@ -277,9 +278,11 @@ class ProjectionReader : public FieldReader {
     p.component_bits = half ? 16 : 32;
     if (format_ < 2) return;
     U32(p.component_bits);
-    // Format 2 is 4-bit only (what builds before format 3 read); 3 is 2 or 1.
-    const bool known =
-        format_ == 2 ? p.component_bits == 4 : p.component_bits == 2 || p.component_bits == 1;
+    // Format 2 is 4-bit only (what builds before format 3 read); 3 is 2 or 1;
+    // 4 any grid (its mean projected).
+    const bool known = format_ == 2   ? p.component_bits == 4
+                       : format_ == 3 ? p.component_bits == 2 || p.component_bits == 1
+                                      : ProjectionRecord::Gridded(p.component_bits);
     if (!known)
       throw encoding::CorruptValue("projection: format " + std::to_string(format_) + " with " +
                                    std::to_string(p.component_bits) + "-bit components");
@@ -293,6 +296,12 @@ class ProjectionReader : public FieldReader {
   void Floats(std::vector<float>& v, uint32_t count) {
     v.resize(count);
     for (float& x : v) x = r_->Float();
+  }
+  void Mean(ProjectionRecord& p) {
+    if (format_ == 4)
+      Floats(p.projected_mean, p.out_dim);
+    else
+      Floats(p.mean, p.in_dim);
   }
   void Components(ProjectionRecord& p) {
     const uint64_t n = uint64_t{p.out_dim} * p.in_dim;

@@ -60,7 +60,8 @@ void CheckProjection(const VerifyContext& c) {
   }
   try {
     const ProjectionRecord p = DecodeProjection(value, c.vlad_dim);
-    for (const auto* v : {&p.mean, &p.eigenvalues, &p.components, &p.component_scales})
+    for (const auto* v :
+         {&p.mean, &p.projected_mean, &p.eigenvalues, &p.components, &p.component_scales})
       for (float x : *v)
         if (!std::isfinite(x)) throw encoding::CorruptValue("projection: non-finite value");
     if (c.half_vectors && p.out_dim != c.vector_dim)

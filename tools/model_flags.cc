@@ -42,9 +42,10 @@ void DeclareModelFlags(FlagGroup* g, IndexOptions* o) {
   g->Number("pca-power", &o->projection.power_alpha, d.projection.power_alpha,
             "signed power of the PCA components before L2, in (0, 1] (1 = off)");
   g->Value("pca-bits", &o->projection.component_bits, d.projection.component_bits,
-           "bits per stored PCA matrix value: 4 (a 16-level code per value), 2 or 1 (a "
-           "quarter or an eighth of float16's size, for collections of a few hundred "
-           "images), 16 (float16) or 32 (float32)");
+           "bits per stored PCA matrix value: 0 (automatic: 1 below 224 images, 2 below 448, "
+           "else 4 at the default sizes, learned again with more bits as the collection "
+           "grows), 4 (a 16-level code per value), 2 or 1 (a quarter or an eighth of "
+           "float16's size), 16 (float16) or 32 (float32)");
   g->Value("iterations", &o->codebook.num_iterations, d.codebook.num_iterations,
            "k-means iterations");
   g->Value("seed", &o->codebook.seed, d.codebook.seed, "seed of the training sample and k-means");

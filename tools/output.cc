@@ -208,6 +208,8 @@ void WriteIndexJson(std::ostream& out, const IndexSummary& s) {
   for (const auto& [code, count] : s.skipped) j["skipped"][code] = count;
   j["cancelled"] = s.cancelled;
   j["projection_learned"] = s.projection_learned;
+  j["projection_bits"] = s.projection_bits;
+  j["projection_replaced_bits"] = s.projection_replaced_bits;
   j["seconds"] = s.seconds;
   j["images_per_second"] = rate;
   j["threads"] = s.threads;
@@ -249,9 +251,12 @@ void WriteIndexTable(std::ostream& out, const IndexSummary& s, const std::string
   if (s.thumbnails_added)
     out << "\n  thumbnails " << s.thumbnails_added
         << " added to images indexed before they were kept (decoded, not re-extracted)";
-  if (s.projection_learned)
-    out << "\n  PCA        learned now (" << s.projection_learned
-        << "-d): the collection reached --pca-min-images";
+  if (s.projection_learned && s.projection_replaced_bits)
+    out << "\n  PCA        learned again at " << s.projection_bits << " bits (was "
+        << s.projection_replaced_bits << "): the collection affords a finer matrix";
+  else if (s.projection_learned)
+    out << "\n  PCA        learned now (" << s.projection_learned << "-d, " << s.projection_bits
+        << "-bit): the collection reached --pca-min-images";
   std::ostringstream line;
   line << std::fixed << std::setprecision(1) << "\n  time       " << s.seconds << " s, " << rate
        << " images/s (" << s.threads << " threads, " << s.backend << " encoder)\n";

@@ -19,6 +19,7 @@
 
 #include "indexer/file_walker.h"
 #include "indexer/pipeline.h"
+#include "search/search_index.h"
 #include "search/searcher.h"
 #include "storage/encoding.h"
 #include "storage/store.h"
@@ -61,6 +62,7 @@ ProjectionRecord SmallProjection(int64_t n, int64_t dim, uint64_t seed) {
   const std::vector<float> x = MakeVectors(n, dim, seed);
   ProjectionOptions o;
   o.out_dim = 4;
+  o.component_bits = 4;
   return LearnProjection(x.data(), n, dim, o);
 }
 
@@ -186,6 +188,7 @@ TEST(ProjectionTest, ComponentsCappedAndZeroRowsIgnored) {
   const std::vector<float> x = MakeVectors(n, dim, 3, /*zero_row=*/4);
   ProjectionOptions o;
   o.out_dim = 500;
+  o.component_bits = 4;
   const ProjectionRecord p = LearnProjection(x.data(), n, dim, o);
   EXPECT_EQ(p.num_samples, 8u) << "the zero row is not a sample";
   EXPECT_LE(p.out_dim, 7u) << "at most samples - 1 components carry variance";
@@ -208,6 +211,78 @@ TEST(ProjectionTest, ComponentsCappedAndZeroRowsIgnored) {
   bad = ProjectionOptions();
   bad.eigen_regularization = -1;
   EXPECT_THROW(bad.Validate(), std::invalid_argument);
+  bad = ProjectionOptions();
+  bad.component_bits = 3;
+  EXPECT_THROW(bad.Validate(), std::invalid_argument);
+  bad = ProjectionOptions();
+  bad.matrix_bytes_per_image = 0;
+  EXPECT_THROW(bad.Validate(), std::invalid_argument);
+  // Automatic bits are resolved by the caller, who knows the collection.
+  o.component_bits = 0;
+  EXPECT_THROW(LearnProjection(x.data(), n, dim, o), std::invalid_argument);
+}
+
+// 1- and 2-bit projections keep only the mean's projection on each row
+// (m:pca format 4), and map vectors as the full mean does: the same 4-bit
+// record with its mean replaced by the projected one gives the same outputs.
+TEST(ProjectionTest, ProjectedMeanMapsLikeTheMean) {
+  const int64_t n = 60, dim = 512;
+  const std::vector<float> x = MakeVectors(n, dim, 33);
+  ProjectionOptions o;
+  o.out_dim = 16;
+  o.power_alpha = 0.5f;
+  for (int bits : {1, 2}) {
+    o.component_bits = bits;
+    const ProjectionRecord p = LearnProjection(x.data(), n, dim, o);
+    EXPECT_TRUE(p.mean.empty()) << bits;
+    EXPECT_EQ(p.projected_mean.size(), p.out_dim) << bits;
+    EXPECT_EQ(p.format(), 4u) << bits;
+  }
+  o.component_bits = 4;
+  const ProjectionRecord with_mean = LearnProjection(x.data(), n, dim, o);
+  ASSERT_EQ(with_mean.mean.size(), static_cast<size_t>(dim));
+  EXPECT_EQ(with_mean.format(), 2u) << "4-bit records keep the mean: older builds read them";
+  ProjectionRecord projected = with_mean;
+  projected.mean.clear();
+  for (uint32_t c = 0; c < projected.out_dim; ++c)
+    projected.projected_mean.push_back(static_cast<float>(
+        Dot(&with_mean.components[uint64_t{c} * dim], with_mean.mean.data(), dim)));
+  ASSERT_TRUE(projected.SizesConsistent());
+  const SearchProjection a = SearchProjection::FromRecord(&with_mean, dim);
+  const SearchProjection b = SearchProjection::FromRecord(&projected, dim);
+  std::vector<float> ya(n * a.out_dim()), yb(n * b.out_dim());
+  a.Apply(x.data(), n, ya.data());
+  b.Apply(x.data(), n, yb.data());
+  for (size_t i = 0; i < ya.size(); ++i) ASSERT_NEAR(ya[i], yb[i], 1e-5) << i;
+  // Both, or neither, is not a record.
+  projected.mean = with_mean.mean;
+  EXPECT_FALSE(projected.SizesConsistent());
+}
+
+// The automatic bits: the most of 4, 2, 1 whose matrix fits the budget per
+// image. At the default sizes (112 x 65,536) that is 1 bit below 224 images,
+// 2 below 448, then 4; an explicit choice is kept whatever the size.
+TEST(ProjectionTest, AutomaticBitsFollowTheCollectionsSize) {
+  ProjectionOptions o;
+  ASSERT_EQ(o.component_bits, 0) << "automatic is the default";
+  const int64_t vlad_dim = 512 * 128;
+  EXPECT_EQ(ComponentBitsFor(o, 113, vlad_dim), 1);
+  EXPECT_EQ(ComponentBitsFor(o, 223, vlad_dim), 1);
+  EXPECT_EQ(ComponentBitsFor(o, 224, vlad_dim), 2);
+  EXPECT_EQ(ComponentBitsFor(o, 447, vlad_dim), 2);
+  EXPECT_EQ(ComponentBitsFor(o, 448, vlad_dim), 4);
+  EXPECT_EQ(ComponentBitsFor(o, 100000000, vlad_dim), 4) << "never more than 4 automatically";
+  EXPECT_EQ(ComponentBitsFor(o, 0, vlad_dim), 1);
+  o.matrix_bytes_per_image = 16384;  // twice the budget: half the images
+  EXPECT_EQ(ComponentBitsFor(o, 224, vlad_dim), 4);
+  EXPECT_EQ(ComponentBitsFor(o, 112, vlad_dim), 2);
+  o.out_dim = 56;  // half the matrix
+  EXPECT_EQ(ComponentBitsFor(o, 112, vlad_dim), 4);
+  for (int bits : {1, 2, 4, 16, 32}) {
+    o.component_bits = bits;
+    EXPECT_EQ(ComponentBitsFor(o, 1, vlad_dim), bits);
+    EXPECT_EQ(ComponentBitsFor(o, 100000000, vlad_dim), bits);
+  }
 }
 
 TEST(ProjectionTest, IdentityCopiesExactly) {
@@ -255,7 +330,6 @@ TEST(ProjectionTest, GriddedComponentsStayOnTheirGridAndKeepNeighbours) {
   const std::vector<float> x = MakeVectors(n, dim, 21);
   ProjectionOptions o;
   o.out_dim = 32;
-  ASSERT_EQ(o.component_bits, 4);
   o.component_bits = 32;
   const ProjectionRecord f = LearnProjection(x.data(), n, dim, o);
   EXPECT_TRUE(f.component_scales.empty());
@@ -549,6 +623,88 @@ TEST(ProjectionPipelineTest, AGrownCollectionLearnsItsProjection) {
   EXPECT_TRUE(store->Verify().empty());
 }
 
+// With automatic bits, a small collection stores a 1-bit matrix; the runs
+// that take it to the sizes affording 2 and then 4 bits learn the projection
+// again at those bits, replace every search vector and drop the persisted
+// search index built from the old ones; search then finds every image again.
+// A run that names its bits keeps what is stored.
+TEST(ProjectionPipelineTest, AutomaticBitsAreLearnedAgainAsTheCollectionGrows) {
+  TempDir tmp;
+  const std::string dir = tmp / "photos", db = tmp / "db";
+  std::vector<std::string> paths = testing::WriteSyntheticSet(dir + "/a", 3, 120, 320, 240);
+  IndexOptions o = testing::SmallIndexOptions(dir, db);
+  o.projection.out_dim = 8;
+  o.projection.min_images = 2;
+  // An 8 x 2,048 matrix: 8 KiB at 4 bits, so 4 bits from 8 images, 2 from 4.
+  o.projection.matrix_bytes_per_image = 1024;
+  ASSERT_EQ(o.projection.component_bits, 0);
+  SearchOptions so;
+  so.k = 3;
+  so.rerank = 0;  // the search vectors alone
+  so.backend = Backend::kCpu;
+  // One index run as `lookalike index` does it: images, then the persisted index.
+  auto run = [&] {
+    const IndexSummary s = BuildIndex(o, nullptr);
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    UpdateSearchIndex(store.get(), SearchVectors(*store), VectorIndexOptions());
+    return s;
+  };
+  auto expect_state = [&](uint32_t bits, size_t sample) {
+    {
+      auto store = Store::Open(db, Store::Mode::kReadOnly);
+      const auto p = store->GetProjection();
+      ASSERT_TRUE(p.has_value());
+      EXPECT_EQ(p->component_bits, bits);
+      EXPECT_EQ(p->power_alpha, 0.5f);
+      EXPECT_EQ(p->num_samples, sample);
+      // Capped at the sample's rank: one fewer than its images.
+      EXPECT_EQ(p->out_dim, std::min<uint32_t>(8, static_cast<uint32_t>(sample) - 1));
+      EXPECT_EQ(store->vector_dim(), p->out_dim);
+      EXPECT_TRUE(store->GetSearchIndex().has_value());
+      EXPECT_TRUE(store->Verify().empty());
+    }
+    auto searcher = Searcher::Open(db, so);
+    EXPECT_EQ(searcher->num_indexed(), static_cast<int64_t>(paths.size()));
+    const auto results = searcher->SearchFiles(paths);
+    for (size_t i = 0; i < paths.size(); ++i) {
+      ASSERT_FALSE(results[i].hits.empty()) << paths[i];
+      EXPECT_EQ(results[i].hits[0].path, AbsolutePath(paths[i]));
+    }
+  };
+  o.projection.power_alpha = 0.5f;
+  const IndexSummary created = run();
+  EXPECT_EQ(created.projection_learned, 0) << "learned at creation, not grown";
+  expect_state(1, 3);
+  // Later runs' own PCA settings do not change the model: it is learned
+  // again with the stored ones (its components were capped by its 3-image
+  // sample, so the run's --pca-dim sets them, within the larger sample's cap).
+  o.projection.power_alpha = 1.0f;
+
+  for (const auto& p : testing::WriteSyntheticSet(dir + "/b", 2, 130, 320, 240)) paths.push_back(p);
+  const uint64_t generation = Store::Open(db, Store::Mode::kReadOnly)->totals()->generation;
+  const IndexSummary two = run();
+  EXPECT_EQ(two.projection_learned, 4);
+  EXPECT_EQ(two.projection_bits, 2);
+  EXPECT_EQ(two.projection_replaced_bits, 1);
+  EXPECT_GT(Store::Open(db, Store::Mode::kReadOnly)->totals()->generation, generation + 2)
+      << "two images added, then every search vector replaced";
+  expect_state(2, 5);
+
+  // A run that names its bits keeps the stored 2 bits at 8 images.
+  for (const auto& p : testing::WriteSyntheticSet(dir + "/c", 3, 140, 320, 240)) paths.push_back(p);
+  o.projection.component_bits = 2;
+  EXPECT_EQ(run().projection_learned, 0);
+  expect_state(2, 5);
+  // The next automatic one learns it at 4 bits, and the one after keeps them.
+  o.projection.component_bits = 0;
+  const IndexSummary four = run();
+  EXPECT_EQ(four.indexed, 0);
+  EXPECT_EQ(four.projection_bits, 4);
+  EXPECT_EQ(four.projection_replaced_bits, 2);
+  expect_state(4, 8);
+  EXPECT_EQ(run().projection_learned, 0);
+}
+
 // --pca-dim 0 keeps a growing collection without one.
 TEST(ProjectionPipelineTest, NoProjectionAskedNoneLearned) {
   TempDir tmp;
@@ -597,6 +753,62 @@ TEST(ProjectionStoreTest, AddProjectionNeedsEveryImageOnceAndNoProjectionYet) {
   const auto back = reopened->GetVector(ids[1]);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(*back, std::vector<float>(4, 0.5f));
+}
+
+// ReplaceProjection needs a projection to replace, swaps it and every search
+// vector, and deletes the persisted search index built from the old vectors,
+// all in one write.
+TEST(ProjectionStoreTest, ReplaceProjectionSwapsVectorsAndDropsTheSearchIndex) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  auto store = Store::Create(db, SmallModel());
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    ImageRecord r;
+    r.path = "/p/" + std::to_string(i) + ".jpg";
+    r.num_descriptors = 1;
+    store->PutImage(&r, nullptr);
+    ids.push_back(r.id);
+  }
+  const ProjectionRecord first = SmallProjection(30, 64, 3);
+  const std::vector<float> v(3 * 4, 0.5f);
+  EXPECT_THROW(store->ReplaceProjection(first, ids, v.data()), std::invalid_argument)
+      << "nothing to replace";
+  store->AddProjection(first, ids, v.data());
+  store->PutSearchIndex(std::string(5 << 20, 'x'));  // two chunks
+  ASSERT_TRUE(store->GetSearchIndex().has_value());
+
+  ProjectionOptions o;
+  o.out_dim = 3;
+  o.component_bits = 2;
+  const std::vector<float> x = MakeVectors(30, 64, 4);
+  const ProjectionRecord second = LearnProjection(x.data(), 30, 64, o);
+  const std::vector<float> w = {-1, 0, 0, -1, 0, 0, -1, 0, 0};  // unit, exact in float16
+  EXPECT_THROW(store->ReplaceProjection(second, {ids[0], ids[1]}, w.data()), std::invalid_argument);
+  EXPECT_EQ(store->vector_dim(), 4u) << "a refused replacement writes nothing";
+  EXPECT_TRUE(store->GetSearchIndex().has_value());
+  const uint64_t generation = store->totals()->generation;
+  store->ReplaceProjection(second, ids, w.data());
+  EXPECT_EQ(store->vector_dim(), 3u);
+  EXPECT_GT(store->totals()->generation, generation);
+  EXPECT_FALSE(store->GetSearchIndex().has_value());
+  store.reset();
+  auto reopened = Store::Open(db, Store::Mode::kReadOnly);
+  EXPECT_EQ(reopened->vector_dim(), 3u);
+  EXPECT_EQ(reopened->GetProjection()->component_bits, 2u);
+  EXPECT_FALSE(reopened->GetSearchIndex().has_value());
+  EXPECT_EQ(reopened->Verify(), std::vector<std::string>());
+  for (uint64_t id : ids) EXPECT_EQ(*reopened->GetVector(id), std::vector<float>({-1, 0, 0}));
+  // No chunk of the old index is left behind.
+  rocksdb::DB* raw = nullptr;
+  reopened.reset();
+  rocksdb::Options ro;
+  ASSERT_TRUE(rocksdb::DB::OpenForReadOnly(ro, db, &raw).ok());
+  std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator(rocksdb::ReadOptions()));
+  it->Seek("x:");
+  EXPECT_FALSE(it->Valid() && it->key().starts_with("x:"));
+  it.reset();
+  delete raw;
 }
 
 }  // namespace

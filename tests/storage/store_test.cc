@@ -1539,7 +1539,11 @@ TEST(StoreTest, ModelAndProjectionValuesRoundTripByteForByte) {
   model.power_alpha = 0.5f;
   model.intra_normalize = false;
   model.residual_normalize = true;
-  for (const uint32_t bits : {16u, 32u, 4u, 2u, 1u}) {
+  // bits, and whether the mean is stored projected (format 4).
+  const std::vector<std::pair<uint32_t, bool>> cases = {{16, false}, {32, false}, {4, false},
+                                                        {2, false},  {1, false},  {4, true},
+                                                        {2, true},   {1, true}};
+  for (const auto& [bits, projected] : cases) {
     ProjectionRecord p = AxisProjection(4);
     p.whiten = false;
     p.component_bits = bits;
@@ -1548,8 +1552,14 @@ TEST(StoreTest, ModelAndProjectionValuesRoundTripByteForByte) {
     p.power_alpha = 0.75f;
     p.mean[2] = 0.125f;
     p.components[1] = -0.5f;
-    const std::string first = tmp / ("first" + std::to_string(bits));
-    const std::string second = tmp / ("second" + std::to_string(bits));
+    if (projected) {
+      p.mean.clear();
+      p.projected_mean = {0.5f, -0.25f, 0.125f, 2.0f};
+    }
+    const std::string name = std::to_string(bits) + (projected ? "p" : "");
+    SCOPED_TRACE(name);
+    const std::string first = tmp / ("first" + name);
+    const std::string second = tmp / ("second" + name);
     Store::Create(first, model, &p, kSchemaVersion, "quantizer");
     {
       auto read = Store::Open(first, Store::Mode::kReadOnly);
@@ -1565,13 +1575,17 @@ TEST(StoreTest, ModelAndProjectionValuesRoundTripByteForByte) {
     const std::string& pca = a.at("m:pca");
     EXPECT_EQ(encoding::Fnv1a64(m.data(), m.size()), 0xab1964034dc6c697ull);
     // 16 and 32 bits: the bytes every build since m:pca format 1 wrote; 4
-    // bits: format 2's; 2 and 1: format 3's.
-    EXPECT_EQ(encoding::Fnv1a64(pca.data(), pca.size()), bits == 16   ? 0x20fc97c30181f055ull
-                                                         : bits == 32 ? 0x82daf8c048261a27ull
-                                                         : bits == 4  ? 0xf36c96f9dc99829dull
-                                                         : bits == 2  ? 0x98fb9d5d0cbcecc3ull
-                                                                      : 0x130c795383a6387cull)
-        << bits;
+    // bits: format 2's; 2 and 1: format 3's; a projected mean: format 4's.
+    const uint32_t format = static_cast<uint8_t>(pca[0]);
+    EXPECT_EQ(format, projected ? 4u : bits == 4 ? 2u : bits <= 2 ? 3u : 1u);
+    const std::map<std::string, uint64_t> pins = {
+        {"16", 0x20fc97c30181f055ull}, {"32", 0x82daf8c048261a27ull}, {"4", 0xf36c96f9dc99829dull},
+        {"2", 0x98fb9d5d0cbcecc3ull},  {"1", 0x130c795383a6387cull},  {"4p", 0xb6d969d778c899d0ull},
+        {"2p", 0x95d6c9e4b956b0daull}, {"1p", 0x0aa7b28cbee445eaull}};
+    EXPECT_EQ(encoding::Fnv1a64(pca.data(), pca.size()), pins.at(name));
+    const ProjectionRecord back = *Store::Open(first, Store::Mode::kReadOnly)->GetProjection();
+    EXPECT_EQ(back.mean, p.mean);
+    EXPECT_EQ(back.projected_mean, p.projected_mean);
   }
 }
 
