@@ -20,11 +20,12 @@
 #   env BASELINE_FLAGS="..."  another baseline, e.g. "--thumbnail-weight 0"
 #                   (what one feature costs: search/README.md, "Thumbnail
 #                   correlation")
+#   env FLAGS="..."  flags of the default run, e.g. "--thumbnail-depth 1000"
 #   env ROUNDS=N    N rounds, default then baseline in each (the machine's
 #                   drift falls on both); one line each, scored on the last
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 db=$1
 queries=$2
 bin=${3:-$root/build}/tools/lookalike
@@ -50,11 +51,12 @@ run() {  # NAME FLAGS...
     [ $? -eq 1 ]
 }
 baseline_flags=${BASELINE_FLAGS:---match-dims 0 --ransac classic --verify-keypoints 0 --rerank 50 --rerank-vlad 25}
-echo "database $db: $("$bin" info --db "$db" --format json | sed 's/.*"images":\([0-9]*\).*/\1/') images; $(nproc) cores; baseline: $baseline_flags"
+echo "database $db: $("$bin" info --db "$db" --format json | sed 's/.*"images":\([0-9]*\).*/\1/') images; $(nproc) cores; default: ${FLAGS:-(none)}; baseline: $baseline_flags"
 round=0
 while [ "$round" -lt "${ROUNDS:-1}" ]; do
   round=$((round + 1))
-  run default
+  # shellcheck disable=SC2086 # the flags are words
+  run default ${FLAGS:-}
   # shellcheck disable=SC2086 # the flags are words
   run baseline $baseline_flags
 

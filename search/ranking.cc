@@ -161,27 +161,41 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
 void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uint64_t>& also) {
   assert(thumbnails_);                               // correlates()
   std::unordered_map<uint64_t, float> thumbnail_of;  // id -> t (-1: no stored thumbnail)
-  std::vector<uint64_t> todo;
+  std::vector<uint64_t> todo;                        // correlated in full
   auto queue = [&](uint64_t id) {
     if (thumbnail_of.emplace(id, -1.0f).second) todo.push_back(id);
   };
   const size_t depth =
       std::min<size_t>(list->size(), static_cast<size_t>(options_.thumbnail_depth));
-  for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
+  const size_t head = std::min(depth, kFullCorrelationDepth);
+  for (size_t i = 0; i < head; ++i) queue((*list)[i].id);
   for (uint64_t id : also) queue(id);
+  const size_t full = todo.size();
+  // Deeper candidates are compared at half resolution first.
+  for (size_t i = head; i < depth; ++i) queue((*list)[i].id);
   const std::vector<std::optional<std::string>> stored = store_.GetThumbnails(todo);
+  std::vector<GreyThumbnail> decoded(todo.size());
   for (size_t i = 0; i < todo.size(); ++i) {
     if (!stored[i]) continue;
-    GreyThumbnail t;
     try {
-      t = DecodeGreyThumbnail(*stored[i]);
+      decoded[i] = DecodeGreyThumbnail(*stored[i]);
     } catch (const encoding::CorruptValue& e) {
       throw StoreError(StoreError::Kind::kCorrupt, "database " + store_.path() + ": image id " +
                                                        std::to_string(todo[i]) + ": " + e.what() +
                                                        "; run `lookalike verify`");
     }
-    thumbnail_of[todo[i]] = thumbnails_->Match(t);
   }
+  std::vector<std::pair<float, size_t>> deep;  // (coarse t, index in todo)
+  for (size_t i = full; i < todo.size(); ++i)
+    if (!decoded[i].empty()) deep.emplace_back(thumbnails_->CoarseMatch(decoded[i]), i);
+  const size_t keep = std::min(deep.size(), kDeepCorrelations);
+  std::partial_sort(deep.begin(), deep.begin() + keep, deep.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<size_t> correlate(full);
+  for (size_t i = 0; i < full; ++i) correlate[i] = i;
+  for (size_t k = 0; k < keep; ++k) correlate.push_back(deep[k].second);
+  for (size_t i : correlate)
+    if (!decoded[i].empty()) thumbnail_of[todo[i]] = thumbnails_->Match(decoded[i]);
   const float weight = options_.thumbnail_weight;
   for (Candidate& c : *list) {
     const auto it = thumbnail_of.find(c.id);

@@ -58,6 +58,7 @@
 //          itself.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
@@ -87,6 +88,14 @@ inline constexpr float kDefaultSimilaritySpread = 0.02f;
 // other views of a scene; higher loses tiny copies at 0.87-0.92
 // (search/README.md, "Thumbnail correlation").
 inline constexpr float kThumbnailThreshold = 0.86f;
+// Correlate compares in full the thumbnails of the first this many
+// candidates and of the colour candidates; deeper ones (to
+// --thumbnail-depth) are compared at half resolution first, and only the
+// kDeepCorrelations best of them in full (search/README.md, "Thumbnail
+// correlation": the same results as comparing all in full, at a fraction of
+// the cost).
+inline constexpr size_t kFullCorrelationDepth = 100;
+inline constexpr size_t kDeepCorrelations = 50;
 
 // The noisy-or score of a verified candidate: 1 - (1 - base)(1 - g) with
 // g = inliers / (inliers + 20) (see above; not clamped here).

@@ -124,14 +124,25 @@ const std::vector<ThumbnailMatcher::Placement>& ThumbnailMatcher::Placements(int
   return placements_.emplace(std::make_pair(width, height), std::move(placed)).first->second;
 }
 
-float ThumbnailMatcher::Match(const GreyThumbnail& stored) {
+float ThumbnailMatcher::Match(const GreyThumbnail& stored) { return Correlate(stored, false); }
+
+float ThumbnailMatcher::CoarseMatch(const GreyThumbnail& stored) { return Correlate(stored, true); }
+
+float ThumbnailMatcher::Correlate(const GreyThumbnail& stored, bool halved) {
   if (pixels_.empty() || stored.empty()) return -1.0f;
   cv::Mat grey;
   cv::Mat(stored.height, stored.width, CV_8UC1, const_cast<uint8_t*>(stored.pixels.data()))
       .convertTo(grey, CV_32F);
-  const Target target(Blurred(grey));
+  cv::Mat blurred = Blurred(grey);
+  if (halved) {
+    cv::Mat half;
+    cv::resize(blurred, half, cv::Size(std::max(1, grey.cols / 2), std::max(1, grey.rows / 2)), 0,
+               0, cv::INTER_AREA);
+    blurred = half;
+  }
+  const Target target(blurred);
   float best = -1.0f;
-  for (const Placement& placed : Placements(stored.width, stored.height))
+  for (const Placement& placed : Placements(target.pixels.cols, target.pixels.rows))
     if (!placed.zero_mean.empty())
       best = std::max(best, BestOver(target, placed.zero_mean, placed.norm));
   return best;

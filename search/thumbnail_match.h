@@ -35,6 +35,11 @@ class ThumbnailMatcher {
   // placements are made once per stored size (most thumbnails share a few
   // sizes: 48 x 36, 36 x 48, 48 x 32 ...) and kept.
   float Match(const GreyThumbnail& stored);
+  // Match at half the resolution (the stored thumbnail blurred and halved,
+  // the placements made for that size): about a tenth of the cost, and a
+  // score that ranks thumbnails as Match does closely enough to choose which
+  // few deserve Match among many (search/README.md, "Thumbnail correlation").
+  float CoarseMatch(const GreyThumbnail& stored);
 
  private:
   // The query shrunk and blurred for each area fraction on a stored
@@ -45,6 +50,7 @@ class ThumbnailMatcher {
     double norm = 0;    // L2 norm of zero_mean
   };
   const std::vector<Placement>& Placements(int width, int height);
+  float Correlate(const GreyThumbnail& stored, bool halved);
 
   int width_ = 0, height_ = 0;
   std::vector<float> pixels_;                                         // the query, as floats

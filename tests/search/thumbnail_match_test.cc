@@ -68,6 +68,34 @@ TEST(ThumbnailMatchTest, OneMatcherForManyCandidatesScoresAsFreshOnes) {
   for (const GreyThumbnail& t : stored) EXPECT_EQ(shared.Match(t), Query(query).Match(t));
 }
 
+// The half-resolution score picks, among many candidates, the ones the full
+// correlation ranks highest: a degraded crop's original comes first among 40
+// unrelated images, and the coarse and full scores of those agree in order
+// (the deep candidates of search are chosen by it).
+TEST(ThumbnailMatchTest, CoarseMatchRanksAsMatchDoes) {
+  const cv::Mat image = testing::MakeSyntheticImage(51);
+  const cv::Mat crop = image(cv::Rect(100, 80, 420, 315)).clone();  // 43 % of the area
+  ThumbnailMatcher query = Query(Degraded(crop, 0.3));
+  std::vector<GreyThumbnail> stored = {Stored(image)};
+  for (uint64_t seed = 300; seed < 340; ++seed)
+    stored.push_back(Stored(testing::MakeSyntheticImage(seed)));
+  std::vector<float> coarse, full;
+  for (const GreyThumbnail& t : stored) {
+    coarse.push_back(query.CoarseMatch(t));
+    full.push_back(query.Match(t));
+  }
+  EXPECT_GT(full[0], 0.85f);
+  for (size_t i = 1; i < stored.size(); ++i)
+    EXPECT_LT(coarse[i], coarse[0]) << "unrelated image " << i << " outranks the original";
+  // Rank agreement over all pairs (Kendall's tau): well above chance.
+  int concordant = 0, pairs = 0;
+  for (size_t i = 0; i < stored.size(); ++i)
+    for (size_t j = i + 1; j < stored.size(); ++j, ++pairs)
+      concordant += (coarse[i] - coarse[j]) * (full[i] - full[j]) > 0;
+  EXPECT_GT(static_cast<double>(concordant) / pairs, 0.7);
+  EXPECT_EQ(query.CoarseMatch(GreyThumbnail()), -1.0f);
+}
+
 // The direct correlation is OpenCV's TM_CCOEFF_NORMED at its best position,
 // for every template size the placements produce on the stored sizes.
 TEST(ThumbnailMatchTest, DirectCorrelationIsOpenCVsBest) {
