@@ -7,6 +7,8 @@
 // seeded random moments. After each kill `verify` passes, no image is lost,
 // the database holds one projection with vectors that find every stored
 // image, and a re-run finishes at 4 bits with a persisted search index.
+// The first projection of a collection grown to --pca-min-images
+// (Store::AddProjection) is killed the same way around its write.
 // LOOKALIKE_KILL_SEED=<n> replays a schedule.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -36,8 +38,8 @@ using Clock = std::chrono::steady_clock;
 
 // K = 64 and 16 components: a 16 x 8,192 matrix, 64 KiB at 4 bits. At the
 // automatic budget of 8 KiB per image, 3 images get 1 bit and 9 get 4.
-const std::vector<std::string> kModelFlags = {"--clusters",       "64", "--pca-dim", "16",
-                                              "--pca-min-images", "2",  "--threads", "2"};
+const std::vector<std::string> kModelFlags = {"--clusters", "64",        "--pca-dim",
+                                              "16",         "--threads", "2"};
 
 testing::ProcessResult Lookalike(std::vector<std::string> args, double timeout = 600) {
   testing::ProcessOptions o;
@@ -46,9 +48,11 @@ testing::ProcessResult Lookalike(std::vector<std::string> args, double timeout =
   return testing::RunProcess(o);
 }
 
-std::vector<std::string> IndexArgs(const std::string& photos, const std::string& db) {
+std::vector<std::string> IndexArgs(const std::string& photos, const std::string& db,
+                                   int min_images = 2) {
   std::vector<std::string> args = {"index", photos, "--db", db, "--format", "json", "-q"};
   args.insert(args.end(), kModelFlags.begin(), kModelFlags.end());
+  args.insert(args.end(), {"--pca-min-images", std::to_string(min_images)});
   return args;
 }
 
@@ -72,22 +76,31 @@ std::map<std::string, ImageRecord> Records(const std::string& db) {
   return out;
 }
 
+// No projection stored (ExpectConsistent's `bits`).
+constexpr int kNoProjection = -1;
+
 // The database verifies, has one projection of `bits` (1 or 4 when 0) whose
-// out_dim its stored vectors have, and the first stage alone ranks every
-// stored image first for its own file.
-void ExpectConsistent(const std::string& db, uint32_t bits) {
+// out_dim its stored vectors have, or none (kNoProjection) and no stored
+// vectors, and the first stage alone ranks every stored image first for its
+// own file.
+void ExpectConsistent(const std::string& db, int bits) {
   const auto verify = Lookalike({"verify", "--db", db});
   ASSERT_EQ(verify.exit_code, 0) << verify.Describe() << verify.out;
   std::vector<std::string> stored;
   {
     auto store = Store::Open(db, Store::Mode::kReadOnly);
     const auto p = store->GetProjection();
-    ASSERT_TRUE(p.has_value());
-    if (bits)
-      EXPECT_EQ(p->component_bits, bits);
-    else
-      EXPECT_TRUE(p->component_bits == 1 || p->component_bits == 4) << p->component_bits;
-    EXPECT_EQ(store->vector_dim(), p->out_dim);
+    if (bits == kNoProjection) {
+      EXPECT_FALSE(p.has_value());
+      EXPECT_EQ(store->vector_dim(), 0u);
+    } else {
+      ASSERT_TRUE(p.has_value());
+      if (bits)
+        EXPECT_EQ(p->component_bits, static_cast<uint32_t>(bits));
+      else
+        EXPECT_TRUE(p->component_bits == 1 || p->component_bits == 4) << p->component_bits;
+      EXPECT_EQ(store->vector_dim(), p->out_dim);
+    }
     store->ForEachImage([&](const ImageRecord& r) { stored.push_back(r.path); });
   }
   std::vector<std::string> args = {"search", "--db",        db,         "--format", "tsv",
@@ -212,6 +225,32 @@ TEST(ProjectionKillTest, RelearningKilledAnywhereKeepsOneProjectionAndARerunFini
     expect_kept(db);
     ExpectConsistent(db, 0);
     expect_rerun_finishes(db);
+  }
+}
+
+// The first projection of a collection created below --pca-min-images (5
+// here: 3 images, none) is learned by the run that brings it to 9, in one
+// write (Store::AddProjection): killed just before and just after it, the
+// database verifies and holds all or nothing of it, and a re-run finishes.
+TEST(ProjectionKillTest, FirstProjectionKilledBeforeOrAfterItsWriteIsAllOrNothing) {
+  testing::TempDir tmp;
+  const std::string photos = tmp / "photos", base = tmp / "base";
+  testing::WriteSyntheticSet(photos + "/a", 3, 400, 320, 240);
+  ASSERT_EQ(Lookalike(IndexArgs(photos, base, 5)).exit_code, 0);
+  ExpectConsistent(base, kNoProjection);
+  testing::WriteSyntheticSet(photos + "/b", 6, 410, 320, 240);
+  int trial = 0;
+  for (const auto& [stop, bits] : std::vector<std::pair<std::string, int>>{
+           {"projection-learned", kNoProjection}, {"projection-stored", 4}}) {
+    SCOPED_TRACE("killed at " + stop);
+    const std::string db = tmp / ("db" + std::to_string(trial++));
+    fs::copy(base, db, fs::copy_options::recursive);
+    ASSERT_TRUE(KillIndexAt(IndexArgs(photos, db, 5), stop));
+    EXPECT_EQ(Records(db).size(), 9u);
+    ExpectConsistent(db, bits);
+    const auto rerun = Lookalike(IndexArgs(photos, db, 5));
+    ASSERT_EQ(rerun.exit_code, 0) << rerun.Describe();
+    ExpectConsistent(db, 4);
   }
 }
 
