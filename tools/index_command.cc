@@ -142,7 +142,10 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
     // explicit step (it needs room for a copy).
     // A compact database without a projection learns one once it has grown
     // enough (indexer/projection_growth.h): the PCA flags still apply to it.
-    bool may_learn_projection = false;
+    // One with an automatic 1- or 2-bit matrix may learn it again with more
+    // bits and its stored settings: --pca-bits (which says whether),
+    // --pca-min-images and --train-images apply to that.
+    bool may_learn_projection = false, may_relearn = false;
     try {
       const auto store = Store::Open(o.db_path, Store::Mode::kReadOnly);
       const uint32_t schema = store->schema_version();
@@ -151,15 +154,22 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
             << " (the older layout) and is updated as such; 'lookalike migrate --db " << o.db_path
             << "' converts it in place to schema " << kSchemaVersion << ", about 10x smaller\n";
       may_learn_projection = schema >= 3 && store->vector_dim() == 0;
+      if (schema >= 3 && store->vector_dim() != 0) {
+        const auto projection = store->GetProjection();
+        may_relearn =
+            projection && (projection->component_bits == 1 || projection->component_bits == 2);
+      }
     } catch (const StoreError&) {
       // BuildIndex reports what is wrong with the database.
     }
     const std::set<std::string> projection_flags = {
         "pca-dim",   "pca-min-images", "whiten", "pca-bits", "pca-regularization",
         "pca-power", "train-images"};
+    const std::set<std::string> relearning_flags = {"pca-bits", "pca-min-images", "train-images"};
     // The model is fixed at creation; explicit model flags cannot change it.
     for (const std::string& flag : model.names())
-      if (parsed.Given(flag) && !(may_learn_projection && projection_flags.count(flag)))
+      if (parsed.Given(flag) && !(may_learn_projection && projection_flags.count(flag)) &&
+          !(may_relearn && relearning_flags.count(flag)))
         err << "lookalike: note: --" << flag << " ignored: " << o.db_path
             << " keeps the model it was created with (see 'lookalike info'); index into a "
                "new --db to change it\n";

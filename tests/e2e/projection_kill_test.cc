@@ -149,6 +149,16 @@ TEST(ProjectionKillTest, RelearningKilledAnywhereKeepsOneProjectionAndARerunFini
   ExpectConsistent(base, 1);
   const std::map<std::string, ImageRecord> before = Records(base);
   ASSERT_EQ(before.size(), 3u);
+  {
+    // On the existing database the model flags are noted as ignored, but
+    // not --pca-bits, which says whether a run may learn the matrix again.
+    std::vector<std::string> args = IndexArgs(photos, base);
+    args.insert(args.end(), {"--pca-bits", "0"});
+    const auto rerun = Lookalike(args);
+    ASSERT_EQ(rerun.exit_code, 0) << rerun.Describe();
+    EXPECT_NE(rerun.err.find("--clusters ignored"), std::string::npos) << rerun.err;
+    EXPECT_EQ(rerun.err.find("--pca-bits ignored"), std::string::npos) << rerun.err;
+  }
   testing::WriteSyntheticSet(photos + "/b", 6, 310, 320, 240);
 
   // A fresh copy of the 3-image database for each kill.
