@@ -17,8 +17,8 @@ namespace {
 constexpr char kMagic[4] = {'L', 'K', 'S', 'X'};
 // Format 2 adds the store generation the manifest was reconciled at, format
 // 3 the word index, format 4 moves the word index to its own keys, format 5
-// adds the colour table.
-constexpr uint32_t kFormat = 5;
+// adds the colour table, format 6 the tiny images.
+constexpr uint32_t kFormat = 6;
 constexpr int64_t kChunk = 256;  // stored vectors projected per call
 
 struct Decoded {
@@ -30,6 +30,7 @@ struct Decoded {
   std::string words;        // format 3: WordIndex::Serialize() bytes; empty = none
   uint64_t word_table = 0;  // format 4: the word index table's hash; 0 = none
   ColourIndex colours;      // format 5; no rows = none
+  TinyIndex tiny;           // format 6; no rows = none
 };
 
 Decoded Decode(const std::string& blob) {
@@ -67,12 +68,25 @@ Decoded Decode(const std::string& blob) {
         if (row_bytes != 0 && row_bytes != static_cast<uint64_t>(ColourIndex::kRowBytes))
           throw encoding::CorruptValue("colour rows of " + std::to_string(row_bytes) + " bytes");
         if (row_bytes != 0) {
-          if (r.remaining() / row_bytes != n || r.remaining() % row_bytes != 0)
+          if (r.remaining() / row_bytes < n)
             throw encoding::CorruptValue("colour table size mismatch");
           const char* table = r.Raw(n * row_bytes);
           std::vector<uint64_t> ids(n);
           for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
           d.colours.Assign(std::move(ids), std::vector<uint8_t>(table, table + n * row_bytes));
+        }
+      }
+      if (format >= 6) {
+        const uint64_t row_bytes = r.Fixed64();
+        if (row_bytes != 0 && row_bytes != static_cast<uint64_t>(TinyIndex::kRowBytes))
+          throw encoding::CorruptValue("tiny rows of " + std::to_string(row_bytes) + " bytes");
+        if (row_bytes != 0) {
+          if (r.remaining() / row_bytes < n)
+            throw encoding::CorruptValue("tiny image table size mismatch");
+          const auto* table = reinterpret_cast<const int8_t*>(r.Raw(n * row_bytes));
+          std::vector<uint64_t> ids(n);
+          for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
+          d.tiny.Assign(std::move(ids), std::vector<int8_t>(table, table + n * row_bytes));
         }
       }
       r.ExpectEnd();
@@ -164,6 +178,7 @@ void LoadPersisted(const Store& store, int64_t dim, bool words, SearchIndexSync*
     sync->index = std::move(d.index);
     sync->manifest = std::move(d.manifest);
     sync->colours = std::move(d.colours);
+    sync->tiny = std::move(d.tiny);
     sync->generation = d.generation;
     sync->loaded = true;
     // Not wanted: left unread, and dropped at the next save.
@@ -434,6 +449,59 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
   sync->words_built = sync->words != nullptr;
 }
 
+// The tiny images of the manifest's images, row i for manifest[i]: a row the
+// held table has is kept, unless its image is in `fresh` (added or changed)
+// or the row is zero and the image has a thumbnail now (one added by a later
+// run); the writer (`read`) computes the others from the stored thumbnails,
+// a reader leaves them zero (no thumbnail candidates until the next `index`).
+void SyncTiny(const Store& store, bool read, const std::vector<uint64_t>& fresh,
+              SearchIndexSync* sync) {
+  const TinyIndex held = std::move(sync->tiny);
+  sync->tiny = TinyIndex();
+  std::vector<uint64_t> with_thumbnail;  // ascending
+  if (read) with_thumbnail = store.IdsWithThumbnails();
+  auto has_thumbnail = [&](uint64_t id) {
+    return std::binary_search(with_thumbnail.begin(), with_thumbnail.end(), id);
+  };
+  std::vector<uint64_t> sorted_fresh = fresh;
+  std::sort(sorted_fresh.begin(), sorted_fresh.end());
+  const std::vector<uint64_t>& held_ids = held.ids();
+  std::vector<TinyIndex::Row> rows(sync->manifest.size());
+  std::vector<uint64_t> to_read;
+  std::vector<size_t> read_into;
+  size_t h = 0;
+  for (size_t i = 0; i < sync->manifest.size(); ++i) {
+    const uint64_t id = sync->manifest[i].id;
+    while (h < held_ids.size() && held_ids[h] < id) ++h;
+    const bool is_fresh = std::binary_search(sorted_fresh.begin(), sorted_fresh.end(), id);
+    if (h < held_ids.size() && held_ids[h] == id && !is_fresh) {
+      rows[i] = held.RowAt(static_cast<int64_t>(h));
+      if (!TinyIndex::IsZero(rows[i]) || !has_thumbnail(id)) continue;
+    }
+    if (read && has_thumbnail(id)) {
+      to_read.push_back(id);
+      read_into.push_back(i);
+    }
+  }
+  constexpr size_t kReadChunk = 1024;
+  for (size_t start = 0; start < to_read.size(); start += kReadChunk) {
+    const size_t end = std::min(to_read.size(), start + kReadChunk);
+    const std::vector<uint64_t> ids(to_read.begin() + start, to_read.begin() + end);
+    const std::vector<std::optional<std::string>> values = store.GetThumbnails(ids);
+    for (size_t j = 0; j < ids.size(); ++j) {
+      if (!values[j]) continue;
+      try {
+        rows[read_into[start + j]] = TinyIndex::RowOf(DecodeGreyThumbnail(*values[j]));
+      } catch (const encoding::CorruptValue&) {
+        // Derived data: a damaged thumbnail (which `verify` reports) gives a
+        // zero row, never a candidate.
+      }
+    }
+  }
+  for (size_t i = 0; i < rows.size(); ++i) sync->tiny.Append(sync->manifest[i].id, rows[i]);
+  sync->tiny_read = static_cast<int64_t>(to_read.size());
+}
+
 SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vectors,
                      const VectorIndexOptions& options, bool build_transient) {
   const int64_t dim = vectors.dim();
@@ -472,6 +540,7 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
       }
     }
     SyncWords(store, writer, options, nullptr, nullptr, &sync);
+    SyncTiny(store, writer != nullptr, {}, &sync);
     return sync;
   }
   // Saving records the generation even when nothing else changed.
@@ -481,6 +550,8 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
     Rebuild(store, vectors, options, &sync);
     sync.words.reset();
     SyncWords(store, writer, options, nullptr, nullptr, &sync);
+    sync.tiny = TinyIndex();
+    SyncTiny(store, writer != nullptr, {}, &sync);
     return sync;
   }
   Difference diff = Compare(store, sync.manifest);
@@ -495,6 +566,8 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
     Rebuild(store, vectors, options, &sync);
     sync.words.reset();
     SyncWords(store, writer, options, nullptr, nullptr, &sync);
+    sync.tiny = TinyIndex();
+    SyncTiny(store, writer != nullptr, {}, &sync);
     return sync;
   }
   sync.manifest = std::move(diff.wanted);
@@ -507,6 +580,7 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
   else
     AddFresh(vectors, options, diff.to_add, &sync);
   SyncWords(store, writer, options, &diff.to_remove, &diff.to_add, &sync);
+  SyncTiny(store, writer != nullptr, diff.to_add, &sync);
   return sync;
 }
 
@@ -523,7 +597,9 @@ std::string SearchIndexSync::Summary() const {
                        : words_converted ? " (moved out of the blob)"
                                          : "")
                 : "") +
-         (colours_added ? "; colour table added (colour candidates)" : "");
+         (colours_added ? "; colour table added (colour candidates)" : "") +
+         (tiny_read ? "; " + std::to_string(tiny_read) + " tiny images read (thumbnail candidates)"
+                    : "");
 }
 
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
@@ -563,6 +639,16 @@ void PutColours(std::string* blob, const SearchIndexSync& sync) {
                  sync.colours.table().size());
 }
 
+// Format 6's tail: the tiny images, or row bytes 0 when there are none (or
+// they do not cover the manifest).
+void PutTiny(std::string* blob, const SearchIndexSync& sync) {
+  const bool whole =
+      sync.tiny.rows() > 0 && sync.tiny.rows() == static_cast<int64_t>(sync.manifest.size());
+  encoding::PutFixed64(blob, whole ? TinyIndex::kRowBytes : 0);
+  if (whole)
+    blob->append(reinterpret_cast<const char*>(sync.tiny.table().data()), sync.tiny.table().size());
+}
+
 }  // namespace
 
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
@@ -570,6 +656,7 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   if (!sync.words) {
     encoding::PutFixed64(&blob, 0);
     PutColours(&blob, sync);
+    PutTiny(&blob, sync);
     store->PutSearchIndex(blob);
     return;
   }
@@ -577,6 +664,7 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   const WordIndexCommit commit = sync.words->Commit();
   encoding::PutFixed64(&blob, Hash64(HashKind::kXxh3_64, commit.table.data(), commit.table.size()));
   PutColours(&blob, sync);
+  PutTiny(&blob, sync);
   store->PutSearchIndex(blob, &commit);
 }
 

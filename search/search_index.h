@@ -11,7 +11,7 @@
 // reconciled with the same difference and kept under its own keys
 // (search/stored_word_index.h), written in the same WriteBatch as the blob.
 // Blob layout (all little-endian):
-//   "LKSX", u32 format (5), u64 model fingerprint (codebook hash), u64 search
+//   "LKSX", u32 format (6), u64 model fingerprint (codebook hash), u64 search
 //   dimension, u64 store generation (from format 2: the manifest matches the
 //   records at that generation, so an unchanged database is not compared
 //   record by record), u64 n, n x (u64 id, u64 content hash) in id order,
@@ -25,8 +25,13 @@
 //             table: a schema-1 database) and n rows, the colour histogram
 //             of each manifest image at 4 bits a bin (search/colour_index.h),
 //             so a query scans every image's colour without reading a record.
-// Formats 1-4 are still read (no colour table: search then has no colour
-// candidates); `index` rewrites them as format 5.
+//   format 6: then u64 row bytes (TinyIndex::kRowBytes, or 0 = none) and n
+//             rows, the tiny image of each manifest image's thumbnail
+//             (search/tiny_index.h), which a query scans for thumbnail
+//             candidates.
+// Formats 1-5 are still read (no colour table before 5: search then has no
+// colour candidates; no tiny images before 6: no thumbnail candidates);
+// `index` rewrites them as format 6.
 // The store adds chunking and its own checksum (m:xindex, x:<chunk>).
 #pragma once
 
@@ -38,6 +43,7 @@
 #include "indexer/search_vectors.h"
 #include "search/colour_index.h"
 #include "search/stored_word_index.h"
+#include "search/tiny_index.h"
 #include "search/vector_index.h"
 #include "search/word_index.h"
 #include "storage/store.h"
@@ -75,7 +81,12 @@ struct SearchIndexSync {
   // records (UpdateSearchIndex always reads them then, and saves the table).
   ColourIndex colours;
   bool colours_added = false;  // a table the persisted index lacked was read from the records
-  int64_t num_zero = 0;        // images without features (never in the index)
+  // The manifest images' tiny images (search/tiny_index.h), row i for
+  // manifest[i]; a zero row for an image without a thumbnail, and for one a
+  // reader's sync added (the writer reads them from the thumbnails).
+  TinyIndex tiny;
+  int64_t tiny_read = 0;  // rows computed from stored thumbnails by this sync
+  int64_t num_zero = 0;   // images without features (never in the index)
   // The store generation (ImageTotals::generation) the manifest matches;
   // 0 = unknown. Equal to the store's at the next load: nothing to reconcile.
   uint64_t generation = 0;
@@ -98,7 +109,7 @@ struct SearchIndexSync {
   bool changed() const {
     return !transient &&
            (!loaded || rebuilt || retrained || retuned || restamped || added || removed ||
-            words_built || words_dropped || words_converted || colours_added);
+            words_built || words_dropped || words_converted || colours_added || tiny_read > 0);
   }
   bool words_dropped = false;  // a persisted word index is no longer wanted
 };

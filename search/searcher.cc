@@ -15,6 +15,7 @@
 #include "search/colour_index.h"
 #include "search/ranking.h"
 #include "search/search_index.h"
+#include "search/tiny_index.h"
 #include "util/threads.h"
 
 namespace lookalike {
@@ -58,6 +59,9 @@ void SearchOptions::Validate() const {
   if (thumbnail_depth < 0 || thumbnail_depth > 10000)
     throw std::invalid_argument("--thumbnail-depth must be in 0..10000, got " +
                                 std::to_string(thumbnail_depth));
+  if (thumbnail_candidates < 0 || thumbnail_candidates > 10000)
+    throw std::invalid_argument("--thumbnail-candidates must be in 0..10000, got " +
+                                std::to_string(thumbnail_candidates));
   if (colour_candidates < 0 || colour_candidates > 10000)
     throw std::invalid_argument("--colour-candidates must be in 0..10000, got " +
                                 std::to_string(colour_candidates));
@@ -80,6 +84,7 @@ struct Searcher::Impl {
   // = neither (a schema-1 database, or an index saved before colour tables:
   // fusion then reads the candidates' records).
   ColourIndex colours;
+  TinyIndex tiny;  // empty: no thumbnail candidates
 
   // The path of image `id`; nullopt if a writer removed it since the index
   // was loaded (the hit is then dropped).
@@ -219,6 +224,7 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   impl->words = std::move(sync.words);
   if (sync.colours.rows() == static_cast<int64_t>(impl->ids.size()))
     impl->colours = std::move(sync.colours);
+  if (sync.tiny.rows() == static_cast<int64_t>(impl->ids.size())) impl->tiny = std::move(sync.tiny);
   return std::unique_ptr<Searcher>(new Searcher(std::move(impl)));
 }
 
@@ -282,12 +288,18 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       opt.colour_candidates > 0 && ranking.fuses_colour()
           ? impl_->colours.Search(ranking.colour_query(), opt.colour_candidates)
           : std::vector<uint64_t>();
+  // The thumbnail candidates (the query's thumbnail, the same for both).
+  const std::vector<uint64_t> by_thumbnail =
+      opt.thumbnail_candidates > 0 && ranking.correlates() && impl_->tiny.rows() > 0
+          ? impl_->tiny.Search(TinyIndex::RowOf(thumbnail), opt.thumbnail_candidates)
+          : std::vector<uint64_t>();
   auto fused_list = [&](const float* q) {
     std::vector<Candidate> l = impl_->ShortList(q, depth);
     head = vlad_head(l);
     head.insert(head.end(), word_head.begin(), word_head.end());
     impl_->AddMissing(q, word_head, &l);
     impl_->AddMissing(q, by_colour, &l);
+    impl_->AddMissing(q, by_thumbnail, &l);
     ranking.Fuse(&l);
     return l;
   };
@@ -302,7 +314,11 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   }
   // After verification, which judges what it can; the colour candidates are
   // where a copy too small to verify still ranks high.
-  if (ranking.correlates()) ranking.Correlate(&list, by_colour);
+  if (ranking.correlates()) {
+    std::vector<uint64_t> also = by_colour;
+    also.insert(also.end(), by_thumbnail.begin(), by_thumbnail.end());
+    ranking.Correlate(&list, also);
+  }
   // The first k candidates' records in one read; a candidate a writer removed
   // since the index was loaded is dropped and the next one read.
   std::vector<uint64_t> first;

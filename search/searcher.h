@@ -96,6 +96,14 @@ struct SearchOptions {
   // ... for the first thumbnail_depth candidates of the ranked list and the
   // colour candidates, 0..10000.
   int thumbnail_depth = 100;
+  // Thumbnail candidates: the `thumbnail_candidates` images whose tiny image
+  // (8 x 8 grey levels of the thumbnail, search/tiny_index.h) correlates best
+  // with the query's, over the whole collection, join the short list and the
+  // thumbnail correlation wherever VLAD ranked them: a shrunk, blurred copy
+  // keeps its layout of light and dark when its texture is gone. 0..10000,
+  // 0 = off; needs thumbnail correlation and a persisted index that holds
+  // the tiny images (written by `index` since format 6).
+  int thumbnail_candidates = 20;
   // Threads for verification; 0 = all hardware threads.
   int threads = 0;
   // Search index: the persisted one is used (reconciled in memory if stale);

@@ -69,6 +69,9 @@
 //             colour histogram (4 bits a bin, 144 bytes), which a query
 //             scans for colour candidates without reading a record
 //             (search/colour_index.h).
+//   search index format 6: and every manifest image's tiny image (its
+//             thumbnail at 8 x 8, 64 bytes), which a query scans for
+//             thumbnail candidates (search/tiny_index.h).
 //   thumbnails (2026-11-27, any schema, no schema bump): t:<id> holds each
 //             image's thumbnail, checksummed like f:; as with the w: keys,
 //             older databases simply lack them and older builds never read

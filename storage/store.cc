@@ -395,6 +395,15 @@ void Store::PutSearchIndex(const std::string& blob, const WordIndexCommit* words
   }
   const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
+  // Out of level 0 at once: flushed there, the blob's 4 MiB chunks share a
+  // table whose key range covers every v:, t: and w: key, and each read of
+  // those then consults it (a 100,000-image database's queries took 0.29-0.42
+  // instead of 0.17 s after a save, until a compaction reached it; compacting
+  // the x: range takes about 4 s at that size).
+  const rocksdb::Slice begin("x:"), end("x;");
+  const rocksdb::Status c =
+      impl_->Checked(impl_->db->CompactRange(rocksdb::CompactRangeOptions(), &begin, &end));
+  if (!c.ok()) throw IoError(path_, c, "compact");
 }
 
 std::optional<std::string> Store::GetWordTable() const {

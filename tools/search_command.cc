@@ -61,6 +61,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Value("thumbnail-depth", &o->thumbnail_depth, d.thumbnail_depth,
            "results whose thumbnails are correlated with the query's, besides the colour "
            "candidates");
+  g->Value("thumbnail-candidates", &o->thumbnail_candidates, d.thumbnail_candidates,
+           "also correlate the thumbnails of the N images of the whole collection whose "
+           "8 x 8 tiny image is most like the query's, wherever VLAD ranked them (0 = off)");
   g->Value("expansion", &o->expansion, d.expansion,
            "query expansion from up to N verified results (0 = off)");
   g->Number("colour-weight", &o->colour_weight, d.colour_weight,

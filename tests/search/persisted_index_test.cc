@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "indexer/file_walker.h"
+#include "indexer/grey_thumbnail.h"
 #include "indexer/pipeline.h"
 #include "indexer/projection.h"
 #include "search/search_index.h"
 #include "search/searcher.h"
+#include "search/tiny_index.h"
 #include "search/verifier.h"
 #include "storage/encoding.h"
 #include "storage/store.h"
@@ -233,6 +235,76 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
 // behind the store's back (raw RocksDB; no lookalike write does that) goes
 // unnoticed, which shows the comparison was skipped; a change through the
 // store bumps the generation and everything is reconciled.
+// `index` writes every manifest image's tiny image (format 6) from its
+// thumbnail, reads only what changed on later runs, fills a zero row once the
+// image has a thumbnail, and a reader loads the rows as written.
+TEST_P(PersistedIndexTest, TinyImagesFollowTheThumbnails) {
+  testing::WriteSyntheticSet(dir(), 5, 30, 320, 240);
+  PhaseRecorder observer;
+  Index(&observer);
+  EXPECT_NE(observer.SearchIndexPhase().find("5 tiny images read"), std::string::npos)
+      << observer.SearchIndexPhase();
+  SearchIndexSync first = Persisted();
+  ASSERT_EQ(first.tiny.rows(), static_cast<int64_t>(first.manifest.size()));
+  EXPECT_EQ(first.tiny_read, 0) << "a reader computes nothing";
+  auto expect_rows_of_thumbnails = [&](const SearchIndexSync& p) {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    for (int64_t r = 0; r < p.tiny.rows(); ++r) {
+      const auto t = store->GetThumbnails({p.manifest[r].id});
+      const TinyIndex::Row want =
+          t[0] ? TinyIndex::RowOf(DecodeGreyThumbnail(*t[0])) : TinyIndex::Row{};
+      EXPECT_EQ(p.tiny.RowAt(r), want) << "image " << p.manifest[r].id;
+    }
+  };
+  expect_rows_of_thumbnails(first);
+  EXPECT_FALSE(TinyIndex::IsZero(first.tiny.RowAt(0)));
+
+  // One more image: only its row is read.
+  testing::WriteSyntheticSet(dir() + "/more", 1, 40, 320, 240);
+  PhaseRecorder more;
+  Index(&more);
+  EXPECT_NE(more.SearchIndexPhase().find("; 1 tiny images read"), std::string::npos)
+      << more.SearchIndexPhase();
+  SearchIndexSync second = Persisted();
+  ASSERT_EQ(second.tiny.rows(), 6);
+  expect_rows_of_thumbnails(second);
+
+  // An image whose thumbnail was missing (an older build's) has a zero row
+  // until a run finds its thumbnail: its thumbnail removed and the index
+  // built again without it, then the thumbnail added back.
+  const uint64_t id = second.manifest[2].id;
+  std::string thumbnail;
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    const ImageRecord r = *store->FindById(id);
+    thumbnail = *store->GetThumbnails({id})[0];
+    const auto vector = store->GetVector(id);
+    store->PutImageWithId(r, vector ? vector->data() : nullptr, *store->GetFeatures(id));
+    ASSERT_FALSE(store->GetThumbnails({id})[0].has_value());
+  }
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), db(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> owned(raw);
+    ASSERT_TRUE(raw->Delete(rocksdb::WriteOptions(), "m:xindex").ok());
+  }
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    VectorIndexOptions o;
+    o.kind = GetParam();
+    o.min_word_images = 0;
+    o.nprobe = 64;
+    const SearchIndexSync without = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+    EXPECT_TRUE(TinyIndex::IsZero(without.tiny.RowAt(2)));
+    store->PutThumbnail(id, thumbnail);
+    const SearchIndexSync with = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+    EXPECT_EQ(with.tiny_read, 1) << "only the row that was zero";
+  }
+  SearchIndexSync third = Persisted();
+  expect_rows_of_thumbnails(third);
+  EXPECT_FALSE(TinyIndex::IsZero(third.tiny.RowAt(2)));
+}
+
 TEST_P(PersistedIndexTest, UnchangedGenerationSkipsTheRecordComparison) {
   testing::WriteSyntheticSet(dir(), 6, 1, 320, 240);
   PhaseRecorder observer;

@@ -393,6 +393,7 @@ TEST(SearcherColourTest, ColourCandidatesReachWhatVladRanksLow) {
     o.word_weight = 0;
     o.colour_weight = 100;
     o.colour_candidates = colour_candidates;
+    o.thumbnail_candidates = 0;  // colour candidates alone
     o.backend = Backend::kCpu;
     return Searcher::Open(io.db_path, o)->SearchFiles({query})[0].hits;
   };

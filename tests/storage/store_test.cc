@@ -1351,6 +1351,39 @@ namespace {
 // The persisted search index: chunked round trip, replacement by a smaller
 // blob (no stray chunks), read-only access, and corruption (a flipped byte,
 // a missing chunk, a stray chunk) detected on load and by Verify.
+// A saved search index leaves level 0 at once: its table would otherwise
+// cover the key range of every vector, thumbnail and word list, and each read
+// of those would consult it until a compaction reached it.
+TEST(StoreTest, SavedSearchIndexIsCompactedOutOfLevelZero) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  std::string big(9u << 20, '\0');
+  std::mt19937_64 rng(4);
+  for (char& c : big) c = static_cast<char>(rng());
+  {
+    auto store = Store::Create(db, MakeModel(), nullptr, 2);
+    for (int i = 0; i < 3; ++i) {
+      ImageRecord r;
+      r.path = "/p/" + std::to_string(i) + ".jpg";
+      r.num_descriptors = 1;
+      const std::vector<float> v(store->model().vlad_dim(), 0.0f);
+      store->PutImage(&r, v.data());
+    }
+    store->PutSearchIndex(big);
+    EXPECT_EQ(store->GetSearchIndex(), big);
+  }
+  auto raw = OpenRaw(db);
+  std::vector<rocksdb::LiveFileMetaData> files;
+  raw->GetLiveFilesMetaData(&files);
+  int with_chunks = 0;
+  for (const auto& f : files) {
+    if (f.largestkey < "x:" || f.smallestkey >= "x;") continue;
+    ++with_chunks;
+    EXPECT_GT(f.level, 0) << f.name << " holds search index chunks in level 0";
+  }
+  EXPECT_GT(with_chunks, 0);
+}
+
 TEST(StoreTest, PersistedSearchIndex) {
   TempDir tmp;
   const std::string db = tmp / "db";
