@@ -75,7 +75,8 @@ struct SearchOptions {
   // the fused list wherever VLAD ranked them. A thumbnail-sized, blurred copy
   // keeps its colours when its texture is gone; among 10,000 unrelated images
   // its VLAD rank is random. 0 = off; needs colour fusion, and a persisted
-  // index that holds the colour table (written by `index` since format 5).
+  // index that holds the colour table (written by `index` since search
+  // index format 5).
   int colour_candidates = 50;
   // Word fusion: the global similarity b also mixes in the word index's
   // similarity of each candidate (search/word_index.h, divided by the
