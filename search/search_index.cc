@@ -454,35 +454,43 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
 // or the row is zero and the image has a thumbnail now (one added by a later
 // run); the writer (`read`) computes the others from the stored thumbnails,
 // a reader leaves them zero (no thumbnail candidates until the next `index`).
+// The thumbnails are listed (a key scan) only when some row may need one.
+// sync->tiny_read counts the rows that differ from what the held table had.
 void SyncTiny(const Store& store, bool read, const std::vector<uint64_t>& fresh,
               SearchIndexSync* sync) {
   const TinyIndex held = std::move(sync->tiny);
   sync->tiny = TinyIndex();
-  std::vector<uint64_t> with_thumbnail;  // ascending
-  if (read) with_thumbnail = store.IdsWithThumbnails();
-  auto has_thumbnail = [&](uint64_t id) {
-    return std::binary_search(with_thumbnail.begin(), with_thumbnail.end(), id);
-  };
   std::vector<uint64_t> sorted_fresh = fresh;
   std::sort(sorted_fresh.begin(), sorted_fresh.end());
   const std::vector<uint64_t>& held_ids = held.ids();
   std::vector<TinyIndex::Row> rows(sync->manifest.size());
-  std::vector<uint64_t> to_read;
-  std::vector<size_t> read_into;
+  std::vector<bool> was_held(rows.size(), false);
+  std::vector<size_t> open;  // rows a thumbnail may fill
   size_t h = 0;
   for (size_t i = 0; i < sync->manifest.size(); ++i) {
     const uint64_t id = sync->manifest[i].id;
     while (h < held_ids.size() && held_ids[h] < id) ++h;
-    const bool is_fresh = std::binary_search(sorted_fresh.begin(), sorted_fresh.end(), id);
-    if (h < held_ids.size() && held_ids[h] == id && !is_fresh) {
+    if (h < held_ids.size() && held_ids[h] == id &&
+        !std::binary_search(sorted_fresh.begin(), sorted_fresh.end(), id)) {
       rows[i] = held.RowAt(static_cast<int64_t>(h));
-      if (!TinyIndex::IsZero(rows[i]) || !has_thumbnail(id)) continue;
+      was_held[i] = true;
+      if (!TinyIndex::IsZero(rows[i])) continue;
     }
-    if (read && has_thumbnail(id)) {
-      to_read.push_back(id);
-      read_into.push_back(i);
+    open.push_back(i);
+  }
+  std::vector<uint64_t> to_read;
+  std::vector<size_t> read_into;
+  if (read && !open.empty()) {
+    const std::vector<uint64_t> with_thumbnail = store.IdsWithThumbnails();  // ascending
+    for (size_t i : open) {
+      const uint64_t id = sync->manifest[i].id;
+      if (std::binary_search(with_thumbnail.begin(), with_thumbnail.end(), id)) {
+        to_read.push_back(id);
+        read_into.push_back(i);
+      }
     }
   }
+  int64_t changed = 0;
   constexpr size_t kReadChunk = 1024;
   for (size_t start = 0; start < to_read.size(); start += kReadChunk) {
     const size_t end = std::min(to_read.size(), start + kReadChunk);
@@ -490,16 +498,21 @@ void SyncTiny(const Store& store, bool read, const std::vector<uint64_t>& fresh,
     const std::vector<std::optional<std::string>> values = store.GetThumbnails(ids);
     for (size_t j = 0; j < ids.size(); ++j) {
       if (!values[j]) continue;
+      TinyIndex::Row row{};
       try {
-        rows[read_into[start + j]] = TinyIndex::RowOf(DecodeGreyThumbnail(*values[j]));
+        row = TinyIndex::RowOf(DecodeGreyThumbnail(*values[j]));
       } catch (const encoding::CorruptValue&) {
         // Derived data: a damaged thumbnail (which `verify` reports) gives a
         // zero row, never a candidate.
       }
+      const size_t i = read_into[start + j];
+      // A flat thumbnail's row stays zero: read again, changed nothing.
+      changed += !was_held[i] || row != rows[i];
+      rows[i] = row;
     }
   }
   for (size_t i = 0; i < rows.size(); ++i) sync->tiny.Append(sync->manifest[i].id, rows[i]);
-  sync->tiny_read = static_cast<int64_t>(to_read.size());
+  sync->tiny_read = changed;
 }
 
 SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vectors,

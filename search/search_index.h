@@ -85,7 +85,7 @@ struct SearchIndexSync {
   // manifest[i]; a zero row for an image without a thumbnail, and for one a
   // reader's sync added (the writer reads them from the thumbnails).
   TinyIndex tiny;
-  int64_t tiny_read = 0;  // rows computed from stored thumbnails by this sync
+  int64_t tiny_read = 0;  // rows this sync computed from stored thumbnails that changed
   int64_t num_zero = 0;   // images without features (never in the index)
   // The store generation (ImageTotals::generation) the manifest matches;
   // 0 = unknown. Equal to the store's at the next load: nothing to reconcile.

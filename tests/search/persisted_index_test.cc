@@ -258,6 +258,11 @@ TEST_P(PersistedIndexTest, TinyImagesFollowTheThumbnails) {
   };
   expect_rows_of_thumbnails(first);
   EXPECT_FALSE(TinyIndex::IsZero(first.tiny.RowAt(0)));
+  // A run that changes nothing reads no thumbnail (and saves nothing).
+  PhaseRecorder unchanged;
+  Index(&unchanged);
+  EXPECT_EQ(unchanged.SearchIndexPhase().find("tiny images read"), std::string::npos)
+      << unchanged.SearchIndexPhase();
 
   // One more image: only its row is read.
   testing::WriteSyntheticSet(dir() + "/more", 1, 40, 320, 240);
