@@ -150,6 +150,21 @@ ProcessResult RunProcess(const ProcessOptions& options) {
   return child.Wait();
 }
 
+bool KillAtStopPoint(const ProcessOptions& options, const std::string& stop, int* status) {
+  ::setenv("LOOKALIKE_TEST_STOP_AT", stop.c_str(), 1);
+  ChildProcess child(options);
+  ::unsetenv("LOOKALIKE_TEST_STOP_AT");
+  int wait_status = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(child.pid(), &wait_status, WUNTRACED);
+  } while (r < 0 && errno == EINTR);
+  const bool stopped = r == child.pid() && WIFSTOPPED(wait_status);
+  if (stopped) ::kill(child.pid(), SIGKILL);
+  if (status) *status = wait_status;
+  return stopped;
+}
+
 std::vector<std::string> LookalikeArgs(const std::string& bin, std::vector<std::string> args) {
   args.insert(args.begin(), bin);
   return args;

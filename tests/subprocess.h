@@ -63,6 +63,12 @@ class ChildProcess {
 // Runs to completion.
 ProcessResult RunProcess(const ProcessOptions& options);
 
+// Starts `options` with LOOKALIKE_TEST_STOP_AT=`stop` (the binary stops
+// itself with SIGSTOP on reaching that state), waits for that with waitpid
+// (no timing involved) and SIGKILLs it there. True if it stopped there;
+// false if it exited first, with its wait status in *status if not null.
+bool KillAtStopPoint(const ProcessOptions& options, const std::string& stop, int* status = nullptr);
+
 // `lookalike` with arguments (LOOKALIKE_BIN must be defined by the test).
 std::vector<std::string> LookalikeArgs(const std::string& bin, std::vector<std::string> args);
 

@@ -6,9 +6,6 @@
 // LOOKALIKE_TEST_STOP_AT, waited for with waitpid, never a timed sleep)
 // leaves OUT as it was or fully merged, verifying, and a re-run finishes it.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <filesystem>
@@ -274,23 +271,14 @@ TEST_F(MergeTest, RefusalsNameBothAndChangeNothing) {
 // Runs merge frozen at `stop`, SIGKILLs it there; false if it never got there.
 bool KillMergeAt(const std::vector<std::string>& args, const std::string& stop,
                  std::string* describe) {
-  ::setenv("LOOKALIKE_TEST_STOP_AT", stop.c_str(), 1);
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, args);
   o.timeout_seconds = 600;
-  testing::ChildProcess child(o);
-  ::unsetenv("LOOKALIKE_TEST_STOP_AT");
   int status = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(child.pid(), &status, WUNTRACED);
-  } while (r < 0 && errno == EINTR);
-  const bool stopped = r == child.pid() && WIFSTOPPED(status);
-  if (stopped) ::kill(child.pid(), SIGKILL);
-  if (!stopped) {
-    // It exited instead: the result is the one waitpid consumed.
+  const bool stopped = testing::KillAtStopPoint(o, stop, &status);
+  // It exited instead: the status is the one the wait consumed.
+  if (!stopped)
     *describe = "merge never reached " + stop + " (status " + std::to_string(status) + ")";
-  }
   return stopped;
 }
 

@@ -11,18 +11,20 @@
 // (Store::AddProjection) is killed the same way around its write.
 // LOOKALIKE_KILL_SEED=<n> replays a schedule.
 #include <gtest/gtest.h>
-#include <signal.h>
+#include <poll.h>
 #include <stdlib.h>
-#include <sys/wait.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
 #include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "indexer/file_walker.h"
@@ -121,20 +123,10 @@ void ExpectConsistent(const std::string& db, int bits) {
 // Runs `index` frozen at `stop` and SIGKILLs it there; false if it exited
 // first.
 bool KillIndexAt(const std::vector<std::string>& args, const std::string& stop) {
-  ::setenv("LOOKALIKE_TEST_STOP_AT", stop.c_str(), 1);
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, args);
   o.timeout_seconds = 600;
-  testing::ChildProcess child(o);
-  ::unsetenv("LOOKALIKE_TEST_STOP_AT");
-  int status = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(child.pid(), &status, WUNTRACED);
-  } while (r < 0 && errno == EINTR);
-  const bool stopped = r == child.pid() && WIFSTOPPED(status);
-  if (stopped) ::kill(child.pid(), SIGKILL);
-  return stopped;
+  return testing::KillAtStopPoint(o, stop);
 }
 
 TEST(ProjectionKillTest, RelearningKilledAnywhereKeepsOneProjectionAndARerunFinishes) {
@@ -228,9 +220,14 @@ TEST(ProjectionKillTest, RelearningKilledAnywhereKeepsOneProjectionAndARerunFini
     o.timeout_seconds = 600;
     {
       testing::ChildProcess child(o);
-      const auto at = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(delay * 1e3));
-      while (child.Running() && Clock::now() < at)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      // Blocks until the run exits or the chosen moment comes, whichever is
+      // first (a pidfd turns readable at exit): the moment only places the
+      // kill, nothing is asserted about time.
+      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, child.pid(), 0));
+      ASSERT_GE(fd, 0) << "pidfd_open: " << std::strerror(errno);
+      pollfd exited{fd, POLLIN, 0};
+      ::poll(&exited, 1, static_cast<int>(delay));
+      ::close(fd);
     }  // killed here if still running
     expect_kept(db);
     ExpectConsistent(db, 0);
