@@ -33,6 +33,18 @@ struct Decoded {
   TinyIndex tiny;           // format 6; no rows = none
 };
 
+// A table of n rows after its u64 row size (formats 5 and 6): the rows, or
+// null when the size is 0 (no table). Throws encoding::CorruptValue for
+// another row size or too few bytes.
+const char* Rows(encoding::Reader* r, uint64_t n, uint64_t row_bytes, const std::string& what) {
+  const uint64_t stored = r->Fixed64();
+  if (stored == 0) return nullptr;
+  if (stored != row_bytes)
+    throw encoding::CorruptValue(what + " rows of " + std::to_string(stored) + " bytes");
+  if (r->remaining() / row_bytes < n) throw encoding::CorruptValue(what + " table size mismatch");
+  return r->Raw(n * row_bytes);
+}
+
 Decoded Decode(const std::string& blob) {
   if (blob.size() < 4 || blob.compare(0, 4, kMagic, 4) != 0)
     throw std::runtime_error("not a lookalike search index");
@@ -63,30 +75,16 @@ Decoded Decode(const std::string& blob) {
       d.words.assign(r.Raw(words), words);
     } else if (format >= 4) {
       d.word_table = r.Fixed64();
+      std::vector<uint64_t> ids(n);
+      for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
       if (format >= 5) {
-        const uint64_t row_bytes = r.Fixed64();
-        if (row_bytes != 0 && row_bytes != static_cast<uint64_t>(ColourIndex::kRowBytes))
-          throw encoding::CorruptValue("colour rows of " + std::to_string(row_bytes) + " bytes");
-        if (row_bytes != 0) {
-          if (r.remaining() / row_bytes < n)
-            throw encoding::CorruptValue("colour table size mismatch");
-          const char* table = r.Raw(n * row_bytes);
-          std::vector<uint64_t> ids(n);
-          for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
-          d.colours.Assign(std::move(ids), std::vector<uint8_t>(table, table + n * row_bytes));
-        }
+        if (const char* rows = Rows(&r, n, ColourIndex::kRowBytes, "colour"))
+          d.colours.Assign(ids, std::vector<uint8_t>(rows, rows + n * ColourIndex::kRowBytes));
       }
       if (format >= 6) {
-        const uint64_t row_bytes = r.Fixed64();
-        if (row_bytes != 0 && row_bytes != static_cast<uint64_t>(TinyIndex::kRowBytes))
-          throw encoding::CorruptValue("tiny rows of " + std::to_string(row_bytes) + " bytes");
-        if (row_bytes != 0) {
-          if (r.remaining() / row_bytes < n)
-            throw encoding::CorruptValue("tiny image table size mismatch");
-          const auto* table = reinterpret_cast<const int8_t*>(r.Raw(n * row_bytes));
-          std::vector<uint64_t> ids(n);
-          for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
-          d.tiny.Assign(std::move(ids), std::vector<int8_t>(table, table + n * row_bytes));
+        if (const char* rows = Rows(&r, n, TinyIndex::kRowBytes, "tiny image")) {
+          const auto* table = reinterpret_cast<const int8_t*>(rows);
+          d.tiny.Assign(ids, std::vector<int8_t>(table, table + n * TinyIndex::kRowBytes));
         }
       }
       r.ExpectEnd();
