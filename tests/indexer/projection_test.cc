@@ -562,6 +562,22 @@ TEST(ProjectionPipelineTest, ReExtractedSampleAndMinImages) {
   EXPECT_FALSE(build(tmp / "default", size_t{1} << 30, ProjectionOptions().min_images).has_value());
 }
 
+// The search vectors alone (no verification) rank each of `paths` first for
+// its own file, and the database at `db` indexes exactly that many images.
+void ExpectEachFindsItselfFirst(const std::string& db, const std::vector<std::string>& paths) {
+  SearchOptions so;
+  so.k = 3;
+  so.rerank = 0;
+  so.backend = Backend::kCpu;
+  auto searcher = Searcher::Open(db, so);
+  EXPECT_EQ(searcher->num_indexed(), static_cast<int64_t>(paths.size()));
+  const auto results = searcher->SearchFiles(paths);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    ASSERT_FALSE(results[i].hits.empty()) << paths[i];
+    EXPECT_EQ(results[i].hits[0].path, AbsolutePath(paths[i]));
+  }
+}
+
 // A collection created below --pca-min-images has no projection; the run
 // that brings it there learns one from its stored features and stores every
 // image's search vector with it, and search then finds each image again.
@@ -600,19 +616,8 @@ TEST(ProjectionPipelineTest, AGrownCollectionLearnsItsProjection) {
     EXPECT_EQ(store->vector_dim(), 8u);
     EXPECT_TRUE(store->Verify().empty());
   }
-  SearchOptions so;
-  so.k = 3;
-  so.rerank = 0;  // the search vectors alone
-  so.backend = Backend::kCpu;
-  {
-    auto searcher = Searcher::Open(db, so);
-    EXPECT_EQ(searcher->num_indexed(), 14);
-    const auto results = searcher->SearchFiles(paths);
-    for (size_t i = 0; i < paths.size(); ++i) {
-      ASSERT_FALSE(results[i].hits.empty()) << paths[i];
-      EXPECT_EQ(results[i].hits[0].path, AbsolutePath(paths[i]));
-    }
-  }
+  ASSERT_EQ(paths.size(), 14u);
+  ExpectEachFindsItselfFirst(db, paths);
   // Later runs keep it, and it is learned once.
   for (const auto& p : testing::WriteSyntheticSet(dir + "/d", 2, 90, 320, 240)) paths.push_back(p);
   const IndexSummary after = BuildIndex(o, nullptr);
@@ -638,10 +643,6 @@ TEST(ProjectionPipelineTest, AutomaticBitsAreLearnedAgainAsTheCollectionGrows) {
   // An 8 x 2,048 matrix: 8 KiB at 4 bits, so 4 bits from 8 images, 2 from 4.
   o.projection.matrix_bytes_per_image = 1024;
   ASSERT_EQ(o.projection.component_bits, 0);
-  SearchOptions so;
-  so.k = 3;
-  so.rerank = 0;  // the search vectors alone
-  so.backend = Backend::kCpu;
   // One index run as `lookalike index` does it: images, then the persisted index.
   auto run = [&] {
     const IndexSummary s = BuildIndex(o, nullptr);
@@ -663,13 +664,7 @@ TEST(ProjectionPipelineTest, AutomaticBitsAreLearnedAgainAsTheCollectionGrows) {
       EXPECT_TRUE(store->GetSearchIndex().has_value());
       EXPECT_TRUE(store->Verify().empty());
     }
-    auto searcher = Searcher::Open(db, so);
-    EXPECT_EQ(searcher->num_indexed(), static_cast<int64_t>(paths.size()));
-    const auto results = searcher->SearchFiles(paths);
-    for (size_t i = 0; i < paths.size(); ++i) {
-      ASSERT_FALSE(results[i].hits.empty()) << paths[i];
-      EXPECT_EQ(results[i].hits[0].path, AbsolutePath(paths[i]));
-    }
+    ExpectEachFindsItselfFirst(db, paths);
   };
   o.projection.power_alpha = 0.5f;
   const IndexSummary created = run();
