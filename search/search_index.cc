@@ -456,6 +456,17 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
 // sync->tiny_read counts the rows that differ from what the held table had.
 void SyncTiny(const Store& store, bool read, const std::vector<uint64_t>& fresh,
               SearchIndexSync* sync) {
+  sync->tiny_read = 0;
+  if (!read) {
+    // A reader keeps the table as loaded when it covers the manifest, and
+    // offers none when there was none (no all-zero table to scan per query).
+    const std::vector<uint64_t>& ids = sync->tiny.ids();
+    if (ids.empty()) return;
+    if (fresh.empty() && ids.size() == sync->manifest.size() &&
+        std::equal(ids.begin(), ids.end(), sync->manifest.begin(),
+                   [](uint64_t id, const IndexedImage& m) { return id == m.id; }))
+      return;
+  }
   const TinyIndex held = std::move(sync->tiny);
   sync->tiny = TinyIndex();
   std::vector<uint64_t> sorted_fresh = fresh;
