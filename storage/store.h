@@ -433,6 +433,9 @@ class Store {
   void WriteImage(const ImageRecord& record, const float* vector, const std::string& features,
                   const std::string& thumbnail, const std::optional<ImageRecord>& before,
                   bool is_new);
+  // Compacts the keys in [from, to) down the levels now. Throws
+  // StoreError(kIo).
+  void CompactKeys(const std::string& from, const std::string& to);
   // AddProjection (replace false) and ReplaceProjection (true).
   void WriteProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
                        const float* vectors, bool replace);
