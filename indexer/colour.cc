@@ -6,19 +6,22 @@
 
 namespace lookalike {
 
+cv::Mat ColourPreview(const cv::Mat& image) {
+  const int longest = std::max(image.cols, image.rows);
+  if (longest <= kColourPreviewSide) return image;
+  const double scale = static_cast<double>(kColourPreviewSide) / longest;
+  cv::Mat small;
+  cv::resize(image, small,
+             cv::Size(std::max(1, static_cast<int>(image.cols * scale + 0.5)),
+                      std::max(1, static_cast<int>(image.rows * scale + 0.5))),
+             0, 0, cv::INTER_AREA);
+  return small;
+}
+
 std::vector<uint8_t> ColourHistogram(const cv::Mat& image) {
   if (image.empty() || image.depth() != CV_8U || (image.channels() != 1 && image.channels() != 3))
     return {};
-  constexpr int kMaxSide = 128;
-  cv::Mat small = image;
-  const int longest = std::max(image.cols, image.rows);
-  if (longest > kMaxSide) {
-    const double scale = static_cast<double>(kMaxSide) / longest;
-    cv::resize(image, small,
-               cv::Size(std::max(1, static_cast<int>(image.cols * scale + 0.5)),
-                        std::max(1, static_cast<int>(image.rows * scale + 0.5))),
-               0, 0, cv::INTER_AREA);
-  }
+  const cv::Mat small = ColourPreview(image);
   cv::Mat bgr = small;
   if (small.channels() == 1) cv::cvtColor(small, bgr, cv::COLOR_GRAY2BGR);
   cv::Mat hsv;

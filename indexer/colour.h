@@ -23,10 +23,17 @@ inline constexpr int kColourSatBins = 4;
 inline constexpr int kColourValBins = 4;
 inline constexpr int kColourBins = kColourHueBins * kColourSatBins * kColourValBins;  // 288
 
+// The copy ColourHistogram works on: `image` shrunk by area averaging so its
+// longest side is at most kColourPreviewSide (a smaller image is kept as it
+// is, not copied). Also kept with a decoded query, so that the histogram of a
+// part of it can be taken later (indexer/pasted_picture.h).
+inline constexpr int kColourPreviewSide = 128;
+cv::Mat ColourPreview(const cv::Mat& image);
+
 // Histogram of an 8-bit BGR (3-channel) or grey (1-channel) image; grey
-// images fall into the zero-saturation bins. Computed on a copy downscaled
-// to at most 128 px (a histogram does not need more; it keeps the cost at a
-// few hundred microseconds). Returns kColourBins bytes; an empty image gives
+// images fall into the zero-saturation bins. Computed on ColourPreview(image)
+// (a histogram does not need more; it keeps the cost at a few hundred
+// microseconds). Returns kColourBins bytes; an empty image gives
 // an empty vector.
 std::vector<uint8_t> ColourHistogram(const cv::Mat& image);
 

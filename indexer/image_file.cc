@@ -398,7 +398,13 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes, i
   LoadResult result;
   LoadedImage& img = result.image.emplace();
   const auto colour_start = std::chrono::steady_clock::now();
-  img.colour = ColourHistogram(decoded);
+  cv::Mat preview = ColourPreview(decoded);
+  if (!preview.isContinuous()) preview = preview.clone();
+  img.colour = ColourHistogram(preview);
+  img.colour_preview.width = preview.cols;
+  img.colour_preview.height = preview.rows;
+  img.colour_preview.channels = preview.channels();
+  img.colour_preview.pixels.assign(preview.datastart, preview.dataend);
   img.colour_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - colour_start).count();
   if (decoded.channels() != 1) cv::cvtColor(decoded, decoded, cv::COLOR_BGR2GRAY);

@@ -78,6 +78,15 @@ struct GrayImage {
   std::vector<uint8_t> pixels;
 };
 
+// 8-bit image of 1 (grey) or 3 (BGR) channels, row-major, width * height *
+// channels bytes.
+struct ColourImage {
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+  std::vector<uint8_t> pixels;
+};
+
 // A decoded image ready for feature extraction, with what the index records.
 struct LoadedImage {
   GrayImage gray;  // downscaled so the longest side <= max_side
@@ -88,6 +97,10 @@ struct LoadedImage {
   ImageFormat format = ImageFormat::kUnknown;
   // Colour histogram of the decoded image (indexer/colour.h), kColourBins bytes.
   std::vector<uint8_t> colour;
+  // What it was computed from: the decoded image at most kColourPreviewSide
+  // pixels long (indexer/colour.h), for a query whose histogram is wanted
+  // again over a part of it (indexer/pasted_picture.h).
+  ColourImage colour_preview;
   // Seconds spent downscaling and computing the colour histogram (both part
   // of the decode call), so the indexer can report them as their own stages.
   double resize_seconds = 0;

@@ -1,6 +1,12 @@
 #include "indexer/model.h"
 
+#include <algorithm>
+#include <opencv2/core.hpp>
+#include <optional>
 #include <stdexcept>
+
+#include "indexer/colour.h"
+#include "indexer/pasted_picture.h"
 
 namespace lookalike {
 
@@ -106,17 +112,48 @@ ImageEncoder::Result ImageEncoder::EncodeBytes(const std::string& name, const st
 }
 
 ImageEncoder::Result ImageEncoder::Encode(const std::string& path, LoadResult loaded) {
-  Result result;
   if (loaded.error) {
+    Result result;
     result.error = std::move(loaded.error);
     return result;
   }
-  result.colour = std::move(loaded.image->colour);
-  result.thumbnail = MakeGreyThumbnail(loaded.image->gray, kQueryThumbnailSide);
-  const Descriptors d = extractor_->Extract(loaded.image->gray);
+  LoadedImage& image = *loaded.image;
+  Result result = EncodeView(path, image.gray, std::move(image.colour));
+  if (result.error || !pasted_views_) return result;
+  // A picture pasted onto a uniform border, rotated or in perspective: its
+  // rectified view finds the original where the pasted one cannot
+  // (search/README.md, "Pasted pictures").
+  const cv::Mat grey(image.gray.height, image.gray.width, CV_8UC1, image.gray.pixels.data());
+  const std::optional<PastedPicture> pasted = FindPastedPicture(grey);
+  if (!pasted) return result;
+  const cv::Mat upright = RectifyPastedPicture(grey, *pasted);
+  if (upright.empty()) return result;
+  ColourImage& small = image.colour_preview;
+  const cv::Mat preview(small.height, small.width, CV_8UC(std::max(1, small.channels)),
+                        small.pixels.data());
+  const cv::Mat upright_colour =
+      small.pixels.empty()
+          ? cv::Mat()
+          : RectifyPastedPicture(preview, *pasted, static_cast<double>(small.width) / grey.cols);
+  GrayImage view;
+  view.width = upright.cols;
+  view.height = upright.rows;
+  view.pixels.assign(upright.datastart, upright.dataend);
+  Result rectified = EncodeView(
+      path, view, upright_colour.empty() ? result.colour : ColourHistogram(upright_colour));
+  if (!rectified.error) result.views.push_back(std::move(rectified));
+  return result;
+}
+
+ImageEncoder::Result ImageEncoder::EncodeView(const std::string& path, const GrayImage& gray,
+                                              std::vector<uint8_t> colour) {
+  Result result;
+  result.colour = std::move(colour);
+  result.thumbnail = MakeGreyThumbnail(gray, kQueryThumbnailSide);
+  const Descriptors d = extractor_->Extract(gray);
   result.num_descriptors = d.num;
-  result.features = MakeLocalFeatures(d, static_cast<uint32_t>(loaded.image->gray.width),
-                                      static_cast<uint32_t>(loaded.image->gray.height), quantizer_);
+  result.features = MakeLocalFeatures(d, static_cast<uint32_t>(gray.width),
+                                      static_cast<uint32_t>(gray.height), quantizer_);
   result.vlad.assign(static_cast<size_t>(encoder_->vlad_dim()), 0.0f);
   const int64_t offsets[2] = {0, d.num};
   // From the exact descriptors, also against a compact database whose

@@ -61,6 +61,11 @@ class ImageEncoder {
     std::vector<uint8_t> colour;  // colour histogram (indexer/colour.h)
     GreyThumbnail thumbnail;      // kQueryThumbnailSide (indexer/grey_thumbnail.h)
     std::optional<FileError> error;
+    // Other views of the same image that search runs too, each encoded as
+    // above (with no views of its own): the picture a uniform border holds,
+    // rectified (indexer/pasted_picture.h). Empty for most images, and when
+    // pasted_views is off.
+    std::vector<Result> views;
   };
   Result EncodeFile(const std::string& path, const ImageFileLimits& limits);
   // The same for a file's bytes already in memory (an upload), through the
@@ -69,8 +74,17 @@ class ImageEncoder {
   Result EncodeBytes(const std::string& name, const std::string& bytes,
                      const ImageFileLimits& limits);
 
+  // Whether a picture pasted onto a uniform border is also encoded as a view
+  // of its own (Result::views). On by default.
+  void set_pasted_views(bool on) { pasted_views_ = on; }
+
  private:
   Result Encode(const std::string& name, LoadResult loaded);
+  // The features, VLAD vector and thumbnail of one grey image, with the
+  // colour histogram given.
+  Result EncodeView(const std::string& name, const GrayImage& gray, std::vector<uint8_t> colour);
+
+  bool pasted_views_ = true;
 
   const DescriptorQuantizer* quantizer_;
   EncodingSettings settings_;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "indexer/colour.h"
@@ -203,6 +204,7 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   // Queries keep exact descriptors against a compact database's quantised ones.
   impl->encoder = std::make_unique<ImageEncoder>(impl->store->model(), options.backend,
                                                  impl->features->quantizer());
+  impl->encoder->set_pasted_views(options.pasted_views);
   impl->vectors = std::make_unique<lookalike::SearchVectors>(*impl->store);
   // The persisted search index, reconciled in memory with the records if it
   // is stale (read-only: `lookalike index` writes it), or built from the
@@ -341,14 +343,47 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   return hits;
 }
 
+std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const {
+  std::vector<Hit> hits = SearchQuery(enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
+  // The views are searched only when the query as it is verified nothing
+  // first: most pasted copies keep enough features to be verified as they
+  // are (16 of the dev set's 20), and a second search doubles their cost.
+  if (!impl_->options.pasted_views || enc.views.empty() ||
+      (!hits.empty() && hits[0].inliers >= impl_->options.min_inliers))
+    return hits;
+  std::unordered_map<uint64_t, size_t> at;  // id -> index in hits
+  for (size_t i = 0; i < hits.size(); ++i) at.emplace(hits[i].id, i);
+  // A view's hit counts only with evidence of its own: verified, or its
+  // thumbnail correlated. Its global similarities alone would add a second
+  // set of near misses to the first (a room's frame with a black border is
+  // indexed with it, and the rectified view finds other rooms).
+  const auto evidence = [&](const Hit& h) {
+    return h.inliers >= impl_->options.min_inliers || h.thumbnail > kThumbnailThreshold;
+  };
+  for (const ImageEncoder::Result& view : enc.views) {
+    if (view.error) continue;
+    for (Hit& h : SearchQuery(view.vlad.data(), view.features, view.colour, view.thumbnail)) {
+      if (!evidence(h)) continue;
+      const auto [it, added] = at.emplace(h.id, hits.size());
+      if (added)
+        hits.push_back(std::move(h));
+      else if (h.score > hits[it->second].score)
+        hits[it->second] = std::move(h);
+    }
+  }
+  std::stable_sort(hits.begin(), hits.end(),
+                   [](const Hit& a, const Hit& b) { return a.score > b.score; });
+  if (static_cast<int>(hits.size()) > impl_->options.k) hits.resize(impl_->options.k);
+  return hits;
+}
+
 std::vector<QueryResult> Searcher::SearchFiles(const std::vector<std::string>& queries) {
   std::vector<QueryResult> results(queries.size());
   for (size_t i = 0; i < queries.size(); ++i) {
     const auto start = std::chrono::steady_clock::now();
     results[i].query = queries[i];
     ImageEncoder::Result enc = impl_->encoder->EncodeFile(queries[i], impl_->options.limits);
-    if (!enc.error)
-      results[i].hits = SearchQuery(enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
+    if (!enc.error) results[i].hits = SearchEncoded(enc);
     results[i].error = std::move(enc.error);
     results[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

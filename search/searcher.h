@@ -10,6 +10,7 @@
 
 #include "indexer/grey_thumbnail.h"
 #include "indexer/image_file.h"
+#include "indexer/model.h"
 #include "indexer/vlad.h"
 #include "search/vector_index.h"
 #include "search/verifier.h"
@@ -105,6 +106,11 @@ struct SearchOptions {
   // 0 = off; needs thumbnail correlation and a persisted index that holds
   // the tiny images (written by `index` since format 6).
   int thumbnail_candidates = 20;
+  // Pasted pictures: a query that is a picture pasted onto a uniform border
+  // (rotated, in perspective; indexer/pasted_picture.h) is also searched
+  // with the picture rectified, and each result keeps the better of its two
+  // scores (search/README.md, "Pasted pictures").
+  bool pasted_views = true;
   // Threads for verification; 0 = all hardware threads.
   int threads = 0;
   // Search index: the persisted one is used (reconciled in memory if stale);
@@ -196,6 +202,11 @@ class Searcher {
   std::vector<Hit> SearchQuery(const float* vlad, const LocalFeatures& features,
                                const std::vector<uint8_t>& colour = {},
                                const GreyThumbnail& thumbnail = GreyThumbnail()) const;
+
+  // SearchQuery for an encoded query and each of its views (ImageEncoder::
+  // Result::views, when pasted_views is on), merged: every image once, with
+  // its best-scoring hit, best first, at most k. `enc` must have no error.
+  std::vector<Hit> SearchEncoded(const ImageEncoder::Result& enc) const;
 
   int64_t num_indexed() const;       // vectors in the search index
   int64_t num_zero_vectors() const;  // images without features (never returned)

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -135,6 +136,32 @@ cv::Mat ApplyTransform(const cv::Mat& image, Transform t) {
       break;
   }
   return out;
+}
+
+cv::Mat PasteAt(const cv::Mat& picture, const std::vector<cv::Point2f>& corners, cv::Size canvas,
+                int fill) {
+  const float w = static_cast<float>(picture.cols - 1), h = static_cast<float>(picture.rows - 1);
+  const std::vector<cv::Point2f> from = {{0, 0}, {w, 0}, {w, h}, {0, h}};
+  cv::Mat out;
+  cv::warpPerspective(picture, out, cv::getPerspectiveTransform(from, corners), canvas,
+                      cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar::all(fill));
+  return out;
+}
+
+std::vector<cv::Point2f> RotatedCorners(cv::Size size, cv::Size canvas, double degrees) {
+  const cv::Point2f centre(canvas.width / 2.0f, canvas.height / 2.0f);
+  const float hw = size.width / 2.0f, hh = size.height / 2.0f;
+  const double a = degrees * CV_PI / 180.0;
+  const float c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
+  std::vector<cv::Point2f> out;
+  for (const cv::Point2f& p :
+       {cv::Point2f(-hw, -hh), cv::Point2f(hw, -hh), cv::Point2f(hw, hh), cv::Point2f(-hw, hh)})
+    out.push_back(centre + cv::Point2f(c * p.x - s * p.y, s * p.x + c * p.y));
+  return out;
+}
+
+cv::Mat PasteRotated(const cv::Mat& picture, double degrees, cv::Size canvas, int fill) {
+  return PasteAt(picture, RotatedCorners(picture.size(), canvas, degrees), canvas, fill);
 }
 
 void WriteImage(const std::string& path, const cv::Mat& image) {

@@ -29,6 +29,16 @@ const char* TransformName(Transform t);
 // result of a quality-30 JPEG round trip.
 cv::Mat ApplyTransform(const cv::Mat& image, Transform t);
 
+// `picture` warped onto a `canvas` filled with grey level `fill`, its
+// corners (top-left, top-right, bottom-right, bottom-left) at `corners`: a
+// picture pasted in perspective (indexer/pasted_picture.h).
+cv::Mat PasteAt(const cv::Mat& picture, const std::vector<cv::Point2f>& corners, cv::Size canvas,
+                int fill = 0);
+// The corners of a picture of `size` centred on `canvas` and rotated by
+// `degrees` (clockwise on screen), and the picture pasted there.
+std::vector<cv::Point2f> RotatedCorners(cv::Size size, cv::Size canvas, double degrees);
+cv::Mat PasteRotated(const cv::Mat& picture, double degrees, cv::Size canvas, int fill = 0);
+
 // Writes an image (format from the extension); throws on failure.
 void WriteImage(const std::string& path, const cv::Mat& image);
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "indexer/colour.h"
 #include "indexer/model.h"
 #include "storage/store.h"
 #include "tests/indexer/small_index_options.h"
@@ -78,6 +79,41 @@ TEST(ImageEncoderTest, EncodeBytesEqualsEncodeFileAndKeepsTheCaps) {
   const ImageEncoder::Result junk = encoder.EncodeBytes("junk", "not an image at all", limits);
   ASSERT_TRUE(junk.error);
   EXPECT_EQ(junk.error->code, FileErrorCode::kUnsupportedFormat);
+}
+
+// A picture pasted rotated onto a black canvas gets one more view: the
+// picture rectified, with its own features, thumbnail and colour (the black
+// corners gone from the histogram); a plain photo, or the encoder told not
+// to, gets none.
+TEST(ImageEncoderTest, APastedPictureIsAlsoEncodedRectified) {
+  TempDir tmp;
+  const std::vector<std::string> paths =
+      testing::WriteSyntheticSet(tmp / "photos", 3, 40, 320, 240);
+  BuildIndex(testing::SmallIndexOptions(tmp / "photos", tmp / "db"), nullptr);
+  auto store = Store::Open(tmp / "db", Store::Mode::kReadOnly);
+  ImageEncoder encoder(store->model(), Backend::kCpu);
+  const ImageFileLimits limits;
+
+  const cv::Mat picture = testing::MakeSyntheticImage(40, 320, 240);
+  const cv::Mat pasted = testing::PasteRotated(picture, 22.0, cv::Size(420, 400));
+  const std::string path = tmp / "pasted.png";
+  testing::WriteImage(path, pasted);
+  const ImageEncoder::Result enc = encoder.EncodeFile(path, limits);
+  ASSERT_FALSE(enc.error) << enc.error->message;
+  ASSERT_EQ(enc.views.size(), 1u);
+  const ImageEncoder::Result& view = enc.views[0];
+  EXPECT_FALSE(view.error);
+  EXPECT_GT(view.num_descriptors, 0);
+  EXPECT_TRUE(view.views.empty());
+  EXPECT_NEAR(static_cast<double>(view.thumbnail.width) / view.thumbnail.height, 320.0 / 240.0,
+              0.1);
+  const std::vector<uint8_t> original = ColourHistogram(picture);
+  EXPECT_GT(ColourSimilarity(view.colour, original), ColourSimilarity(enc.colour, original) + 0.05)
+      << "the black corners should be out of the view's histogram";
+
+  EXPECT_TRUE(encoder.EncodeFile(paths[0], limits).views.empty()) << "a plain photo";
+  encoder.set_pasted_views(false);
+  EXPECT_TRUE(encoder.EncodeFile(path, limits).views.empty());
 }
 
 }  // namespace

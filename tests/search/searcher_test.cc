@@ -12,6 +12,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,51 @@ TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
       EXPECT_GT(h.score, score_without.at(h.id) + 0.05f);
     else
       EXPECT_EQ(h.score, score_without.at(h.id)) << h.path;
+  }
+}
+
+// A copy pasted onto black in a steep perspective (SIFT does not undo
+// perspective) is searched twice, as it is and rectified: the rectified view
+// verifies the original where the pasted one cannot; every image comes at
+// most once, and what only the rectified view brought carries evidence of
+// its own.
+TEST_F(SearcherTest, APastedCopyIsSearchedRectifiedToo) {
+  const cv::Mat original = testing::MakeSyntheticImage(1 + 9, 320, 240);
+  const std::string copy = tmp_ / "pasted.jpg";
+  testing::WriteImage(copy,
+                      testing::PasteAt(original, {{195, 40}, {225, 40}, {410, 340}, {10, 340}},
+                                       cv::Size(420, 360)));
+  auto search = [&](bool pasted_views) {
+    SearchOptions o;
+    o.k = kImages;
+    o.rerank = kImages;
+    o.pasted_views = pasted_views;
+    o.backend = Backend::kCpu;
+    const auto results = Searcher::Open(db(), o)->SearchFiles({copy});
+    EXPECT_EQ(results.size(), 1u);
+    return results[0].hits;
+  };
+  const std::vector<Hit> both = search(true), plain = search(false);
+  ASSERT_FALSE(both.empty());
+  ASSERT_FALSE(plain.empty());
+  for (const Hit& h : plain)
+    if (h.path == AbsolutePath(paths_[9]))
+      ASSERT_LT(h.inliers, SearchOptions().min_inliers) << "verifiable as it is: no test of views";
+  EXPECT_EQ(both[0].path, AbsolutePath(paths_[9]));
+  EXPECT_GE(both[0].inliers, SearchOptions().min_inliers);
+  std::map<uint64_t, float> plain_score;
+  for (const Hit& h : plain) plain_score[h.id] = h.score;
+  std::set<uint64_t> seen;
+  for (size_t i = 0; i < both.size(); ++i) {
+    const Hit& h = both[i];
+    EXPECT_TRUE(seen.insert(h.id).second) << h.path << " twice";
+    if (i > 0) EXPECT_GE(both[i - 1].score, h.score);
+    const auto found = plain_score.find(h.id);
+    if (found == plain_score.end() || h.score > found->second)
+      EXPECT_TRUE(h.inliers >= SearchOptions().min_inliers || h.thumbnail > kThumbnailThreshold)
+          << h.path << " came from the rectified view without evidence";
+    else
+      EXPECT_EQ(h.score, found->second);
   }
 }
 

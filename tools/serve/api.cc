@@ -100,15 +100,14 @@ httplib::MultipartFormData Upload(const httplib::Request& req) {
 }
 
 // Encodes the query bytes and ranks: the same steps as Searcher::SearchFiles
-// (encode, then SearchQuery), so results equal `lookalike search`.
+// (encode, then SearchEncoded), so results equal `lookalike search`.
 Json Search(const Snapshot& s, const std::string& name, const std::string& bytes, int k) {
   const auto start = std::chrono::steady_clock::now();
   QueryResult r;
   r.query = name;
   ImageEncoder::Result enc = s.Encode(name, bytes);
   if (enc.error && enc.error->code != FileErrorCode::kNoFeatures) RefuseQuery(*enc.error);
-  if (!enc.error)
-    r.hits = s.searcher().SearchQuery(enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
+  if (!enc.error) r.hits = s.searcher().SearchEncoded(enc);
   if (static_cast<int>(r.hits.size()) > k) r.hits.resize(k);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json j = QueryResultJson(r, /*with_ids=*/true);

@@ -47,9 +47,11 @@ ImageEncoder::Result Snapshot::Encode(const std::string& name, const std::string
   }
   // Queries keep exact descriptors against a compact database's quantised
   // ones, as Searcher's own encoder does.
-  if (!encoder)
+  if (!encoder) {
     encoder = std::make_unique<ImageEncoder>(store_->model(), options_.search.backend,
                                              features_->quantizer());
+    encoder->set_pasted_views(options_.search.pasted_views);
+  }
   ImageEncoder::Result result = encoder->EncodeBytes(name, bytes, options_.limits);
   std::lock_guard<std::mutex> lock(encoders_mutex_);
   idle_encoders_.push_back(std::move(encoder));
