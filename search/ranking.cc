@@ -28,18 +28,6 @@ float Median(std::vector<float>* v) {
   return *mid;
 }
 
-// The unit of the weights w and v of the score formula (ranking.h): the
-// robust spread of the short list's VLAD similarities.
-float SimilaritySpread(const std::vector<Candidate>& list) {
-  std::vector<float> sims;
-  sims.reserve(list.size());
-  for (const Candidate& c : list) sims.push_back(c.similarity);
-  const float centre = Median(&sims);
-  for (float& x : sims) x = std::abs(x - centre);
-  const float spread = list.size() < 3 ? 0.0f : 1.4826f * Median(&sims);
-  return spread > 1e-6f ? spread : kDefaultSimilaritySpread;
-}
-
 // The verifier's options for a search: a candidate with fewer matches than
 // min_inliers cannot be verified, so RANSAC is not tried below that.
 VerifyOptions VerifyFor(const SearchOptions& options) {
@@ -78,14 +66,21 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
   prepared_.emplace(*verified_, verify_);
 }
 
+float RobustSpread(std::vector<float>* sims) {
+  if (sims->size() < 3) return kDefaultSimilaritySpread;
+  const float centre = Median(sims);
+  for (float& x : *sims) x = std::abs(x - centre);
+  const float spread = 1.4826f * Median(sims);
+  return spread > 1e-6f ? spread : kDefaultSimilaritySpread;
+}
+
 void QueryRanking::SetWordSimilarities(const std::vector<std::pair<uint64_t, float>>& list) {
   word_similarity_.clear();
   for (const auto& [id, a] : list) word_similarity_.emplace(id, a);
 }
 
-void QueryRanking::Fuse(std::vector<Candidate>* list) {
+void QueryRanking::Fuse(std::vector<Candidate>* list, float spread) {
   if (!fuses() || list->empty()) return;
-  const float spread = SimilaritySpread(*list);
   const float w = fuse_colour_ ? options_.colour_weight * spread : 0.0f;
   const float v = word_similarity_.empty() ? 0.0f : options_.word_weight * spread;
   if (fuse_colour_) {

@@ -25,13 +25,18 @@
 //          the query's best, [0, 1]; 0 for a candidate beyond the word
 //          list's depth (Hit::words);
 //   w      colour_weight x spread, where spread = 1.4826 x the median
-//          absolute deviation of s over the short list (a robust standard
-//          deviation: a query's few true matches must not inflate it, or
-//          colour would outweigh the VLAD evidence of a near-duplicate);
-//          kDefaultSimilaritySpread when the list has fewer than 3
-//          candidates or the spread is below 1e-6. Colour is weighed against
-//          how much VLAD similarities vary, which PCA-whitening changes
-//          six-fold (search/README.md "Colour");
+//          absolute deviation of the query's s over the collection (a
+//          robust standard deviation: a query's few true matches must not
+//          inflate it, or colour would outweigh the VLAD evidence of a
+//          near-duplicate): over the short list when it holds the whole
+//          collection, else over a fixed sample of up to 1,000 of its images
+//          (Searcher), as the top of a large collection's list is a narrower
+//          slice of it and would weigh colour less the larger the
+//          collection (search/README.md, "A spread that does not shrink with
+//          the collection"); kDefaultSimilaritySpread for fewer than 3
+//          images or a spread below 1e-6. Colour is weighed against how much
+//          VLAD similarities vary, which PCA-whitening changes six-fold
+//          (search/README.md "Colour");
 //   v      word_weight x spread, the same unit;
 //   b      = (s + w c + v a) / (1 + w + v), the global similarity; without
 //          colour (weight 0, depth 0, no query colour, or a schema-1
@@ -80,6 +85,11 @@ struct SearchOptions;
 // The colour weight's unit when a short list has too few candidates (or too
 // little variation) for a spread: the typical spread of full-VLAD similarities.
 inline constexpr float kDefaultSimilaritySpread = 0.02f;
+
+// 1.4826 x the median absolute deviation of `similarities` (reordered): the
+// unit of the fusion weights, w and v above; kDefaultSimilaritySpread for
+// fewer than 3 values or a spread below 1e-6.
+float RobustSpread(std::vector<float>* similarities);
 
 // The thumbnail correlation T above which a candidate gains evidence (h).
 // Chosen with thumbnail_weight by the tune half's mAP summed over the
@@ -150,9 +160,10 @@ class QueryRanking {
 
   // Step 1: sets every candidate's colour, word similarity, base and score
   // from its VLAD similarity, its colour (from `colours`, else its record)
-  // and the word list, then stable-sorts by score. Does nothing unless
-  // fuses().
-  void Fuse(std::vector<Candidate>* list);
+  // and the word list, then stable-sorts by score. `spread` is the unit of
+  // the weights (RobustSpread of the query's VLAD similarities over the
+  // collection: w and v above). Does nothing unless fuses().
+  void Fuse(std::vector<Candidate>* list, float spread);
 
   // Step 2: verifies the top `depth` candidates (RerankDepth) and those of
   // `also` (the VLAD order's and the word index's heads) not verified yet

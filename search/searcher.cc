@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
@@ -86,6 +87,20 @@ struct Searcher::Impl {
   // fusion then reads the candidates' records).
   ColourIndex colours;
   TinyIndex tiny;  // empty: no thumbnail candidates
+  // The unit of the fusion weights when the short list cannot hold the
+  // whole collection: the search vectors of up to kSpreadSample images
+  // spread evenly over `ids` (row-major, spread_rows x vectors->dim()),
+  // read at the first query that needs them.
+  mutable std::once_flag spread_once;
+  mutable std::vector<float> spread_sample;
+  mutable int64_t spread_rows = 0;
+  void ReadSpreadSample() const;
+
+  // RobustSpread of a query's similarities (a search vector) over the
+  // collection: over `short_list` when it holds all of it (depth >= the
+  // index's size), else over the sample.
+  float Spread(const float* query, const std::vector<Candidate>& short_list,
+               bool whole_collection) const;
 
   // The path of image `id`; nullopt if a writer removed it since the index
   // was loaded (the hit is then dropped).
@@ -134,6 +149,56 @@ struct Searcher::Impl {
 };
 
 static_assert(ColourIndex::kBins == kColourBins, "a colour table row is one histogram");
+
+namespace {
+// The sample the fusion weights' unit comes from in a large collection: as
+// many images as the default colour depth's short list holds in a small
+// one, in at most 16 MiB of vectors.
+constexpr int64_t kSpreadSample = 1000;
+constexpr int64_t kSpreadSampleBytes = int64_t{16} << 20;
+}  // namespace
+
+void Searcher::Impl::ReadSpreadSample() const {
+  // Every n-th image, so the same images at every open of an unchanged
+  // collection; images without features (zero vectors) are left out, as
+  // they are never compared.
+  const int64_t dim = vectors->dim();
+  const int64_t rows = std::min<int64_t>(
+      {kSpreadSample, static_cast<int64_t>(ids.size()),
+       std::max<int64_t>(1, kSpreadSampleBytes / (dim * static_cast<int64_t>(sizeof(float))))});
+  std::vector<uint64_t> sample;
+  for (int64_t r = 0; r < rows; ++r)
+    sample.push_back(ids[static_cast<size_t>(r * static_cast<int64_t>(ids.size()) / rows)]);
+  std::vector<float> v(sample.size() * static_cast<size_t>(dim));
+  vectors->Read(sample, v.data());
+  for (size_t r = 0; r < sample.size(); ++r) {
+    const float* row = v.data() + r * static_cast<size_t>(dim);
+    if (std::any_of(row, row + dim, [](float x) { return x != 0.0f; })) {
+      spread_sample.insert(spread_sample.end(), row, row + dim);
+      ++spread_rows;
+    }
+  }
+}
+
+float Searcher::Impl::Spread(const float* query, const std::vector<Candidate>& short_list,
+                             bool whole_collection) const {
+  if (!whole_collection) std::call_once(spread_once, [this] { ReadSpreadSample(); });
+  std::vector<float> sims;
+  if (whole_collection || spread_rows < 3) {
+    sims.reserve(short_list.size());
+    for (const Candidate& c : short_list) sims.push_back(c.similarity);
+  } else {
+    const int64_t dim = vectors->dim();
+    sims.resize(static_cast<size_t>(spread_rows));
+    for (int64_t r = 0; r < spread_rows; ++r) {
+      const float* v = spread_sample.data() + r * dim;
+      float dot = 0;
+      for (int64_t j = 0; j < dim; ++j) dot += v[j] * query[j];
+      sims[static_cast<size_t>(r)] = dot;
+    }
+  }
+  return RobustSpread(&sims);
+}
 
 namespace {
 // The inner product of two unit vectors as a cosine: float rounding can put
@@ -297,12 +362,15 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
           : std::vector<uint64_t>();
   auto fused_list = [&](const float* q) {
     std::vector<Candidate> l = impl_->ShortList(q, depth);
+    // Before the candidates added from elsewhere, which are not VLAD's
+    // nearest and would widen it.
+    const float spread = impl_->Spread(q, l, depth >= n_index);
     head = vlad_head(l);
     head.insert(head.end(), word_head.begin(), word_head.end());
     impl_->AddMissing(q, word_head, &l);
     impl_->AddMissing(q, by_colour, &l);
     impl_->AddMissing(q, by_thumbnail, &l);
-    ranking.Fuse(&l);
+    ranking.Fuse(&l, spread);
     return l;
   };
   std::vector<Candidate> list = fused_list(query.data());

@@ -162,6 +162,42 @@ TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
   }
 }
 
+// The fusion weights' unit is the robust spread of the query's similarities
+// over the whole collection, also when the short list holds only part of it
+// (colour depth 4 of 12 images here): over the top of the list alone it
+// shrinks as the collection grows. w = colour_weight x spread is read back
+// from each hit: b = (s + w c) / (1 + w).
+TEST_F(SearcherTest, FusionWeighsColourByTheSpreadOverTheWholeCollection) {
+  const std::string query = paths_[3];
+  SearchOptions o;
+  o.rerank = 0;
+  o.expansion = 0;
+  o.thumbnail_weight = 0;
+  o.word_weight = 0;
+  o.colour_candidates = 0;
+  o.backend = Backend::kCpu;
+  o.k = kImages;
+  o.colour_weight = 0;
+  std::vector<float> all;
+  for (const Hit& h : Searcher::Open(db(), o)->SearchFiles({query})[0].hits)
+    all.push_back(h.similarity);
+  ASSERT_EQ(all.size(), static_cast<size_t>(kImages));
+  const float expected = o.colour_weight = SearchOptions().colour_weight;
+  const float spread = RobustSpread(&all);
+  o.k = 3;
+  o.colour_depth = 4;
+  const std::vector<Hit> hits = Searcher::Open(db(), o)->SearchFiles({query})[0].hits;
+  ASSERT_EQ(hits.size(), 3u);
+  int checked = 0;
+  for (const Hit& h : hits) {
+    if (std::abs(h.colour - h.score) < 0.05f) continue;  // w ill-conditioned
+    const float w = (h.score - h.similarity) / (h.colour - h.score);
+    EXPECT_NEAR(w / expected, spread, 0.02f * spread) << h.path;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // A copy pasted onto black in a steep perspective (SIFT does not undo
 // perspective) is searched twice, as it is and rectified: the rectified view
 // verifies the original where the pasted one cannot; every image comes at
