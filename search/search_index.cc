@@ -795,7 +795,10 @@ std::vector<std::string> VerifyColourTable(const Store& store) {
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
                                   const VectorIndexOptions& options) {
   SearchIndexSync sync = Sync(*store, store, vectors, options, /*build_transient=*/false);
-  if (sync.changed()) SaveSearchIndex(store, sync);
+  if (sync.changed())
+    SaveSearchIndex(store, sync);  // compacts it out of level 0
+  else
+    store->CompactSearchIndexOutOfLevelZero();  // saved by an older build
   return sync;
 }
 

@@ -403,6 +403,17 @@ void Store::PutSearchIndex(const std::string& blob, const WordIndexCommit* words
   CompactKeys("x:", "x;");
 }
 
+bool Store::CompactSearchIndexOutOfLevelZero() {
+  if (impl_->read_only) return false;
+  std::vector<rocksdb::LiveFileMetaData> files;
+  impl_->db->GetLiveFilesMetaData(&files);
+  const bool in_level_zero = std::any_of(files.begin(), files.end(), [](const auto& f) {
+    return f.level == 0 && f.smallestkey < "x;" && f.largestkey >= "x:";
+  });
+  if (in_level_zero) CompactKeys("x:", "x;");
+  return in_level_zero;
+}
+
 std::optional<std::string> Store::GetWordTable() const {
   auto value = impl_->Get(kWordTableKey);
   if (!value) return std::nullopt;

@@ -1384,6 +1384,43 @@ TEST(StoreTest, SavedSearchIndexIsCompactedOutOfLevelZero) {
   EXPECT_GT(with_chunks, 0);
 }
 
+// An index saved by a build that did not compact it sits in level 0 until
+// RocksDB compacts on its own: the next writer's sync moves it down.
+TEST(StoreTest, ASearchIndexLeftInLevelZeroIsCompactedOnRequest) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  std::string big(9u << 20, '\0');
+  std::mt19937_64 rng(5);
+  for (char& c : big) c = static_cast<char>(rng());
+  Store::Create(db, MakeModel(), nullptr, 2)->PutSearchIndex(big);
+  auto chunks_in_level_zero = [&] {
+    auto raw = OpenRaw(db);
+    std::vector<rocksdb::LiveFileMetaData> files;
+    raw->GetLiveFilesMetaData(&files);
+    int n = 0;
+    for (const auto& f : files)
+      n += f.level == 0 && !(f.largestkey < "x:" || f.smallestkey >= "x;");
+    return n;
+  };
+  {
+    // What an older build left: the chunks written again and flushed.
+    auto raw = OpenRaw(db);
+    std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek("x:"); it->Valid() && it->key().compare("x;") < 0; it->Next())
+      ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), it->key(), it->value()).ok());
+    ASSERT_TRUE(raw->Flush(rocksdb::FlushOptions()).ok());
+  }
+  ASSERT_GT(chunks_in_level_zero(), 0);
+  EXPECT_FALSE(Store::Open(db, Store::Mode::kReadOnly)->CompactSearchIndexOutOfLevelZero());
+  {
+    auto store = Store::Open(db, Store::Mode::kReadWrite);
+    EXPECT_TRUE(store->CompactSearchIndexOutOfLevelZero());
+    EXPECT_FALSE(store->CompactSearchIndexOutOfLevelZero()) << "nothing left to move";
+    EXPECT_EQ(store->GetSearchIndex(), big);
+  }
+  EXPECT_EQ(chunks_in_level_zero(), 0);
+}
+
 TEST(StoreTest, PersistedSearchIndex) {
   TempDir tmp;
   const std::string db = tmp / "db";
