@@ -25,8 +25,9 @@ inline constexpr int kColourBins = kColourHueBins * kColourSatBins * kColourValB
 
 // The copy ColourHistogram works on: `image` shrunk by area averaging so its
 // longest side is at most kColourPreviewSide (a smaller image is kept as it
-// is, not copied). Also kept with a decoded query, so that the histogram of a
-// part of it can be taken later (indexer/pasted_picture.h).
+// is, not copied). Every decoded image keeps it (LoadedImage::colour_preview)
+// so that a query's histogram can be taken again over a part of it
+// (indexer/pasted_picture.h).
 inline constexpr int kColourPreviewSide = 128;
 cv::Mat ColourPreview(const cv::Mat& image);
 
