@@ -65,9 +65,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "also correlate the thumbnails of the N images of the whole collection whose "
            "8 x 8 tiny image is most like the query's, wherever VLAD ranked them (0 = off)");
   g->Value("pasted-views", &o->pasted_views, d.pasted_views,
-           "also search a query that is a picture pasted onto a uniform border (rotated, in "
-           "perspective) with the picture rectified, keeping each result's better score "
-           "(0 = off)");
+           "search a query that is a picture pasted onto a uniform border (rotated, in "
+           "perspective) and verifies nothing as it is again with the picture rectified, adding "
+           "the results that have evidence of their own (0 = off)");
   g->Value("expansion", &o->expansion, d.expansion,
            "query expansion from up to N verified results (0 = off)");
   g->Number("colour-weight", &o->colour_weight, d.colour_weight,
