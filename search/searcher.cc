@@ -142,6 +142,19 @@ struct Searcher::Impl {
   // their similarity over the best one's: the `rerank_words` to verify, and
   // as many as the colour depth for word fusion when it is on.
   std::vector<std::pair<uint64_t, float>> WordList(const LocalFeatures& features) const;
+  // The inner products of `query` (a search vector) with `rows` stored
+  // search vectors (row-major, rows x vectors->dim()).
+  std::vector<float> InnerProducts(const float* query, const float* stored, size_t rows) const {
+    const int64_t dim = vectors->dim();
+    std::vector<float> out(rows);
+    for (size_t i = 0; i < rows; ++i) {
+      const float* v = stored + i * static_cast<size_t>(dim);
+      float dot = 0;
+      for (int64_t j = 0; j < dim; ++j) dot += query[j] * v[j];
+      out[i] = dot;
+    }
+    return out;
+  }
   // Appends to `list` the images of `ids` it does not hold, scored by their
   // VLAD similarity with `query` (a search vector).
   void AddMissing(const float* query, const std::vector<uint64_t>& ids,
@@ -188,14 +201,7 @@ float Searcher::Impl::Spread(const float* query, const std::vector<Candidate>& s
     sims.reserve(short_list.size());
     for (const Candidate& c : short_list) sims.push_back(c.similarity);
   } else {
-    const int64_t dim = vectors->dim();
-    sims.resize(static_cast<size_t>(spread_rows));
-    for (int64_t r = 0; r < spread_rows; ++r) {
-      const float* v = spread_sample.data() + r * dim;
-      float dot = 0;
-      for (int64_t j = 0; j < dim; ++j) dot += v[j] * query[j];
-      sims[static_cast<size_t>(r)] = dot;
-    }
+    sims = InnerProducts(query, spread_sample.data(), static_cast<size_t>(spread_rows));
   }
   return RobustSpread(&sims);
 }
@@ -242,13 +248,11 @@ void Searcher::Impl::AddMissing(const float* query, const std::vector<uint64_t>&
   for (uint64_t id : add)
     if (have.insert(id).second) missing.push_back(id);
   if (missing.empty()) return;
-  const int64_t dim = vectors->dim();
-  std::vector<float> v(missing.size() * static_cast<size_t>(dim));
+  std::vector<float> v(missing.size() * static_cast<size_t>(vectors->dim()));
   vectors->Read(missing, v.data());
+  const std::vector<float> dots = InnerProducts(query, v.data(), missing.size());
   for (size_t i = 0; i < missing.size(); ++i) {
-    float dot = 0;
-    for (int64_t j = 0; j < dim; ++j) dot += query[j] * v[i * dim + j];
-    const float s = Cosine(dot);
+    const float s = Cosine(dots[i]);
     list->push_back(Candidate{missing[i], s, -1.0f, s, s});
   }
 }
