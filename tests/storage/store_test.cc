@@ -568,7 +568,8 @@ ImageRecord OkRecord(const std::string& path, uint64_t n) {
   return r;
 }
 
-std::string FeaturesBlob(uint64_t seed, size_t size) {
+// `size` seeded random bytes: a features value, a search index blob.
+std::string RandomBytes(uint64_t seed, size_t size) {
   std::mt19937_64 rng(seed);
   std::string blob(size, '\0');
   for (char& c : blob) c = static_cast<char>(rng());
@@ -610,7 +611,7 @@ uint32_t StoredSchema(const std::string& db) {
 TEST(StoreTest, Schema2DatabaseUsesXxh3AndFloat32Vectors) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  const std::string features = FeaturesBlob(1, 1000);
+  const std::string features = RandomBytes(1, 1000);
   std::vector<float> v = UnitVector(1);
   {
     auto store = Store::Create(db, MakeModel(), nullptr, 2);
@@ -649,7 +650,7 @@ TEST(StoreTest, Schema1DatabaseStaysSchema1WithFnv) {
     for (int i = 0; i < 3; ++i) {
       ImageRecord r = OkRecord("/old" + std::to_string(i), i);
       vectors.push_back(UnitVector(i));
-      store->PutImage(&r, vectors.back().data(), FeaturesBlob(i, 500 + i));
+      store->PutImage(&r, vectors.back().data(), RandomBytes(i, 500 + i));
     }
   }
   for (Store::Mode mode : {Store::Mode::kReadWrite, Store::Mode::kReadOnly}) {
@@ -662,10 +663,10 @@ TEST(StoreTest, Schema1DatabaseStaysSchema1WithFnv) {
     if (mode == Store::Mode::kReadWrite) {
       ImageRecord r = OkRecord("/new", 10);
       vectors.push_back(UnitVector(10));
-      store->PutImage(&r, vectors.back().data(), FeaturesBlob(10, 700));
+      store->PutImage(&r, vectors.back().data(), RandomBytes(10, 700));
       ImageRecord replaced = *store->FindByPath("/old1");
       vectors[1] = UnitVector(11);
-      store->PutImage(&replaced, vectors[1].data(), FeaturesBlob(11, 300));
+      store->PutImage(&replaced, vectors[1].data(), RandomBytes(11, 300));
     }
   }
   EXPECT_EQ(StoredSchema(db), 1u) << "opening or writing converted a schema-1 database";
@@ -679,7 +680,7 @@ TEST(StoreTest, Schema1DatabaseStaysSchema1WithFnv) {
     ++n;
   });
   EXPECT_EQ(n, 4u);
-  EXPECT_EQ(store->GetFeatures(4), FeaturesBlob(10, 700));
+  EXPECT_EQ(store->GetFeatures(4), RandomBytes(10, 700));
 }
 
 // Schema 2 records carry the colour histogram; schema-1 records are written
@@ -697,7 +698,7 @@ TEST(StoreTest, RecordColourOnlyInSchema2) {
       ImageRecord r = OkRecord("/a.jpg", 1);
       r.colour = colour;
       std::vector<float> v = UnitVector(1);
-      store->PutImage(&r, v.data(), FeaturesBlob(1, 100));
+      store->PutImage(&r, v.data(), RandomBytes(1, 100));
       ImageRecord touched = *store->FindByPath("/a.jpg");
       touched.mtime_ns += 5;
       store->UpdateRecord(touched);
@@ -729,7 +730,7 @@ TEST(StoreTest, ValueWithTheOtherSchemasHashIsCorrupt) {
       auto store = Store::Create(db, MakeModel(), nullptr, schema);
       ImageRecord r = OkRecord("/a", 1);
       const auto v = UnitVector(1);
-      store->PutImage(&r, v.data(), FeaturesBlob(1, 100));
+      store->PutImage(&r, v.data(), RandomBytes(1, 100));
     }
     {
       auto raw = OpenRaw(db);
@@ -954,12 +955,12 @@ TEST(StoreTest, DetectsCorruptedFeatures) {
       for (int i = 0; i < 3; ++i) {
         ImageRecord r = OkRecord("/img" + std::to_string(i), i);
         const auto v = UnitVector(i);
-        store->PutImage(&r, v.data(), FeaturesBlob(i, 165 * 1024));
+        store->PutImage(&r, v.data(), RandomBytes(i, 165 * 1024));
       }
     }
     FlipByte(db, "f:", 2, 100 * 1024);
     auto store = Store::Open(db, Store::Mode::kReadOnly);
-    EXPECT_EQ(store->GetFeatures(1), FeaturesBlob(0, 165 * 1024));
+    EXPECT_EQ(store->GetFeatures(1), RandomBytes(0, 165 * 1024));
     try {
       store->GetFeatures(2);
       ADD_FAILURE() << "a flipped byte in stored local features went unnoticed";
@@ -979,7 +980,7 @@ TEST(StoreTest, DetectsCorruptedFeatures) {
 
 // A thumbnail-sized opaque blob (the indexer's encoding is not the store's
 // business).
-std::string ThumbnailBlob(uint64_t seed) { return FeaturesBlob(1000 + seed, 2048); }
+std::string ThumbnailBlob(uint64_t seed) { return RandomBytes(1000 + seed, 2048); }
 
 // A database of `schema` holding images /img0../img<n-1> (ids 1..n) with
 // features, and a thumbnail for those `with_thumbnail` says.
@@ -989,7 +990,7 @@ std::unique_ptr<Store> ThumbnailInput(const std::string& db, uint32_t schema, in
   for (int i = 0; i < n; ++i) {
     ImageRecord r = OkRecord("/img" + std::to_string(i), i);
     const auto v = UnitVector(i);
-    store->PutImage(&r, v.data(), FeaturesBlob(i, 300),
+    store->PutImage(&r, v.data(), RandomBytes(i, 300),
                     with_thumbnail(i) ? ThumbnailBlob(i) : std::string());
   }
   return store;
@@ -1019,7 +1020,7 @@ TEST(StoreTest, ThumbnailsRoundTripInTheOrderAskedWithNulloptForImagesWithout) {
       EXPECT_EQ(got[3], ThumbnailBlob(0));
       EXPECT_EQ(got[4], ThumbnailBlob(3));
       EXPECT_TRUE(store->GetThumbnails({}).empty());
-      EXPECT_EQ(store->GetFeatures(1), FeaturesBlob(0, 300)) << "features are kept apart";
+      EXPECT_EQ(store->GetFeatures(1), RandomBytes(0, 300)) << "features are kept apart";
       EXPECT_TRUE(store->Verify().empty());
     }
   }
@@ -1040,7 +1041,7 @@ TEST(StoreTest, PutThumbnailAddsToAStoredImageAndRefusesMissingIdsAndEmptyBlobs)
     EXPECT_EQ(store->GetThumbnails({2})[0], ThumbnailBlob(8));
     // The image itself is untouched: features, record, count and totals
     // (generation included: which images there are did not change).
-    EXPECT_EQ(store->GetFeatures(2), FeaturesBlob(1, 300));
+    EXPECT_EQ(store->GetFeatures(2), RandomBytes(1, 300));
     EXPECT_EQ(store->FindById(2)->path, "/img1");
     EXPECT_EQ(store->num_images(), 2u);
     EXPECT_EQ(store->totals(), totals);
@@ -1357,9 +1358,7 @@ namespace {
 TEST(StoreTest, SavedSearchIndexIsCompactedOutOfLevelZero) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  std::string big(9u << 20, '\0');
-  std::mt19937_64 rng(4);
-  for (char& c : big) c = static_cast<char>(rng());
+  const std::string big = RandomBytes(4, 9u << 20);
   {
     auto store = Store::Create(db, MakeModel(), nullptr, 2);
     for (int i = 0; i < 3; ++i) {
@@ -1389,9 +1388,7 @@ TEST(StoreTest, SavedSearchIndexIsCompactedOutOfLevelZero) {
 TEST(StoreTest, ASearchIndexLeftInLevelZeroIsCompactedOnRequest) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  std::string big(9u << 20, '\0');
-  std::mt19937_64 rng(5);
-  for (char& c : big) c = static_cast<char>(rng());
+  const std::string big = RandomBytes(5, 9u << 20);
   Store::Create(db, MakeModel(), nullptr, 2)->PutSearchIndex(big);
   auto chunks_in_level_zero = [&] {
     auto raw = OpenRaw(db);
@@ -1424,9 +1421,7 @@ TEST(StoreTest, ASearchIndexLeftInLevelZeroIsCompactedOnRequest) {
 TEST(StoreTest, PersistedSearchIndex) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  std::string big(9u << 20, '\0');  // three 4 MiB chunks
-  std::mt19937_64 rng(3);
-  for (char& c : big) c = static_cast<char>(rng());
+  const std::string big = RandomBytes(3, 9u << 20);  // three 4 MiB chunks
   {
     auto store = Store::Create(db, MakeModel(), nullptr, 2);
     EXPECT_FALSE(store->GetSearchIndex().has_value());
