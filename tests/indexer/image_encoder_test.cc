@@ -2,6 +2,7 @@
 // encoding the file gives, through the same caps and decoder checks.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,18 +50,28 @@ TEST(ModelRecordTest, SettingsRoundTripThroughTheStoredModel) {
   EXPECT_EQ(CodebookFromModel(model).centroids(), codebook.centroids());
 }
 
-TEST(ImageEncoderTest, EncodeBytesEqualsEncodeFileAndKeepsTheCaps) {
-  TempDir tmp;
-  const std::vector<std::string> paths =
-      testing::WriteSyntheticSet(tmp / "photos", 3, 40, 320, 240);
-  BuildIndex(testing::SmallIndexOptions(tmp / "photos", tmp / "db"), nullptr);
-  auto store = Store::Open(tmp / "db", Store::Mode::kReadOnly);
-  ImageEncoder encoder(store->model(), Backend::kCpu);
-  const ImageFileLimits limits;
-  for (const std::string& path : paths) {
-    const ImageEncoder::Result file = encoder.EncodeFile(path, limits);
+// Three synthetic photos indexed, and an encoder for their database.
+class ImageEncoderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    paths_ = testing::WriteSyntheticSet(tmp_ / "photos", 3, 40, 320, 240);
+    BuildIndex(testing::SmallIndexOptions(tmp_ / "photos", tmp_ / "db"), nullptr);
+    store_ = Store::Open(tmp_ / "db", Store::Mode::kReadOnly);
+    encoder_ = std::make_unique<ImageEncoder>(store_->model(), Backend::kCpu);
+  }
+
+  TempDir tmp_;
+  std::vector<std::string> paths_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<ImageEncoder> encoder_;
+  const ImageFileLimits limits_;
+};
+
+TEST_F(ImageEncoderTest, EncodeBytesEqualsEncodeFileAndKeepsTheCaps) {
+  for (const std::string& path : paths_) {
+    const ImageEncoder::Result file = encoder_->EncodeFile(path, limits_);
     const ImageEncoder::Result bytes =
-        encoder.EncodeBytes("upload.png", testing::ReadFileBytes(path), limits);
+        encoder_->EncodeBytes("upload.png", testing::ReadFileBytes(path), limits_);
     ASSERT_FALSE(file.error) << file.error->message;
     ASSERT_FALSE(bytes.error) << bytes.error->message;
     EXPECT_GT(file.num_descriptors, 0);
@@ -72,11 +83,11 @@ TEST(ImageEncoderTest, EncodeBytesEqualsEncodeFileAndKeepsTheCaps) {
   ImageFileLimits small;
   small.max_file_bytes = 1000;
   const ImageEncoder::Result big =
-      encoder.EncodeBytes("big.png", testing::ReadFileBytes(paths[0]), small);
+      encoder_->EncodeBytes("big.png", testing::ReadFileBytes(paths_[0]), small);
   ASSERT_TRUE(big.error);
   EXPECT_EQ(big.error->code, FileErrorCode::kFileTooLarge);
   EXPECT_EQ(big.error->path, "big.png");
-  const ImageEncoder::Result junk = encoder.EncodeBytes("junk", "not an image at all", limits);
+  const ImageEncoder::Result junk = encoder_->EncodeBytes("junk", "not an image at all", limits_);
   ASSERT_TRUE(junk.error);
   EXPECT_EQ(junk.error->code, FileErrorCode::kUnsupportedFormat);
 }
@@ -85,20 +96,12 @@ TEST(ImageEncoderTest, EncodeBytesEqualsEncodeFileAndKeepsTheCaps) {
 // picture rectified, with its own features, thumbnail and colour (the black
 // corners gone from the histogram); a plain photo, or the encoder told not
 // to, gets none.
-TEST(ImageEncoderTest, APastedPictureIsAlsoEncodedRectified) {
-  TempDir tmp;
-  const std::vector<std::string> paths =
-      testing::WriteSyntheticSet(tmp / "photos", 3, 40, 320, 240);
-  BuildIndex(testing::SmallIndexOptions(tmp / "photos", tmp / "db"), nullptr);
-  auto store = Store::Open(tmp / "db", Store::Mode::kReadOnly);
-  ImageEncoder encoder(store->model(), Backend::kCpu);
-  const ImageFileLimits limits;
-
+TEST_F(ImageEncoderTest, APastedPictureIsAlsoEncodedRectified) {
   const cv::Mat picture = testing::MakeSyntheticImage(40, 320, 240);
   const cv::Mat pasted = testing::PasteRotated(picture, 22.0, cv::Size(420, 400));
-  const std::string path = tmp / "pasted.png";
+  const std::string path = tmp_ / "pasted.png";
   testing::WriteImage(path, pasted);
-  const ImageEncoder::Result enc = encoder.EncodeFile(path, limits);
+  const ImageEncoder::Result enc = encoder_->EncodeFile(path, limits_);
   ASSERT_FALSE(enc.error) << enc.error->message;
   ASSERT_EQ(enc.views.size(), 1u);
   const ImageEncoder::Result& view = enc.views[0];
@@ -111,9 +114,9 @@ TEST(ImageEncoderTest, APastedPictureIsAlsoEncodedRectified) {
   EXPECT_GT(ColourSimilarity(view.colour, original), ColourSimilarity(enc.colour, original) + 0.05)
       << "the black corners should be out of the view's histogram";
 
-  EXPECT_TRUE(encoder.EncodeFile(paths[0], limits).views.empty()) << "a plain photo";
-  encoder.set_pasted_views(false);
-  EXPECT_TRUE(encoder.EncodeFile(path, limits).views.empty());
+  EXPECT_TRUE(encoder_->EncodeFile(paths_[0], limits_).views.empty()) << "a plain photo";
+  encoder_->set_pasted_views(false);
+  EXPECT_TRUE(encoder_->EncodeFile(path, limits_).views.empty());
 }
 
 }  // namespace
