@@ -11,7 +11,8 @@
 //                    again and runs steps 1 and 2 on the new short list;
 //   4. Correlate     raises the unverified candidates whose thumbnail
 //                    correlates with the query's (the first
-//                    thumbnail_depth and the colour candidates).
+//                    thumbnail_depth, the colour and thumbnail candidates
+//                    and the word head).
 //
 // The score (Hit::score), documented here once:
 //
@@ -188,7 +189,8 @@ class QueryRanking {
   bool correlates() const { return thumbnails_.has_value(); }
 
   // Step 4: correlates the thumbnails of the first thumbnail_depth
-  // candidates of `list` and of those of `also` (the colour candidates),
+  // candidates of `list` and of those of `also` (the colour and thumbnail
+  // candidates and the word head),
   // read in one MultiGet, then raises every
   // unverified candidate's score by its evidence h (noisy-or, see above) and
   // stable-sorts by score. Run it after the last Rerank: Rerank recomputes

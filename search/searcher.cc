@@ -387,10 +387,13 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     }
   }
   // After verification, which judges what it can; the colour candidates are
-  // where a copy too small to verify still ranks high.
+  // where a copy too small to verify still ranks high, and the word head
+  // where one that shares a few local features does (a blurred crop whose
+  // original is 6th by words but 4 inliers short and 270th after fusion).
   if (ranking.correlates()) {
     std::vector<uint64_t> also = by_colour;
     also.insert(also.end(), by_thumbnail.begin(), by_thumbnail.end());
+    also.insert(also.end(), word_head.begin(), word_head.end());
     ranking.Correlate(&list, also);
   }
   // The first k candidates' records in one read; a candidate a writer removed

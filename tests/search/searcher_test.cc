@@ -162,6 +162,46 @@ TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
   }
 }
 
+// The word head (the images sharing the most local features with the query)
+// has its thumbnails correlated too, wherever the fused list ranks it: a
+// blurred copy may share a few of its original's words, too few to verify,
+// and rank deep after fusion. Here only the list's first image is
+// correlated otherwise (depth 1, no colour or thumbnail candidates).
+TEST_F(SearcherTest, TheWordHeadIsCorrelatedWhereverItRanks) {
+  const cv::Mat original = testing::MakeSyntheticImage(1 + 6, 320, 240);
+  cv::Mat small, blurred;
+  cv::resize(original(cv::Rect(64, 48, 192, 144)), small, cv::Size(64, 48), 0, 0, cv::INTER_AREA);
+  cv::GaussianBlur(small, blurred, cv::Size(0, 0), 1.2);
+  const std::string copy = tmp_ / "tiny.jpg";
+  ASSERT_TRUE(cv::imwrite(copy, blurred, {cv::IMWRITE_JPEG_QUALITY, 15}));
+  auto search = [&](int rerank_words) {
+    SearchOptions o;
+    o.index.min_word_images = 0;  // these few images keep a word index
+    o.k = kImages;
+    o.rerank_words = rerank_words;
+    o.thumbnail_depth = 1;
+    o.colour_candidates = 0;
+    o.thumbnail_candidates = 0;
+    o.backend = Backend::kCpu;
+    const auto results = Searcher::Open(db(), o)->SearchFiles({copy});
+    EXPECT_EQ(results.size(), 1u);
+    return results[0].hits;
+  };
+  const std::vector<Hit> without = search(0);
+  ASSERT_EQ(without.size(), static_cast<size_t>(kImages));
+  EXPECT_EQ(std::count_if(without.begin(), without.end(),
+                          [](const Hit& h) { return h.thumbnail != -1.0f; }),
+            1)
+      << "without a word head only the first image is correlated";
+  // A word head of every image (12 < rerank_words): each is correlated.
+  const std::vector<Hit> with = search(SearchOptions().rerank_words);
+  ASSERT_EQ(with.size(), static_cast<size_t>(kImages));
+  for (const Hit& h : with) EXPECT_NE(h.thumbnail, -1.0f) << h.path << " was not correlated";
+  EXPECT_EQ(with[0].path, AbsolutePath(paths_[6]));
+  EXPECT_GT(with[0].thumbnail, kThumbnailThreshold);
+  EXPECT_LT(with[0].inliers, SearchOptions().min_inliers) << "the copy was verifiable after all";
+}
+
 // The fusion weights' unit is the robust spread of the query's similarities
 // over the whole collection, also when the short list holds only part of it
 // (colour depth 4 of 12 images here): over the top of the list alone it
