@@ -129,7 +129,10 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
     if (!inliers_of_.count(id) && queued.insert(id).second) todo.push_back(id);
   };
   for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
-  for (uint64_t id : also) queue(id);
+  std::unordered_set<uint64_t> in_list;
+  for (const Candidate& c : *list) in_list.insert(c.id);
+  for (uint64_t id : also)
+    if (in_list.count(id)) queue(id);
   std::vector<int> found(todo.size(), -1);
   std::exception_ptr failure;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
@@ -164,7 +167,10 @@ void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uin
       std::min<size_t>(list->size(), static_cast<size_t>(options_.thumbnail_depth));
   const size_t head = std::min(depth, kFullCorrelationDepth);
   for (size_t i = 0; i < head; ++i) queue((*list)[i].id);
-  for (uint64_t id : also) queue(id);
+  std::unordered_set<uint64_t> in_list;
+  for (const Candidate& c : *list) in_list.insert(c.id);
+  for (uint64_t id : also)
+    if (in_list.count(id)) queue(id);
   const size_t full = todo.size();
   // Deeper candidates are compared at half resolution first.
   for (size_t i = head; i < depth; ++i) queue((*list)[i].id);

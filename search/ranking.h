@@ -12,7 +12,7 @@
 //   4. Correlate     raises the unverified candidates whose thumbnail
 //                    correlates with the query's (the first
 //                    thumbnail_depth, the colour and thumbnail candidates
-//                    and the word head).
+//                    and the word list's first thumbnail_depth).
 //
 // The score (Hit::score), documented here once:
 //
@@ -189,8 +189,8 @@ class QueryRanking {
   bool correlates() const { return thumbnails_.has_value(); }
 
   // Step 4: correlates the thumbnails of the first thumbnail_depth
-  // candidates of `list` and of those of `also` (the colour and thumbnail
-  // candidates and the word head),
+  // candidates of `list` and of those of `also` that `list` holds (the
+  // colour and thumbnail candidates, the word list's first thumbnail_depth),
   // read in one MultiGet, then raises every
   // unverified candidate's score by its evidence h (noisy-or, see above) and
   // stable-sorts by score. Run it after the last Rerank: Rerank recomputes

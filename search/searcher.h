@@ -95,10 +95,10 @@ struct SearchOptions {
   // "Thumbnail correlation"). In [0, 1]; 0 = off. Off by itself for images
   // stored without a thumbnail.
   float thumbnail_weight = 0.7f;
-  // ... for the first thumbnail_depth candidates of the ranked list, the
-  // colour and thumbnail candidates and the word head (rerank_words), whose
-  // shared local features a blurred copy may keep too few of to verify,
-  // 0..10000.
+  // ... for the first thumbnail_depth candidates of the ranked list and of
+  // the word index's (wherever fusion ranked them: a blurred copy may share
+  // too few local features with its original to verify), and the colour and
+  // thumbnail candidates, 0..10000.
   int thumbnail_depth = 100;
   // Thumbnail candidates: the `thumbnail_candidates` images whose tiny image
   // (8 x 8 grey levels of the thumbnail, search/tiny_index.h) correlates best

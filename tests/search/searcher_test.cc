@@ -162,24 +162,26 @@ TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
   }
 }
 
-// The word head (the images sharing the most local features with the query)
-// has its thumbnails correlated too, wherever the fused list ranks it: a
-// blurred copy may share a few of its original's words, too few to verify,
-// and rank deep after fusion. Here only the list's first image is
-// correlated otherwise (depth 1, no colour or thumbnail candidates).
-TEST_F(SearcherTest, TheWordHeadIsCorrelatedWhereverItRanks) {
+// The word index's first thumbnail_depth images (those sharing the most
+// local features with the query) have their thumbnails correlated too,
+// wherever the fused list ranks them: a blurred copy may share a few of its
+// original's words, too few to verify, and rank deep after fusion. Here the
+// fused list's first image is the only other one correlated (no colour or
+// thumbnail candidates).
+TEST_F(SearcherTest, TheWordListIsCorrelatedWhereverFusionRanksIt) {
   const cv::Mat original = testing::MakeSyntheticImage(1 + 6, 320, 240);
   cv::Mat small, blurred;
   cv::resize(original(cv::Rect(64, 48, 192, 144)), small, cv::Size(64, 48), 0, 0, cv::INTER_AREA);
   cv::GaussianBlur(small, blurred, cv::Size(0, 0), 1.2);
   const std::string copy = tmp_ / "tiny.jpg";
   ASSERT_TRUE(cv::imwrite(copy, blurred, {cv::IMWRITE_JPEG_QUALITY, 15}));
-  auto search = [&](int rerank_words) {
+  auto search = [&](bool word_index, int thumbnail_depth) {
     SearchOptions o;
-    o.index.min_word_images = 0;  // these few images keep a word index
+    // The fixture's database keeps no word index; these few images get one
+    // in memory from 0 images on.
+    o.index.min_word_images = word_index ? 0 : kImages + 1;
     o.k = kImages;
-    o.rerank_words = rerank_words;
-    o.thumbnail_depth = 1;
+    o.thumbnail_depth = thumbnail_depth;
     o.colour_candidates = 0;
     o.thumbnail_candidates = 0;
     o.backend = Backend::kCpu;
@@ -187,19 +189,31 @@ TEST_F(SearcherTest, TheWordHeadIsCorrelatedWhereverItRanks) {
     EXPECT_EQ(results.size(), 1u);
     return results[0].hits;
   };
-  const std::vector<Hit> without = search(0);
-  ASSERT_EQ(without.size(), static_cast<size_t>(kImages));
-  EXPECT_EQ(std::count_if(without.begin(), without.end(),
-                          [](const Hit& h) { return h.thumbnail != -1.0f; }),
-            1)
-      << "without a word head only the first image is correlated";
-  // A word head of every image (12 < rerank_words): each is correlated.
-  const std::vector<Hit> with = search(SearchOptions().rerank_words);
-  ASSERT_EQ(with.size(), static_cast<size_t>(kImages));
-  for (const Hit& h : with) EXPECT_NE(h.thumbnail, -1.0f) << h.path << " was not correlated";
-  EXPECT_EQ(with[0].path, AbsolutePath(paths_[6]));
-  EXPECT_GT(with[0].thumbnail, kThumbnailThreshold);
-  EXPECT_LT(with[0].inliers, SearchOptions().min_inliers) << "the copy was verifiable after all";
+  auto correlated = [](const std::vector<Hit>& hits) {
+    return std::count_if(hits.begin(), hits.end(),
+                         [](const Hit& h) { return h.thumbnail != -1.0f; });
+  };
+  for (int depth : {1, 2, 3}) {
+    const std::vector<Hit> without = search(false, depth);
+    ASSERT_EQ(without.size(), static_cast<size_t>(kImages));
+    EXPECT_EQ(correlated(without), depth) << "without a word index the fused list's first only";
+    // With one: also the first `depth` by word similarity, wherever they rank.
+    std::vector<Hit> with = search(true, depth);
+    ASSERT_EQ(with.size(), static_cast<size_t>(kImages));
+    EXPECT_LE(correlated(with), 2 * depth);
+    std::sort(with.begin(), with.end(),
+              [](const Hit& a, const Hit& b) { return a.words > b.words; });
+    for (int i = 0; i < depth; ++i)
+      EXPECT_NE(with[i].thumbnail, -1.0f) << with[i].path << ", " << i + 1 << " by words, at depth "
+                                          << depth << " was not correlated";
+  }
+  // Once correlated, the copy's original, too poor to verify, comes first by
+  // its thumbnail.
+  const std::vector<Hit> all = search(true, kImages);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all[0].path, AbsolutePath(paths_[6]));
+  EXPECT_GT(all[0].thumbnail, kThumbnailThreshold);
+  EXPECT_LT(all[0].inliers, SearchOptions().min_inliers) << "the copy was verifiable after all";
 }
 
 // The fusion weights' unit is the robust spread of the query's similarities
