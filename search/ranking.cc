@@ -129,10 +129,7 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
     if (!inliers_of_.count(id) && queued.insert(id).second) todo.push_back(id);
   };
   for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
-  std::unordered_set<uint64_t> in_list;
-  for (const Candidate& c : *list) in_list.insert(c.id);
-  for (uint64_t id : also)
-    if (in_list.count(id)) queue(id);
+  for (uint64_t id : also) queue(id);
   std::vector<int> found(todo.size(), -1);
   std::exception_ptr failure;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
