@@ -60,6 +60,17 @@ class SearcherTest : public ::testing::Test {
     o.backend = Backend::kCpu;
     return Searcher::Open(db(), o);
   }
+  // A copy of paths_[6] too small and blurred to verify: a crop of a third
+  // of the picture, 64 px wide, JPEG quality 15. Its path; empty if it could
+  // not be written.
+  std::string WriteTinyCopyOfImage6() const {
+    const cv::Mat original = testing::MakeSyntheticImage(1 + 6, 320, 240);
+    cv::Mat small, blurred;
+    cv::resize(original(cv::Rect(64, 48, 192, 144)), small, cv::Size(64, 48), 0, 0, cv::INTER_AREA);
+    cv::GaussianBlur(small, blurred, cv::Size(0, 0), 1.2);
+    const std::string copy = tmp_ / "tiny.jpg";
+    return cv::imwrite(copy, blurred, {cv::IMWRITE_JPEG_QUALITY, 15}) ? copy : std::string();
+  }
   std::string dir() const { return tmp_ / "photos"; }
   std::string db() const { return tmp_ / "db"; }
 
@@ -129,12 +140,8 @@ TEST_F(SearcherTest, TransformedCopyFindsOriginal) {
 // 64 px wide, JPEG quality 15) still correlates with its original's
 // thumbnail: that evidence raises the original's score, and only its.
 TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
-  const cv::Mat original = testing::MakeSyntheticImage(1 + 6, 320, 240);
-  cv::Mat small, blurred;
-  cv::resize(original(cv::Rect(64, 48, 192, 144)), small, cv::Size(64, 48), 0, 0, cv::INTER_AREA);
-  cv::GaussianBlur(small, blurred, cv::Size(0, 0), 1.2);
-  const std::string copy = tmp_ / "tiny.jpg";
-  ASSERT_TRUE(cv::imwrite(copy, blurred, {cv::IMWRITE_JPEG_QUALITY, 15}));
+  const std::string copy = WriteTinyCopyOfImage6();
+  ASSERT_FALSE(copy.empty());
   auto search = [&](float thumbnail_weight) {
     SearchOptions o;
     o.k = kImages;
@@ -169,12 +176,8 @@ TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
 // fused list's first image is the only other one correlated (no colour or
 // thumbnail candidates).
 TEST_F(SearcherTest, TheWordListIsCorrelatedWhereverFusionRanksIt) {
-  const cv::Mat original = testing::MakeSyntheticImage(1 + 6, 320, 240);
-  cv::Mat small, blurred;
-  cv::resize(original(cv::Rect(64, 48, 192, 144)), small, cv::Size(64, 48), 0, 0, cv::INTER_AREA);
-  cv::GaussianBlur(small, blurred, cv::Size(0, 0), 1.2);
-  const std::string copy = tmp_ / "tiny.jpg";
-  ASSERT_TRUE(cv::imwrite(copy, blurred, {cv::IMWRITE_JPEG_QUALITY, 15}));
+  const std::string copy = WriteTinyCopyOfImage6();
+  ASSERT_FALSE(copy.empty());
   auto search = [&](bool word_index, int thumbnail_depth) {
     SearchOptions o;
     // The fixture's database keeps no word index; these few images get one
