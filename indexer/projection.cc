@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "util/blas.h"
+#include "util/rows.h"
 
 namespace lookalike {
 
@@ -53,22 +54,6 @@ void GemmABt(const float* a, const float* b, int64_t m, int64_t n, int64_t k, fl
   const float one = 1.0f, zero = 0.0f;
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   sgemm_("T", "N", &ni, &mi, &ki, &one, b, &ki, a, &ki, &zero, c, &ni);
-}
-
-// a . b over n floats, in a fixed order: kLanes independent partial sums
-// (which the compiler vectorises without reassociating anything), then the
-// lanes and the tail in index order. The same inputs give the same bits on
-// any call, unlike a BLAS kernel chosen by the caller's matrix shape.
-float FixedOrderDot(const float* a, const float* b, int64_t n) {
-  constexpr int kLanes = 16;
-  float lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += a[j + l] * b[j + l];
-  float sum = 0;
-  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
-  for (; j < n; ++j) sum += a[j] * b[j];
-  return sum;
 }
 
 // The eigen decomposition of the centred Gram matrix of the n rows of x
@@ -318,9 +303,9 @@ void SearchProjection::Apply(const float* in, int64_t n, float* out) const {
   // differently with the number of rows (and their positions), so a killed
   // and resumed `index`, or a merge of shards, stored vectors one float16
   // step apart. The input is taken in spans, the matrix's span (out_dim x
-  // kSpan floats, 1.75 MiB at 112-d) read once per batch and the vectors'
-  // from L1; each span's dot product has fixed lanes, and the spans are
-  // added in order.
+  // kSpan floats, 1.75 MiB at 112-d) read from memory once per batch and
+  // the vectors' from L1; each span's dot product is LanedDot's fixed
+  // order, and the spans are added in order.
   constexpr int64_t kSpan = 4096;
   std::vector<double> sums(static_cast<size_t>(n * out_dim_), 0.0);
   for (int64_t j0 = 0; j0 < in_dim_; j0 += kSpan) {
@@ -329,7 +314,7 @@ void SearchProjection::Apply(const float* in, int64_t n, float* out) const {
       const float* v = in + i * in_dim_ + j0;
       double* row_sums = sums.data() + i * out_dim_;
       for (int64_t c = 0; c < out_dim_; ++c)
-        row_sums[c] += FixedOrderDot(matrix_.data() + c * in_dim_ + j0, v, len);
+        row_sums[c] += LanedDot(matrix_.data() + c * in_dim_ + j0, v, len);
     }
   }
   for (int64_t i = 0; i < n * out_dim_; ++i) out[i] = static_cast<float>(sums[i]);

@@ -15,6 +15,7 @@
 
 #include "storage/encoding.h"
 #include "util/blas.h"
+#include "util/rows.h"
 
 namespace lookalike {
 
@@ -92,19 +93,6 @@ void ExactNearestTwo(const LocalFeatures& query, const LocalFeatures& candidate,
       nn->Set(q0 + r, j1, s1, s2);
     }
   }
-}
-
-// Eight partial sums, which the compiler keeps in vector registers (a single
-// running sum cannot be reordered, so it would stay scalar).
-float Dot(const float* a, const float* b, int dim) {
-  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= dim; i += 8)
-    for (int k = 0; k < 8; ++k) part[k] += a[i + k] * b[i + k];
-  float sum = 0;
-  for (; i < dim; ++i) sum += a[i] * b[i];
-  for (float p : part) sum += p;
-  return sum;
 }
 
 }  // namespace
@@ -199,7 +187,7 @@ Verification PreparedQuery::Verify(const LocalFeatures& candidate) const {
           const int j = top_row[k];
           if (j < 0) break;
           const float e =
-              Dot(qrow, candidate.descriptors.data() + static_cast<size_t>(j) * dim, dim);
+              LanedDot(qrow, candidate.descriptors.data() + static_cast<size_t>(j) * dim, dim);
           if (e > s1 || (e == s1 && j < j1)) {
             s2 = s1;
             s1 = e;
