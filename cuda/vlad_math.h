@@ -25,11 +25,13 @@ namespace vlad_math {
 // ||x - c||^2 = ||x||^2 - 2 score, that is the nearest centroid); ties go to
 // the lowest index. The CPU (Codebook::Assign) evaluates the score inside one
 // SGEMM, each centroid augmented with NegHalfSquaredNorm and each descriptor
-// with a 1; the GPU adds NegHalfSquaredNorm to cuBLAS's x.c with
-// AssignmentScore. The two round differently (the constant enters the sum at
-// another point), so where two scores lie within a few ulps of each other the
-// encoders may pick different centroids; tests/cuda bounds how often and by
-// how much that moves the vector (cuda/README.md, "Assignment").
+// with a 1, and rescores the centroids within rounding of the best with a
+// fixed-order dot product, so a label does not depend on the batch. The GPU
+// adds NegHalfSquaredNorm to cuBLAS's x.c with AssignmentScore. The two round
+// differently (the constant enters the sum at another point), so where two
+// scores lie within a few ulps of each other the encoders may pick different
+// centroids; tests/cuda bounds how often and by how much that moves the
+// vector (cuda/README.md, "Assignment").
 LOOKALIKE_HD float AssignmentScore(float dot, float neg_half_norm2) { return dot + neg_half_norm2; }
 
 // -||c||^2 / 2 of a centroid of `dim` floats: summed in double, rounded once,

@@ -16,6 +16,7 @@
 #include "cuda/vlad_math.h"
 #include "storage/encoding.h"
 #include "util/blas.h"
+#include "util/rows.h"
 
 namespace lookalike {
 namespace {
@@ -78,11 +79,13 @@ Codebook::Codebook(int num_clusters, int dim, std::vector<float> centroids)
     }
     norms2_[k] = static_cast<float>(s);
   }
+  max_norm_ = std::sqrt(*std::max_element(norms2_.begin(), norms2_.end()));
   neg_half_norms2_.resize(num_clusters);
   augmented_.resize(static_cast<size_t>(num_clusters) * (dim + 1));
   for (int k = 0; k < num_clusters; ++k) {
     const float* c = centroids_.data() + static_cast<size_t>(k) * dim;
     neg_half_norms2_[k] = vlad_math::NegHalfSquaredNorm(c, dim);
+    max_abs_neg_half_norm2_ = std::max(max_abs_neg_half_norm2_, std::abs(neg_half_norms2_[k]));
     std::copy_n(c, dim, augmented_.data() + static_cast<size_t>(k) * (dim + 1));
     augmented_[static_cast<size_t>(k) * (dim + 1) + dim] = neg_half_norms2_[k];
   }
@@ -164,18 +167,38 @@ void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) co
   // K = 512). Blocks of 1024 rows keep the block x K matrix (2 MiB at K = 512)
   // near the cache between the SGEMM that writes it and the pass that reads
   // it; 4096-row blocks (8 MiB) were slower.
+  //
+  // BLAS does not promise a row the same rounding wherever it sits: OpenBLAS
+  // on an AMD EPYC rounded a row's scores differently with the rows around
+  // it, which decided near-ties, so an image's vector depended on the images
+  // encoded with it. The SGEMM therefore only shortlists: every centroid
+  // within `slack` of the best score is rescored with a fixed-order dot
+  // product (LanedDot), and the best rescored one wins, the lowest index on
+  // ties. Both computations are within gamma * S of the exact score, S =
+  // ||x|| max||c|| + max|-||c||^2 / 2| and gamma <= da * eps / 2 for a sum of
+  // da terms in any order, so a slack of 2 * da * eps * S always keeps the
+  // fixed-order winner in the shortlist: the label is the fixed-order argmax,
+  // whatever the batch. A shortlist of one, almost every row, needs no
+  // rescoring.
   constexpr int64_t kBlock = 1024;
   constexpr int kLanes = 16;
   const int k = num_clusters_, d = dim_, da = dim_ + 1;
   const int64_t block = std::min(num, kBlock);
   std::vector<float> scores(static_cast<size_t>(block) * k);
   std::vector<float> extended(static_cast<size_t>(block) * da);
+  std::vector<float> slack(static_cast<size_t>(block));
   const float one = 1.0f, zero = 0.0f;
+  const double slack_per_scale = 2.0 * da * std::numeric_limits<float>::epsilon();
   for (int64_t start = 0; start < num; start += kBlock) {
     const int rows = static_cast<int>(std::min(kBlock, num - start));
     for (int r = 0; r < rows; ++r) {
-      std::copy_n(descriptors + (start + r) * d, d, extended.data() + static_cast<size_t>(r) * da);
+      const float* x = descriptors + (start + r) * d;
+      std::copy_n(x, d, extended.data() + static_cast<size_t>(r) * da);
       extended[static_cast<size_t>(r) * da + d] = 1.0f;
+      double norm2 = 0;
+      for (int j = 0; j < d; ++j) norm2 += double{x[j]} * x[j];
+      slack[r] = static_cast<float>(slack_per_scale *
+                                    (std::sqrt(norm2) * max_norm_ + max_abs_neg_half_norm2_));
     }
     // Column-major view: scores (K x rows) = A (K x da as da x K transposed) ^T *
     // X (da x rows).
@@ -184,8 +207,7 @@ void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) co
     for (int r = 0; r < rows; ++r) {
       const float* row = scores.data() + static_cast<size_t>(r) * k;
       // The maximum over kLanes independent lanes (vectorised), then the
-      // first cluster at it: ties go to the lowest index, as a scalar argmax
-      // would.
+      // first cluster at it.
       float lane_max[kLanes];
       for (int j = 0; j < kLanes; ++j) lane_max[j] = -std::numeric_limits<float>::infinity();
       int c = 0;
@@ -196,8 +218,22 @@ void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) co
       for (; c < k; ++c) best_value = row[c] > best_value ? row[c] : best_value;
       for (int j = 0; j < kLanes; ++j)
         best_value = lane_max[j] > best_value ? lane_max[j] : best_value;
+      const float floor = best_value - slack[r];
+      int in_reach = 0;
+      for (int j = 0; j < k; ++j) in_reach += row[j] >= floor;
       int best = 0;
-      while (best < k - 1 && !(row[best] >= best_value)) ++best;
+      if (in_reach <= 1) {
+        while (best < k - 1 && !(row[best] >= best_value)) ++best;
+      } else {
+        const float* x = descriptors + (start + r) * d;
+        float best_exact = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j < k; ++j) {
+          if (!(row[j] >= floor)) continue;
+          const float exact = vlad_math::AssignmentScore(
+              LanedDot(x, centroids_.data() + static_cast<size_t>(j) * d, d), neg_half_norms2_[j]);
+          if (exact > best_exact) best_exact = exact, best = j;
+        }
+      }
       labels[start + r] = best;
     }
   }

@@ -46,8 +46,11 @@ class Codebook {
   const std::vector<float>& neg_half_norms2() const { return neg_half_norms2_; }
 
   // Nearest centroid (squared L2) of each of `num` descriptors: the argmax of
-  // vlad_math's assignment score x.c - ||c||^2 / 2, computed with one SGEMM
-  // in blocks (BLAS); ties go to the lower index. labels must hold num entries.
+  // vlad_math's assignment score x.c - ||c||^2 / 2, shortlisted with one SGEMM
+  // in blocks (BLAS) and decided by a fixed-order dot product where two
+  // centroids are within rounding, so a descriptor's label does not depend on
+  // the other rows of the call; ties go to the lower index. labels must hold
+  // num entries.
   void Assign(const float* descriptors, int64_t num, int32_t* labels) const;
 
   // 64-bit FNV-1a hash of the centroid bytes: the codebook's identity, as
@@ -64,6 +67,9 @@ class Codebook {
   // descriptors extended with a 1 gives x.c - ||c||^2 / 2 directly, whose
   // argmax is the nearest centroid (Assign).
   std::vector<float> augmented_;
+  // max ||c|| and max ||c||^2 / 2: Assign's bound on the SGEMM's rounding.
+  float max_norm_ = 0;
+  float max_abs_neg_half_norm2_ = 0;
 };
 
 }  // namespace lookalike

@@ -220,6 +220,56 @@ TEST(CodebookTest, AssignMatchesBruteForceAcrossLanesAndBlocks) {
   EXPECT_EQ(labels[n - 1], 20);
 }
 
+// A descriptor's label must not depend on the rows it is assigned with: the
+// index encodes images in batches whose make-up depends on what finished
+// first, so a killed-and-resumed or merged index would otherwise store other
+// vectors than one uninterrupted run. BLAS may round a row's x.c differently
+// at another place in another call (seen with OpenBLAS on an AMD EPYC), which
+// decides a near-tie. Descriptors on the bisector of two neighbouring
+// centroids make such near-ties; each must get the label it gets alone at
+// every place of batches of several sizes, across the 1024-row blocks.
+TEST(CodebookTest, ADescriptorsLabelDoesNotDependOnItsBatch) {
+  const int k = 512, dim = 128, num_probes = 64;
+  std::vector<float> c = Uniform(k, dim, 31);
+  for (int j = 0; j < k; ++j) {  // unit rows, like RootSIFT centroids
+    double s = 0;
+    for (int t = 0; t < dim; ++t) s += double{c[j * dim + t]} * c[j * dim + t];
+    for (int t = 0; t < dim; ++t)
+      c[j * dim + t] = static_cast<float>(c[j * dim + t] / std::sqrt(s));
+  }
+  const Codebook cb(k, dim, c);
+  std::vector<float> probes(static_cast<size_t>(num_probes) * dim);
+  for (int p = 0; p < num_probes; ++p) {
+    // Midpoint of centroid p and its nearest other centroid.
+    int nearest = -1;
+    double nearest_d = std::numeric_limits<double>::infinity();
+    for (int j = 0; j < k; ++j) {
+      if (j == p) continue;
+      double d = 0;
+      for (int t = 0; t < dim; ++t) {
+        const double diff = double{c[p * dim + t]} - c[j * dim + t];
+        d += diff * diff;
+      }
+      if (d < nearest_d) nearest_d = d, nearest = j;
+    }
+    for (int t = 0; t < dim; ++t)
+      probes[p * dim + t] = 0.5f * (c[p * dim + t] + c[nearest * dim + t]);
+  }
+  std::vector<int32_t> alone(num_probes);
+  for (int p = 0; p < num_probes; ++p) cb.Assign(probes.data() + p * dim, 1, &alone[p]);
+  const std::vector<float> background = Uniform(1500, dim, 32);
+  for (int64_t batch : {64, 71, 100, 1030, 1500})
+    for (int64_t at : {int64_t{0}, (batch - num_probes) / 2, batch - num_probes}) {
+      std::vector<float> x(background.begin(), background.begin() + batch * dim);
+      std::copy(probes.begin(), probes.end(), x.begin() + at * dim);
+      std::vector<int32_t> labels(batch);
+      cb.Assign(x.data(), batch, labels.data());
+      for (int p = 0; p < num_probes; ++p)
+        EXPECT_EQ(labels[at + p], alone[p])
+            << "probe " << p << " at row " << at + p << " of " << batch;
+    }
+}
+
 TEST(CodebookTest, AssignZeroDescriptorsIsANoOp) {
   const Codebook cb(3, 4, Uniform(3, 4, 1));
   int32_t sentinel = 12345;
