@@ -32,11 +32,12 @@ struct CudaCtx {
 };
 
 __global__ void __launch_bounds__(k::kAssignBlock)
-    AssignKeysKernel(const float* dots, const float* neg_half_norms2, int num_clusters,
-                     int64_t row_begin, int num_rows, const int64_t* image_offsets, int num_images,
-                     uint32_t* keys, int32_t* values) {
-  k::AssignKeys(CudaCtx{}, dots, neg_half_norms2, num_clusters, row_begin, num_rows, image_offsets,
-                num_images, keys, values);
+    AssignKeysKernel(const float* dots, const float* neg_half_norms2, k::NearTieInputs near_tie,
+                     int num_clusters, int64_t row_begin, int num_rows,
+                     const int64_t* image_offsets, int num_images, uint32_t* keys,
+                     int32_t* values) {
+  k::AssignKeys(CudaCtx{}, dots, neg_half_norms2, near_tie, num_clusters, row_begin, num_rows,
+                image_offsets, num_images, keys, values);
 }
 
 __global__ void __launch_bounds__(k::kOffsetsBlock)
@@ -75,15 +76,16 @@ __global__ void __launch_bounds__(k::kNormalizeBlock)
 
 }  // namespace
 
-cudaError_t LaunchAssignKeys(const float* d_dots, const float* d_neg_half_norms2, int num_clusters,
+cudaError_t LaunchAssignKeys(const float* d_dots, const float* d_neg_half_norms2,
+                             const kernels::NearTieInputs& near_tie, int num_clusters,
                              int64_t row_begin, int num_rows, const int64_t* d_image_offsets,
                              int num_images, uint32_t* d_keys, int32_t* d_values,
                              cudaStream_t stream) {
   if (num_rows <= 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>(k::AssignGrid(num_rows));
-  AssignKeysKernel<<<grid, k::kAssignBlock, 0, stream>>>(d_dots, d_neg_half_norms2, num_clusters,
-                                                         row_begin, num_rows, d_image_offsets,
-                                                         num_images, d_keys, d_values);
+  AssignKeysKernel<<<grid, k::kAssignBlock, 0, stream>>>(
+      d_dots, d_neg_half_norms2, near_tie, num_clusters, row_begin, num_rows, d_image_offsets,
+      num_images, d_keys, d_values);
   return cudaGetLastError();
 }
 

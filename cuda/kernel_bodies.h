@@ -118,22 +118,52 @@ LOOKALIKE_BODY int ImageOfRow(const int64_t* image_offsets, int num_images, int6
   return lo;
 }
 
+// What AssignKeys needs to decide a near-tie as Codebook::Assign does
+// (vlad_math.h, "Assignment"): the batch's descriptors and the centroids,
+// and the bound of AssignmentSlack.
+struct NearTieInputs {
+  const float* descriptors = nullptr;  // the batch's rows, dim floats each
+  const float* centroids = nullptr;    // K x dim, row-major
+  int dim = 0;
+  float max_centroid_norm = 0;       // max ||c||
+  float max_abs_neg_half_norm2 = 0;  // max ||c||^2 / 2
+};
+
 // One warp per descriptor row of a chunk: dots holds, for each of num_rows
 // rows, num_clusters dot products x.c (column-major K x rows, as cuBLAS
 // writes SGEMM(T, N)). The label is the argmax of vlad_math::AssignmentScore
-// (the CPU's formula); ties go to the lower cluster index, as in
-// Codebook::Assign. Writes for global row r = row_begin + chunk row:
+// (the CPU's formula) over them when one centroid is clearly best; when
+// others are within AssignmentSlack of it, the argmax of the scores
+// rescored with AssignmentDot, as Codebook::Assign decides. Ties go to the
+// lower cluster index. Writes for global row r = row_begin + chunk row:
 // keys[r] = SegmentKey(image of r, label), values[r] = r. image_offsets are
-// relative to the batch (image_offsets[0] == 0).
+// relative to the batch (image_offsets[0] == 0), and so is
+// near_tie.descriptors.
 template <class Ctx>
 LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots, const float* neg_half_norms2,
-                               int num_clusters, int64_t row_begin, int num_rows,
-                               const int64_t* image_offsets, int num_images, uint32_t* keys,
-                               int32_t* values) {
+                               const NearTieInputs& near_tie, int num_clusters, int64_t row_begin,
+                               int num_rows, const int64_t* image_offsets, int num_images,
+                               uint32_t* keys, int32_t* values) {
   const int lane = ctx.thread_idx() % kWarpSize;
   const int row = ctx.block_idx() * (ctx.block_dim() / kWarpSize) + ctx.thread_idx() / kWarpSize;
   if (row >= num_rows) return;  // warp-uniform: no shuffle below is split
+  const int64_t r = row_begin + row;
   const float* d = dots + static_cast<int64_t>(row) * num_clusters;
+  // The warp's argmax of `score`, ties to the lower index; every lane gets it.
+  auto warp_argmax = [&](float best, int best_index, float* best_out) {
+    for (int delta = kWarpSize / 2; delta > 0; delta /= 2) {
+      const float other = ctx.shfl_down(best, delta);
+      const int other_index = ctx.shfl_down(best_index, delta);
+      const bool take = other_index >= 0 && (best_index < 0 || other > best ||
+                                             (other == best && other_index < best_index));
+      if (take) {
+        best = other;
+        best_index = other_index;
+      }
+    }
+    *best_out = ctx.shfl(best, 0);
+    return ctx.shfl(best_index, 0);
+  };
   float best = 0.0f;
   int best_index = -1;  // -1: this lane has seen no cluster yet
   for (int c = lane; c < num_clusters; c += kWarpSize) {
@@ -143,18 +173,36 @@ LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots, const float* n
       best_index = c;
     }
   }
-  for (int delta = kWarpSize / 2; delta > 0; delta /= 2) {
-    const float other = ctx.shfl_down(best, delta);
-    const int other_index = ctx.shfl_down(best_index, delta);
-    const bool take = other_index >= 0 && (best_index < 0 || other > best ||
-                                           (other == best && other_index < best_index));
-    if (take) {
-      best = other;
-      best_index = other_index;
+  float best_value = 0.0f;
+  best_index = warp_argmax(best, best_index, &best_value);
+  // The shortlist: centroids within the slack of the best score.
+  const float* x = near_tie.descriptors + r * near_tie.dim;
+  double norm2 = 0;
+  for (int e = lane; e < near_tie.dim; e += kWarpSize) norm2 += static_cast<double>(x[e]) * x[e];
+  norm2 = WarpSum(ctx, norm2);
+  const float floor =
+      best_value - vlad_math::AssignmentSlack(norm2, near_tie.max_centroid_norm,
+                                              near_tie.max_abs_neg_half_norm2, near_tie.dim);
+  int in_reach = 0;
+  for (int c = lane; c < num_clusters; c += kWarpSize)
+    in_reach += vlad_math::AssignmentScore(d[c], neg_half_norms2[c]) >= floor;
+  in_reach = WarpSum(ctx, in_reach);
+  if (in_reach > 1) {  // warp-uniform (a warp sum)
+    best_index = -1;
+    for (int c = lane; c < num_clusters; c += kWarpSize) {
+      if (!(vlad_math::AssignmentScore(d[c], neg_half_norms2[c]) >= floor)) continue;
+      const float v = vlad_math::AssignmentScore(
+          vlad_math::AssignmentDot(x, near_tie.centroids + static_cast<int64_t>(c) * near_tie.dim,
+                                   near_tie.dim),
+          neg_half_norms2[c]);
+      if (best_index < 0 || v > best) {
+        best = v;
+        best_index = c;
+      }
     }
+    best_index = warp_argmax(best, best_index, &best_value);
   }
   if (lane == 0) {
-    const int64_t r = row_begin + row;
     const int image = ImageOfRow(image_offsets, num_images, r);
     keys[r] = vlad_math::SegmentKey(static_cast<uint32_t>(image), static_cast<uint32_t>(best_index),
                                     static_cast<uint32_t>(num_clusters));

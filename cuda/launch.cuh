@@ -9,13 +9,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/kernel_bodies.h"
+
 namespace lookalike {
 namespace cuda {
 namespace detail {
 
 // Keys and values of rows [row_begin, row_begin + num_rows) from a chunk of
-// SGEMM dot products (K x num_rows, column-major).
-cudaError_t LaunchAssignKeys(const float* d_dots, const float* d_neg_half_norms2, int num_clusters,
+// SGEMM dot products (K x num_rows, column-major); near-ties decided with
+// near_tie's device descriptors and centroids.
+cudaError_t LaunchAssignKeys(const float* d_dots, const float* d_neg_half_norms2,
+                             const kernels::NearTieInputs& near_tie, int num_clusters,
                              int64_t row_begin, int num_rows, const int64_t* d_image_offsets,
                              int num_images, uint32_t* d_keys, int32_t* d_values,
                              cudaStream_t stream);

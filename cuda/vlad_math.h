@@ -23,16 +23,63 @@ namespace vlad_math {
 // Assignment, the one formula of both encoders: a descriptor x goes to the
 // centroid c that maximises the score x.c - ||c||^2 / 2 (since
 // ||x - c||^2 = ||x||^2 - 2 score, that is the nearest centroid); ties go to
-// the lowest index. The CPU (Codebook::Assign) evaluates the score inside one
-// SGEMM, each centroid augmented with NegHalfSquaredNorm and each descriptor
-// with a 1, and rescores the centroids within rounding of the best with a
-// fixed-order dot product, so a label does not depend on the batch. The GPU
-// adds NegHalfSquaredNorm to cuBLAS's x.c with AssignmentScore. The two round
-// differently (the constant enters the sum at another point), so where two
-// scores lie within a few ulps of each other the encoders may pick different
-// centroids; tests/cuda bounds how often and by how much that moves the
-// vector (cuda/README.md, "Assignment").
+// the lowest index. Both encoders get the scores from an SGEMM (the CPU's
+// with the constant inside, each centroid augmented with NegHalfSquaredNorm
+// and each descriptor with a 1; the GPU's adding it with AssignmentScore),
+// and a BLAS rounds a row differently with the rows around it. So the SGEMM
+// only shortlists: every centroid within AssignmentSlack of the best score
+// is rescored with AssignmentDot, whose order is fixed, and the best
+// rescored one wins. The label is then the argmax of AssignmentScore(
+// AssignmentDot(x, c), NegHalfSquaredNorm(c)) whatever the batch, the same
+// on the CPU and the GPU (cuda/README.md, "Assignment").
 LOOKALIKE_HD float AssignmentScore(float dot, float neg_half_norm2) { return dot + neg_half_norm2; }
+
+// A product and a sum rounded separately, as the host computes them (x86-64
+// without -march has no FMA): nvcc would otherwise fuse them into one FMA,
+// and the GPU's AssignmentDot would differ from the CPU's in the last bit.
+LOOKALIKE_HD float ProductRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+LOOKALIKE_HD float SumRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// x.c over `dim` floats in a fixed order: eight partial sums over blocks of
+// eight, the tail, then the partial sums in order (util/rows.h's LanedDot
+// order, which the host compiler vectorises).
+LOOKALIKE_HD float AssignmentDot(const float* x, const float* c, int dim) {
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= dim; i += 8)
+    for (int k = 0; k < 8; ++k) part[k] = SumRn(part[k], ProductRn(x[i + k], c[i + k]));
+  float sum = 0;
+  for (; i < dim; ++i) sum = SumRn(sum, ProductRn(x[i], c[i]));
+  for (int k = 0; k < 8; ++k) sum = SumRn(sum, part[k]);
+  return sum;
+}
+
+// How far below the best SGEMM score a centroid may be and still be the best
+// by AssignmentDot. A float sum of n terms, in any order, is within
+// gamma_n S of the exact sum, S the sum of the terms' magnitudes and
+// gamma_n <= n eps / 2; here n = dim + 1 and S <= ||x|| max||c|| +
+// max ||c||^2 / 2. The SGEMM and AssignmentDot are each that close to the
+// exact score, so the winner by AssignmentDot is at most (dim + 1) eps S
+// below the best SGEMM score; the slack is twice that, against the rounding
+// of the bound itself. x_norm2 = ||x||^2.
+LOOKALIKE_HD float AssignmentSlack(double x_norm2, float max_centroid_norm,
+                                   float max_abs_neg_half_norm2, int dim) {
+  constexpr double kFloatEpsilon = 1.1920928955078125e-7;  // 2^-23
+  return static_cast<float>(2.0 * (dim + 1) * kFloatEpsilon *
+                            (sqrt(x_norm2) * max_centroid_norm + max_abs_neg_half_norm2));
+}
 
 // -||c||^2 / 2 of a centroid of `dim` floats: summed in double, rounded once,
 // then halved (exact).

@@ -16,7 +16,6 @@
 #include "cuda/vlad_math.h"
 #include "storage/encoding.h"
 #include "util/blas.h"
-#include "util/rows.h"
 
 namespace lookalike {
 namespace {
@@ -168,18 +167,12 @@ void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) co
   // near the cache between the SGEMM that writes it and the pass that reads
   // it; 4096-row blocks (8 MiB) were slower.
   //
-  // BLAS does not promise a row the same rounding wherever it sits: OpenBLAS
-  // on an AMD EPYC rounded a row's scores differently with the rows around
-  // it, which decided near-ties, so an image's vector depended on the images
-  // encoded with it. The SGEMM therefore only shortlists: every centroid
-  // within `slack` of the best score is rescored with a fixed-order dot
-  // product (LanedDot), and the best rescored one wins, the lowest index on
-  // ties. Both computations are within gamma * S of the exact score, S =
-  // ||x|| max||c|| + max|-||c||^2 / 2| and gamma <= da * eps / 2 for a sum of
-  // da terms in any order, so a slack of 2 * da * eps * S always keeps the
-  // fixed-order winner in the shortlist: the label is the fixed-order argmax,
-  // whatever the batch. A shortlist of one, almost every row, needs no
-  // rescoring.
+  // The SGEMM only shortlists (vlad_math.h, "Assignment"): BLAS does not
+  // promise a row the same rounding wherever it sits (OpenBLAS on an AMD
+  // EPYC rounded a row by the rows around it, so a near-tie, and the image's
+  // vector, depended on the images encoded with it). Every centroid within
+  // AssignmentSlack of the best score is rescored with AssignmentDot; a
+  // shortlist of one, almost every row, needs nothing more.
   constexpr int64_t kBlock = 1024;
   constexpr int kLanes = 16;
   const int k = num_clusters_, d = dim_, da = dim_ + 1;
@@ -188,7 +181,6 @@ void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) co
   std::vector<float> extended(static_cast<size_t>(block) * da);
   std::vector<float> slack(static_cast<size_t>(block));
   const float one = 1.0f, zero = 0.0f;
-  const double slack_per_scale = 2.0 * da * std::numeric_limits<float>::epsilon();
   for (int64_t start = 0; start < num; start += kBlock) {
     const int rows = static_cast<int>(std::min(kBlock, num - start));
     for (int r = 0; r < rows; ++r) {
@@ -197,8 +189,7 @@ void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) co
       extended[static_cast<size_t>(r) * da + d] = 1.0f;
       double norm2 = 0;
       for (int j = 0; j < d; ++j) norm2 += double{x[j]} * x[j];
-      slack[r] = static_cast<float>(slack_per_scale *
-                                    (std::sqrt(norm2) * max_norm_ + max_abs_neg_half_norm2_));
+      slack[r] = vlad_math::AssignmentSlack(norm2, max_norm_, max_abs_neg_half_norm2_, d);
     }
     // Column-major view: scores (K x rows) = A (K x da as da x K transposed) ^T *
     // X (da x rows).
@@ -226,12 +217,13 @@ void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) co
         while (best < k - 1 && !(row[best] >= best_value)) ++best;
       } else {
         const float* x = descriptors + (start + r) * d;
-        float best_exact = -std::numeric_limits<float>::infinity();
+        float best_rescored = -std::numeric_limits<float>::infinity();
         for (int j = 0; j < k; ++j) {
           if (!(row[j] >= floor)) continue;
-          const float exact = vlad_math::AssignmentScore(
-              LanedDot(x, centroids_.data() + static_cast<size_t>(j) * d, d), neg_half_norms2_[j]);
-          if (exact > best_exact) best_exact = exact, best = j;
+          const float rescored = vlad_math::AssignmentScore(
+              vlad_math::AssignmentDot(x, centroids_.data() + static_cast<size_t>(j) * d, d),
+              neg_half_norms2_[j]);
+          if (rescored > best_rescored) best_rescored = rescored, best = j;
         }
       }
       labels[start + r] = best;

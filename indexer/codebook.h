@@ -44,13 +44,17 @@ class Codebook {
   // -||c_k||^2 / 2 per centroid (vlad_math::NegHalfSquaredNorm): the constant
   // of the assignment score, also uploaded by the CUDA encoder.
   const std::vector<float>& neg_half_norms2() const { return neg_half_norms2_; }
+  // max ||c|| and max ||c||^2 / 2: the bound of vlad_math::AssignmentSlack,
+  // also given to the CUDA encoder.
+  float max_norm() const { return max_norm_; }
+  float max_abs_neg_half_norm2() const { return max_abs_neg_half_norm2_; }
 
   // Nearest centroid (squared L2) of each of `num` descriptors: the argmax of
   // vlad_math's assignment score x.c - ||c||^2 / 2, shortlisted with one SGEMM
-  // in blocks (BLAS) and decided by a fixed-order dot product where two
-  // centroids are within rounding, so a descriptor's label does not depend on
-  // the other rows of the call; ties go to the lower index. labels must hold
-  // num entries.
+  // in blocks (BLAS) and decided by vlad_math::AssignmentDot where centroids
+  // are within rounding of the best, so a descriptor's label does not depend
+  // on the other rows of the call; ties go to the lower index. labels must
+  // hold num entries.
   void Assign(const float* descriptors, int64_t num, int32_t* labels) const;
 
   // 64-bit FNV-1a hash of the centroid bytes: the codebook's identity, as
@@ -67,7 +71,6 @@ class Codebook {
   // descriptors extended with a 1 gives x.c - ||c||^2 / 2 directly, whose
   // argmax is the nearest centroid (Assign).
   std::vector<float> augmented_;
-  // max ||c|| and max ||c||^2 / 2: Assign's bound on the SGEMM's rounding.
   float max_norm_ = 0;
   float max_abs_neg_half_norm2_ = 0;
 };

@@ -62,6 +62,13 @@ std::vector<float> Dots(const VladInput& in, int64_t start, int rows) {
   return dots;
 }
 
+// What AssignKeys reads to decide near-ties, from the codebook as the CUDA
+// encoder uploads it.
+k::NearTieInputs NearTie(const VladInput& in) {
+  return k::NearTieInputs{in.descriptors.data(), in.codebook.centroids().data(), in.codebook.dim(),
+                          in.codebook.max_norm(), in.codebook.max_abs_neg_half_norm2()};
+}
+
 // Stage 2: SGEMM (on the CPU) + AssignKeys (emulated), in small odd chunks,
 // with the launch shape the .cu uses.
 void EmulateAssign(const VladInput& in, EmulatedBatch* b) {
@@ -75,9 +82,9 @@ void EmulateAssign(const VladInput& in, EmulatedBatch* b) {
     const std::vector<float> dots = Dots(in, start, rows);
     const int grid = static_cast<int>(k::AssignGrid(rows));
     simt::Launch(grid, k::kAssignBlock, 0, [&](const simt::EmuCtx& ctx, void*) {
-      k::AssignKeys(ctx, dots.data(), in.codebook.neg_half_norms2().data(), K, start, rows,
-                    in.image_offsets.data(), static_cast<int>(in.num_images()), b->keys.data(),
-                    b->values.data());
+      k::AssignKeys(ctx, dots.data(), in.codebook.neg_half_norms2().data(), NearTie(in), K, start,
+                    rows, in.image_offsets.data(), static_cast<int>(in.num_images()),
+                    b->keys.data(), b->values.data());
     });
   }
 }
@@ -218,29 +225,41 @@ INSTANTIATE_TEST_SUITE_P(AwkwardCases, KernelEmuTest,
                          });
 
 TEST(KernelEmuTest, AssignTiesGoToTheLowerIndexAcrossLanes) {
-  // 70 clusters, the maximum shared by clusters 5, 37 and 69 (different
-  // lanes and different strides of the same lane).
-  const int K = 70;
-  std::vector<float> neg_half_norms2(K, -5.0f), dots(K, 0.0f);
-  for (int c : {69, 37, 5}) dots[c] = 4.0f;
-  const int64_t offsets[2] = {0, 1};
+  // 70 clusters of norm 4: (4, 0) for clusters 5, 37 and 69 (different lanes
+  // and different strides of the same lane), (0, 4) for the others. The
+  // descriptor (1, 0) is equally near the three, which the near-tie
+  // rescoring sees as a tie too.
+  const int K = 70, d = 2;
+  std::vector<float> centroids;
+  for (int c = 0; c < K; ++c) {
+    const bool tied = c == 5 || c == 37 || c == 69;
+    centroids.push_back(tied ? 4.0f : 0.0f);
+    centroids.push_back(tied ? 0.0f : 4.0f);
+  }
+  testing_cases::VladInput in{Codebook(K, d, centroids), {1.0f, 0.0f}, {0, 1}, {}};
+  const std::vector<float> dots = Dots(in, 0, 1);
   uint32_t key = 0;
   int32_t value = -1;
   simt::Launch(1, k::kAssignBlock, 0, [&](const simt::EmuCtx& ctx, void*) {
-    k::AssignKeys(ctx, dots.data(), neg_half_norms2.data(), K, 0, 1, offsets, 1, &key, &value);
+    k::AssignKeys(ctx, dots.data(), in.codebook.neg_half_norms2().data(), NearTie(in), K, 0, 1,
+                  in.image_offsets.data(), 1, &key, &value);
   });
   EXPECT_EQ(key, 5u);
   EXPECT_EQ(value, 0);
+  int32_t cpu = -1;
+  in.codebook.Assign(in.descriptors.data(), 1, &cpu);
+  EXPECT_EQ(cpu, 5);
 }
 
-// The CPU evaluates the assignment score inside one SGEMM, the GPU adds the
-// constant after its SGEMM (vlad_math::AssignmentScore): the same formula,
-// rounded differently. Descriptors placed on purpose between two centroids,
-// at distances from the exact tie spread over ten orders of magnitude, show
-// that (1) the two pick different centroids only where the exact scores of
-// the two picks lie within float rounding of each other, and (2) such flips
-// barely move the image's vector.
-TEST(KernelEmuTest, NearTiesDisagreeOnlyWithinRoundingAndBarelyMoveTheVector) {
+// The CPU gets its scores from one SGEMM with the constant inside, the GPU
+// adds the constant after its SGEMM: the same formula, rounded differently.
+// Both only shortlist with them and decide near-ties with the same
+// fixed-order AssignmentDot, so they must pick the same centroid for every
+// descriptor, however near the tie. Descriptors placed on purpose between
+// two centroids, at distances from the exact tie spread over ten orders of
+// magnitude, check it; without the kernel's rescoring, one of the 1,800
+// takes the other centroid (the emulated SGEMM sums in another order).
+TEST(KernelEmuTest, NearTiesAreDecidedAsOnTheCpu) {
   const int K = 8, d = 64;
   const int kImages = 6, kPerImage = 300;
   testing_cases::VladInput in{testing_cases::MakeCodebook(K, d, 7), {}, {0}, {}};
@@ -290,10 +309,8 @@ TEST(KernelEmuTest, NearTiesDisagreeOnlyWithinRoundingAndBarelyMoveTheVector) {
     magnitude += 0.5L * in.codebook.centroid_norms2()[k];
     return 2.0L * (d + 2) * std::numeric_limits<float>::epsilon() * magnitude;
   };
-  int64_t flips = 0, near_ties = 0;
-  std::vector<int32_t> gpu(n);
+  int64_t near_ties = 0, differing = 0;
   for (int64_t r = 0; r < n; ++r) {
-    gpu[r] = static_cast<int32_t>(b.keys[r] % K);
     // Near tie: the best two exact scores within the rounding bound.
     int best = 0, second = -1;
     for (int k = 1; k < K; ++k)
@@ -301,41 +318,16 @@ TEST(KernelEmuTest, NearTiesDisagreeOnlyWithinRoundingAndBarelyMoveTheVector) {
     for (int k = 0; k < K; ++k)
       if (k != best && (second < 0 || exact(r, k) > exact(r, second))) second = k;
     near_ties += exact(r, best) - exact(r, second) <= rounding(r, best) + rounding(r, second);
-    if (gpu[r] == cpu[r]) continue;
-    ++flips;
-    const long double gap = std::fabs(exact(r, cpu[r]) - exact(r, gpu[r]));
-    EXPECT_LE(gap, rounding(r, cpu[r]) + rounding(r, gpu[r]))
-        << "row " << r << ": labels " << cpu[r] << " (CPU) and " << gpu[r]
-        << " (GPU path) differ by more than rounding";
+    const int32_t gpu = static_cast<int32_t>(b.keys[r] % K);
+    if (gpu != cpu[r] && ++differing <= 5)
+      ADD_FAILURE() << "row " << r << ": CPU label " << cpu[r] << ", GPU path " << gpu;
   }
+  EXPECT_EQ(differing, 0) << "labels differ between the CPU and the GPU path";
   EXPECT_GT(near_ties, 0) << "the construction must produce ties within rounding";
-
-  // The vectors from either labelling.
-  const VladOptions options = testing_cases::OptionVariants()[0];
-  auto encode = [&](const std::vector<int32_t>& labels) {
-    std::vector<int64_t> order, offsets;
-    SortBySegment(labels.data(), in.image_offsets.data(), kImages, K, &order, &offsets);
-    std::vector<float> v(static_cast<size_t>(kImages) * K * d);
-    ReduceSegments(in.descriptors.data(), d, order.data(), offsets, kImages, in.codebook,
-                   options.residual_normalize, v.data());
-    NormalizeVlad(v.data(), kImages, K, d, options);
-    return v;
-  };
-  const std::vector<float> v_cpu = encode(cpu), v_gpu = encode(gpu);
-  double worst_cosine = 1;
-  for (int i = 0; i < kImages; ++i) {
-    double dot = 0;
-    for (int64_t e = 0; e < int64_t{K} * d; ++e)
-      dot += double{v_cpu[i * K * d + e]} * v_gpu[i * K * d + e];
-    worst_cosine = std::min(worst_cosine, dot);
-  }
-  // Measured: a few flips per image among 300 near-tie descriptors.
-  EXPECT_GE(worst_cosine, 0.99) << flips << " flips";
   std::printf(
-      "[ near tie ] %lld of %lld descriptors within rounding of a tie, %lld labels "
-      "differ, worst image cosine %.6f\n",
-      static_cast<long long>(near_ties), static_cast<long long>(n), static_cast<long long>(flips),
-      worst_cosine);
+      "[ near tie ] %lld of %lld descriptors within rounding of a tie, %lld labels differ\n",
+      static_cast<long long>(near_ties), static_cast<long long>(n),
+      static_cast<long long>(differing));
 }
 
 TEST(KernelEmuTest, ImageOfRowSkipsEmptyImages) {
