@@ -46,7 +46,7 @@ TEST(ShardTest, StableHashOfTheRelativePath) {
   // exactly one shard.
   const std::vector<std::string> relative = {"a/img_001.png", "b/c d.jpg", "x.png", "a",
                                              "z/y/w.tif"};
-  for (const std::string root : {std::string("/data/photos"), std::string("/mnt/p")}) {
+  for (const std::string& root : {std::string("/data/photos"), std::string("/mnt/p")}) {
     std::vector<std::string> files;
     for (const std::string& r : relative) files.push_back(root + "/" + r);
     std::multiset<std::string> seen;
