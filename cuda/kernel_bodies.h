@@ -149,7 +149,8 @@ LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots, const float* n
   if (row >= num_rows) return;  // warp-uniform: no shuffle below is split
   const int64_t r = row_begin + row;
   const float* d = dots + static_cast<int64_t>(row) * num_clusters;
-  // The warp's argmax of `score`, ties to the lower index; every lane gets it.
+  // The warp's largest (best, best_index) pair, ties to the lower index:
+  // every lane gets the index, and the value in *best_out.
   auto warp_argmax = [&](float best, int best_index, float* best_out) {
     for (int delta = kWarpSize / 2; delta > 0; delta /= 2) {
       const float other = ctx.shfl_down(best, delta);
