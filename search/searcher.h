@@ -48,7 +48,7 @@ struct SearchOptions {
   // stage (search/word_index.h: shared fine visual words whose residual
   // signatures agree), wherever the VLAD and colour order put them. 0 = off;
   // needs rerank != 0.
-  int rerank_words = 50;
+  int rerank_words = 40;
   int min_inliers = 8;
   // Verification matches at most this many of the query's features, its
   // strongest (StrongestFeatures); 0 = all. Bounds the cost of a detailed
@@ -125,11 +125,12 @@ struct SearchOptions {
 };
 
 // The fused list's verified depth when SearchOptions::rerank is -1: without
-// a word-index head (measured on the dev set alone), and beside one
-// (chosen on the tune half at 1,997 and 10,097 images, where 30 ranked as
-// well as or better than 50 and 50 stayed better without a word index).
+// a word-index head (measured on the dev set alone), and beside one: 20
+// with a word head of 40 ranks every dev-set query as 30 and 50 did, at
+// 2,097, 10,097 and 100,097 images, for fewer verified pairs (search/README.md,
+// "Selective first stage").
 inline constexpr int kRerank = 50;
-inline constexpr int kRerankWithWords = 30;
+inline constexpr int kRerankWithWords = 20;
 
 // How many of the fused list's first candidates are verified: rerank when
 // set (>= 0), else kRerank without a word head and kRerankWithWords with one.

@@ -42,7 +42,7 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Text("backend", BackendName(d.backend), "VLAD encoder: auto | cpu | cuda",
           [o](const std::string& v) { o->backend = ParseBackend(v); });
   g->Value("rerank", &o->rerank, d.rerank,
-           "spatially verify the top N results against the query (0 = off; -1 = 50, or 30 when "
+           "spatially verify the top N results against the query (0 = off; -1 = 50, or 20 when "
            "a visual-word index's head is verified too)");
   g->Value("rerank-vlad", &o->rerank_vlad, d.rerank_vlad,
            "also verify the top N results by VLAD similarity alone, wherever colour put them "
