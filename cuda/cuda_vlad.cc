@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -121,9 +120,9 @@ struct CudaVladEncoder::Impl {
   int64_t vlad_dim = 0;
   float* d_centroids = nullptr;
   float* d_neg_half_norms2 = nullptr;
-  // The bound of vlad_math::AssignmentSlack, as Codebook computes it.
-  float max_centroid_norm = 0;
-  float max_abs_neg_half_norm2 = 0;
+  // max ||c||^2 / 2, the bound of vlad_math::AssignmentSlack, as Codebook
+  // derives it.
+  float max_half_norm2 = 0;
   Slot slots[2];
 
   ~Impl() {
@@ -224,8 +223,7 @@ struct CudaVladEncoder::Impl {
             c.dim, s.d_descriptors + start * c.dim, c.dim, &zero, s.d_dots, c.num_clusters));
         LOOKALIKE_CUDA_CHECK(detail::LaunchAssignKeys(
             s.d_dots, d_neg_half_norms2,
-            kernels::NearTieInputs{s.d_descriptors, d_centroids, c.dim, max_centroid_norm,
-                                   max_abs_neg_half_norm2},
+            kernels::NearTieInputs{s.d_descriptors, d_centroids, c.dim, max_half_norm2},
             c.num_clusters, start, rows, s.d_image_offsets, num_images, s.d_keys, s.d_values,
             s.stream));
       }
@@ -286,16 +284,10 @@ CudaVladEncoder::CudaVladEncoder(const CudaVladConfig& config) : impl_(std::make
   m.vlad_dim = vlad_math::VladDim(c.num_clusters, c.dim);
   // The assignment score's constant, computed as the CPU's (vlad_math.h).
   std::vector<float> neg_half_norms2(c.num_clusters);
-  float max_norm2 = 0;
   for (int k = 0; k < c.num_clusters; ++k) {
-    const float* centroid = c.centroids + int64_t{k} * c.dim;
-    neg_half_norms2[k] = vlad_math::NegHalfSquaredNorm(centroid, c.dim);
-    m.max_abs_neg_half_norm2 = std::max(m.max_abs_neg_half_norm2, std::abs(neg_half_norms2[k]));
-    double norm2 = 0;
-    for (int j = 0; j < c.dim; ++j) norm2 += double{centroid[j]} * centroid[j];
-    max_norm2 = std::max(max_norm2, static_cast<float>(norm2));
+    neg_half_norms2[k] = vlad_math::NegHalfSquaredNorm(c.centroids + int64_t{k} * c.dim, c.dim);
+    m.max_half_norm2 = std::max(m.max_half_norm2, -neg_half_norms2[k]);
   }
-  m.max_centroid_norm = std::sqrt(max_norm2);
   DeviceAlloc(&m.d_centroids, m.vlad_dim);
   DeviceAlloc(&m.d_neg_half_norms2, c.num_clusters);
   LOOKALIKE_CUDA_CHECK(

@@ -125,8 +125,7 @@ struct NearTieInputs {
   const float* descriptors = nullptr;  // the batch's rows, dim floats each
   const float* centroids = nullptr;    // K x dim, row-major
   int dim = 0;
-  float max_centroid_norm = 0;       // max ||c||
-  float max_abs_neg_half_norm2 = 0;  // max ||c||^2 / 2
+  float max_half_norm2 = 0;  // max ||c||^2 / 2
 };
 
 // One warp per descriptor row of a chunk: dots holds, for each of num_rows
@@ -182,8 +181,7 @@ LOOKALIKE_BODY void AssignKeys(const Ctx& ctx, const float* dots, const float* n
   for (int e = lane; e < near_tie.dim; e += kWarpSize) norm2 += static_cast<double>(x[e]) * x[e];
   norm2 = WarpSum(ctx, norm2);
   const float floor =
-      best_value - vlad_math::AssignmentSlack(norm2, near_tie.max_centroid_norm,
-                                              near_tie.max_abs_neg_half_norm2, near_tie.dim);
+      best_value - vlad_math::AssignmentSlack(norm2, near_tie.max_half_norm2, near_tie.dim);
   int in_reach = 0;
   for (int c = lane; c < num_clusters; c += kWarpSize)
     in_reach += vlad_math::AssignmentScore(d[c], neg_half_norms2[c]) >= floor;

@@ -73,12 +73,13 @@ LOOKALIKE_HD float AssignmentDot(const float* x, const float* c, int dim) {
 // max ||c||^2 / 2. The SGEMM and AssignmentDot are each that close to the
 // exact score, so the winner by AssignmentDot is at most (dim + 1) eps S
 // below the best SGEMM score; the slack is twice that, against the rounding
-// of the bound itself. x_norm2 = ||x||^2.
-LOOKALIKE_HD float AssignmentSlack(double x_norm2, float max_centroid_norm,
-                                   float max_abs_neg_half_norm2, int dim) {
+// of the bound itself. x_norm2 = ||x||^2; max_half_norm2 = max ||c||^2 / 2,
+// the largest -NegHalfSquaredNorm (max ||c|| is the square root of twice
+// it: the halving is exact).
+LOOKALIKE_HD float AssignmentSlack(double x_norm2, float max_half_norm2, int dim) {
   constexpr double kFloatEpsilon = 1.1920928955078125e-7;  // 2^-23
   return static_cast<float>(2.0 * (dim + 1) * kFloatEpsilon *
-                            (sqrt(x_norm2) * max_centroid_norm + max_abs_neg_half_norm2));
+                            (sqrt(x_norm2) * sqrt(2.0 * max_half_norm2) + max_half_norm2));
 }
 
 // -||c||^2 / 2 of a centroid of `dim` floats: summed in double, rounded once,

@@ -78,13 +78,12 @@ Codebook::Codebook(int num_clusters, int dim, std::vector<float> centroids)
     }
     norms2_[k] = static_cast<float>(s);
   }
-  max_norm_ = std::sqrt(*std::max_element(norms2_.begin(), norms2_.end()));
   neg_half_norms2_.resize(num_clusters);
   augmented_.resize(static_cast<size_t>(num_clusters) * (dim + 1));
   for (int k = 0; k < num_clusters; ++k) {
     const float* c = centroids_.data() + static_cast<size_t>(k) * dim;
     neg_half_norms2_[k] = vlad_math::NegHalfSquaredNorm(c, dim);
-    max_abs_neg_half_norm2_ = std::max(max_abs_neg_half_norm2_, std::abs(neg_half_norms2_[k]));
+    max_half_norm2_ = std::max(max_half_norm2_, -neg_half_norms2_[k]);
     std::copy_n(c, dim, augmented_.data() + static_cast<size_t>(k) * (dim + 1));
     augmented_[static_cast<size_t>(k) * (dim + 1) + dim] = neg_half_norms2_[k];
   }
@@ -189,7 +188,7 @@ void Codebook::Assign(const float* descriptors, int64_t num, int32_t* labels) co
       extended[static_cast<size_t>(r) * da + d] = 1.0f;
       double norm2 = 0;
       for (int j = 0; j < d; ++j) norm2 += double{x[j]} * x[j];
-      slack[r] = vlad_math::AssignmentSlack(norm2, max_norm_, max_abs_neg_half_norm2_, d);
+      slack[r] = vlad_math::AssignmentSlack(norm2, max_half_norm2_, d);
     }
     // Column-major view: scores (K x rows) = A (K x da as da x K transposed) ^T *
     // X (da x rows).

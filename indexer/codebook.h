@@ -44,10 +44,9 @@ class Codebook {
   // -||c_k||^2 / 2 per centroid (vlad_math::NegHalfSquaredNorm): the constant
   // of the assignment score, also uploaded by the CUDA encoder.
   const std::vector<float>& neg_half_norms2() const { return neg_half_norms2_; }
-  // max ||c|| and max ||c||^2 / 2: the bound of vlad_math::AssignmentSlack,
-  // also given to the CUDA encoder.
-  float max_norm() const { return max_norm_; }
-  float max_abs_neg_half_norm2() const { return max_abs_neg_half_norm2_; }
+  // max ||c||^2 / 2, the bound vlad_math::AssignmentSlack takes (the CUDA
+  // encoder derives it the same way from its neg_half_norms2).
+  float max_half_norm2() const { return max_half_norm2_; }
 
   // Nearest centroid (squared L2) of each of `num` descriptors: the argmax of
   // vlad_math's assignment score x.c - ||c||^2 / 2, shortlisted with one SGEMM
@@ -71,8 +70,7 @@ class Codebook {
   // descriptors extended with a 1 gives x.c - ||c||^2 / 2 directly, whose
   // argmax is the nearest centroid (Assign).
   std::vector<float> augmented_;
-  float max_norm_ = 0;
-  float max_abs_neg_half_norm2_ = 0;
+  float max_half_norm2_ = 0;
 };
 
 }  // namespace lookalike

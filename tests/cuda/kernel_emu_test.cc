@@ -66,7 +66,7 @@ std::vector<float> Dots(const VladInput& in, int64_t start, int rows) {
 // encoder uploads it.
 k::NearTieInputs NearTie(const VladInput& in) {
   return k::NearTieInputs{in.descriptors.data(), in.codebook.centroids().data(), in.codebook.dim(),
-                          in.codebook.max_norm(), in.codebook.max_abs_neg_half_norm2()};
+                          in.codebook.max_half_norm2()};
 }
 
 // Stage 2: SGEMM (on the CPU) + AssignKeys (emulated), in small odd chunks,
