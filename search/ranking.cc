@@ -36,6 +36,24 @@ VerifyOptions VerifyFor(const SearchOptions& options) {
   return v;
 }
 
+// fn(0) ... fn(n - 1) on `threads` OpenMP threads, one index at a time (the
+// items cost unequally); the first exception thrown is rethrown here once
+// all have finished.
+template <typename Fn>
+void ParallelFor(size_t n, int threads, Fn&& fn) {
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t i = 0; i < n; ++i) {
+    try {
+      fn(i);
+    } catch (...) {
+#pragma omp critical(lookalike_search_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
 }  // namespace
 
 float CombinedScore(float base, int inliers) {
@@ -131,19 +149,11 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
   for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
   for (uint64_t id : also) queue(id);
   std::vector<int> found(todo.size(), -1);
-  std::exception_ptr failure;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (size_t t = 0; t < todo.size(); ++t) {
-    try {
-      if (const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame()))
-        found[t] = prepared_->Verify(*candidate).inliers;
-    } catch (...) {
-#pragma omp critical(lookalike_search_failure)
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+  ParallelFor(todo.size(), threads, [&](size_t t) {
+    if (const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame()))
+      found[t] = prepared_->Verify(*candidate).inliers;
+  });
   for (size_t t = 0; t < todo.size(); ++t) inliers_of_[todo[t]] = found[t];
   for (Candidate& c : *list) {
     c.score = c.base;
@@ -183,17 +193,25 @@ void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uin
                                                        "; run `lookalike verify`");
     }
   }
+  // Each correlation is independent of the others: they run on the search's
+  // threads (a serial step of a query's otherwise parallel work before).
+  const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   std::vector<std::pair<float, size_t>> deep;  // (coarse t, index in todo)
   for (size_t i = full; i < todo.size(); ++i)
-    if (!decoded[i].empty()) deep.emplace_back(thumbnails_->CoarseMatch(decoded[i]), i);
+    if (!decoded[i].empty()) deep.emplace_back(0.0f, i);
+  ParallelFor(deep.size(), threads,
+              [&](size_t k) { deep[k].first = thumbnails_->CoarseMatch(decoded[deep[k].second]); });
   const size_t keep = std::min(deep.size(), kDeepCorrelations);
   std::partial_sort(deep.begin(), deep.begin() + keep, deep.end(),
                     [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<size_t> correlate(full);
-  for (size_t i = 0; i < full; ++i) correlate[i] = i;
+  std::vector<size_t> correlate;
+  for (size_t i = 0; i < full; ++i)
+    if (!decoded[i].empty()) correlate.push_back(i);
   for (size_t k = 0; k < keep; ++k) correlate.push_back(deep[k].second);
-  for (size_t i : correlate)
-    if (!decoded[i].empty()) thumbnail_of[todo[i]] = thumbnails_->Match(decoded[i]);
+  std::vector<float> t(correlate.size());
+  ParallelFor(correlate.size(), threads,
+              [&](size_t k) { t[k] = thumbnails_->Match(decoded[correlate[k]]); });
+  for (size_t k = 0; k < correlate.size(); ++k) thumbnail_of[todo[correlate[k]]] = t[k];
   const float weight = options_.thumbnail_weight;
   for (Candidate& c : *list) {
     const auto it = thumbnail_of.find(c.id);

@@ -99,6 +99,8 @@ ThumbnailMatcher::ThumbnailMatcher(const GreyThumbnail& query)
 
 const std::vector<ThumbnailMatcher::Placement>& ThumbnailMatcher::Placements(int width,
                                                                              int height) {
+  // Made under the lock: a few sizes per query, each once.
+  const std::lock_guard<std::mutex> lock(placements_mutex_);
   const auto found = placements_.find({width, height});
   if (found != placements_.end()) return found->second;
   std::vector<Placement> placed;

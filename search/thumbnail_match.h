@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <opencv2/core.hpp>
 #include <utility>
 #include <vector>
@@ -31,9 +32,10 @@ class ThumbnailMatcher {
   // `stored`'s area and slid over it, both blurred by a Gaussian of 1 px:
   // a copy that is a crop of a stored image matches at the fraction it
   // kept. -1 when either is empty, no placement is 6 px a side or more, or
-  // the query is flat (nothing to correlate). Not thread-safe: the query's
-  // placements are made once per stored size (most thumbnails share a few
-  // sizes: 48 x 36, 36 x 48, 48 x 32 ...) and kept.
+  // the query is flat (nothing to correlate). The query's placements are
+  // made once per stored size (most thumbnails share a few sizes: 48 x 36,
+  // 36 x 48, 48 x 32 ...) and kept; Match and CoarseMatch may be called from
+  // several threads at once.
   float Match(const GreyThumbnail& stored);
   // Match at half the resolution (the stored thumbnail blurred and halved,
   // the placements made for that size): about a tenth of the cost, and a
@@ -53,8 +55,11 @@ class ThumbnailMatcher {
   float Correlate(const GreyThumbnail& stored, bool halved);
 
   int width_ = 0, height_ = 0;
-  std::vector<float> pixels_;                                         // the query, as floats
-  std::map<std::pair<int, int>, std::vector<Placement>> placements_;  // by stored (width, height)
+  std::vector<float> pixels_;  // the query, as floats
+  // By stored (width, height); a map, so a placement found stays where it
+  // is while others are added.
+  std::map<std::pair<int, int>, std::vector<Placement>> placements_;
+  std::mutex placements_mutex_;  // guards placements_
 };
 
 }  // namespace lookalike

@@ -68,6 +68,33 @@ TEST(ThumbnailMatchTest, OneMatcherForManyCandidatesScoresAsFreshOnes) {
   for (const GreyThumbnail& t : stored) EXPECT_EQ(shared.Match(t), Query(query).Match(t));
 }
 
+// Search correlates a query's candidates on several threads with one
+// matcher: from threads, thumbnails of many sizes (placements made
+// concurrently, each size once) score exactly as on one thread.
+TEST(ThumbnailMatchTest, OneMatcherOnManyThreadsScoresAsOnOne) {
+  const cv::Mat query = Degraded(testing::MakeSyntheticImage(43), 0.3);
+  std::vector<GreyThumbnail> stored;
+  for (int i = 0; i < 64; ++i)  // from 1:4 to 5:2, most sizes once
+    stored.push_back(Stored(testing::MakeSyntheticImage(43 + i % 3, 120 + 17 * i, 480)));
+  std::vector<float> alone(stored.size()), coarse_alone(stored.size());
+  ThumbnailMatcher serial = Query(query);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    alone[i] = serial.Match(stored[i]);
+    coarse_alone[i] = serial.CoarseMatch(stored[i]);
+  }
+  for (int round = 0; round < 4; ++round) {
+    ThumbnailMatcher shared = Query(query);
+    std::vector<float> threaded(stored.size()), coarse_threaded(stored.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(8)
+    for (size_t i = 0; i < stored.size(); ++i) {
+      threaded[i] = shared.Match(stored[i]);
+      coarse_threaded[i] = shared.CoarseMatch(stored[i]);
+    }
+    EXPECT_EQ(threaded, alone);
+    EXPECT_EQ(coarse_threaded, coarse_alone);
+  }
+}
+
 // The half-resolution score picks, among many candidates, the ones the full
 // correlation ranks highest: a degraded crop's original comes first among 40
 // unrelated images, and the coarse and full scores of those agree in order
