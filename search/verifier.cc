@@ -1,9 +1,5 @@
 #include "search/verifier.h"
 
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -13,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "search/subspace_shortlist.h"
 #include "storage/encoding.h"
 #include "util/blas.h"
 #include "util/rows.h"
@@ -144,60 +141,26 @@ Verification PreparedQuery::Verify(const LocalFeatures& candidate) const {
     // makes the ratio test slightly more permissive).
     const int r = options_.match_dims;
     const std::vector<float> cand = Project(candidate.descriptors.data(), nc);
-    std::vector<float> sims(static_cast<size_t>(kBlock) * nc);
-    std::vector<float> top_sim(shortlist);
-    std::vector<int> top_row(shortlist);
-    for (int q0 = 0; q0 < nq; q0 += kBlock) {
-      const int rows = std::min(kBlock, nq - q0);
-      SimilarityBlock(cand.data(), nc, projected_.data() + static_cast<size_t>(q0) * r, rows, r,
-                      sims.data());
-      for (int row = 0; row < rows; ++row) {
-        const float* s = sims.data() + static_cast<size_t>(row) * nc;
-        std::fill(top_sim.begin(), top_sim.end(), -std::numeric_limits<float>::infinity());
-        std::fill(top_row.begin(), top_row.end(), -1);
-        float floor = top_sim[shortlist - 1];  // the shortlist's weakest
-        auto offer = [&](int j) {
-          if (!(s[j] > floor)) return;
-          int k = shortlist - 1;
-          for (; k > 0 && top_sim[k - 1] < s[j]; --k) {
-            top_sim[k] = top_sim[k - 1];
-            top_row[k] = top_row[k - 1];
-          }
-          top_sim[k] = s[j];
-          top_row[k] = j;
-          floor = top_sim[shortlist - 1];
-        };
-        // Once the shortlist fills, most groups of eight hold nothing above
-        // its weakest: one vector comparison skips them.
-        int j = 0;
-#ifdef __SSE2__
-        for (; j + 8 <= nc; j += 8) {
-          const __m128 f = _mm_set1_ps(floor);
-          const int above = _mm_movemask_ps(_mm_cmpgt_ps(_mm_loadu_ps(s + j), f)) |
-                            _mm_movemask_ps(_mm_cmpgt_ps(_mm_loadu_ps(s + j + 4), f));
-          if (above == 0) continue;
-          for (int k = 0; k < 8; ++k) offer(j + k);
+    std::vector<int> top(static_cast<size_t>(nq) * shortlist);
+    SubspaceShortlists(projected_.data(), nq, cand.data(), nc, r, shortlist, top.data());
+    for (int i = 0; i < nq; ++i) {
+      const float* qrow = query.descriptors.data() + static_cast<size_t>(i) * dim;
+      float s1 = -std::numeric_limits<float>::infinity(), s2 = s1;
+      int j1 = -1;
+      for (int k = 0; k < shortlist; ++k) {
+        const int j = top[static_cast<size_t>(i) * shortlist + k];
+        if (j < 0) break;
+        const float e =
+            LanedDot(qrow, candidate.descriptors.data() + static_cast<size_t>(j) * dim, dim);
+        if (e > s1 || (e == s1 && j < j1)) {
+          s2 = s1;
+          s1 = e;
+          j1 = j;
+        } else if (e > s2) {
+          s2 = e;
         }
-#endif
-        for (; j < nc; ++j) offer(j);
-        const float* qrow = query.descriptors.data() + static_cast<size_t>(q0 + row) * dim;
-        float s1 = -std::numeric_limits<float>::infinity(), s2 = s1;
-        int j1 = -1;
-        for (int k = 0; k < shortlist; ++k) {
-          const int j = top_row[k];
-          if (j < 0) break;
-          const float e =
-              LanedDot(qrow, candidate.descriptors.data() + static_cast<size_t>(j) * dim, dim);
-          if (e > s1 || (e == s1 && j < j1)) {
-            s2 = s1;
-            s1 = e;
-            j1 = j;
-          } else if (e > s2) {
-            s2 = e;
-          }
-        }
-        nn.Set(q0 + row, j1, s1, s2);
       }
+      nn.Set(i, j1, s1, s2);
     }
   }
   // Ratio test, then one-to-one: a candidate feature keeps its closest query feature.

@@ -162,10 +162,11 @@ TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
     score_without[h.id] = h.score;
   }
   for (const Hit& h : with) {
-    if (h.path == AbsolutePath(paths_[6]))
+    if (h.path == AbsolutePath(paths_[6])) {
       EXPECT_GT(h.score, score_without.at(h.id) + 0.05f);
-    else
+    } else {
       EXPECT_EQ(h.score, score_without.at(h.id)) << h.path;
+    }
   }
 }
 
@@ -280,8 +281,9 @@ TEST_F(SearcherTest, APastedCopyIsSearchedRectifiedToo) {
   ASSERT_FALSE(both.empty());
   ASSERT_FALSE(plain.empty());
   for (const Hit& h : plain)
-    if (h.path == AbsolutePath(paths_[9]))
+    if (h.path == AbsolutePath(paths_[9])) {
       ASSERT_LT(h.inliers, SearchOptions().min_inliers) << "verifiable as it is: no test of views";
+    }
   EXPECT_EQ(both[0].path, AbsolutePath(paths_[9]));
   EXPECT_GE(both[0].inliers, SearchOptions().min_inliers);
   std::map<uint64_t, float> plain_score;
@@ -290,13 +292,16 @@ TEST_F(SearcherTest, APastedCopyIsSearchedRectifiedToo) {
   for (size_t i = 0; i < both.size(); ++i) {
     const Hit& h = both[i];
     EXPECT_TRUE(seen.insert(h.id).second) << h.path << " twice";
-    if (i > 0) EXPECT_GE(both[i - 1].score, h.score);
+    if (i > 0) {
+      EXPECT_GE(both[i - 1].score, h.score);
+    }
     const auto found = plain_score.find(h.id);
-    if (found == plain_score.end() || h.score > found->second)
+    if (found == plain_score.end() || h.score > found->second) {
       EXPECT_TRUE(h.inliers >= SearchOptions().min_inliers || h.thumbnail > kThumbnailThreshold)
           << h.path << " came from the rectified view without evidence";
-    else
+    } else {
       EXPECT_EQ(h.score, found->second);
+    }
   }
 }
 
@@ -339,7 +344,9 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   const auto fused = search(1, 0, 100);
   ASSERT_NE(fused.at(0).path, original) << "colour must bury the copy for this test to mean much";
   for (const Hit& h : fused)
-    if (h.path == original) EXPECT_LT(h.inliers, 0) << "verified without the VLAD head";
+    if (h.path == original) {
+      EXPECT_LT(h.inliers, 0) << "verified without the VLAD head";
+    }
   const auto with_head = search(1, 1, 100);
   EXPECT_EQ(with_head.at(0).path, original);
   EXPECT_GE(with_head.at(0).inliers, SearchOptions().min_inliers);
@@ -436,7 +443,9 @@ TEST_F(SearcherTest, VerificationRaisesTheCopyAndLeavesUnverifiedScoresAlone) {
     EXPECT_EQ(h.colour, -1.0f);
     ASSERT_GE(h.words, 0.0f);
     ASSERT_LE(h.words, 1.0f);
-    if (h.path == AbsolutePath(paths_[6])) EXPECT_FLOAT_EQ(h.words, 1.0f);
+    if (h.path == AbsolutePath(paths_[6])) {
+      EXPECT_FLOAT_EQ(h.words, 1.0f);
+    }
     if (std::abs(h.words - h.score) < 1e-3) continue;
     const double vh = (double{h.score} - h.similarity) / (double{h.words} - h.score);
     if (v < 0) v = vh;
