@@ -173,6 +173,7 @@ int64_t StoredWordIndex::num_postings() const { return live_postings_ + memory_-
 
 void StoredWordIndex::Reindex() {
   row_of_id_.clear();
+  live_segment_of_id_.clear();
   if (rows_.empty()) return;
   const uint64_t max_id = rows_.back().id;
   // A dense map while ids are (ids are allocated in order; gaps are removed
@@ -180,6 +181,13 @@ void StoredWordIndex::Reindex() {
   if (max_id > 16 * rows_.size() + (uint64_t{1} << 20)) return;
   row_of_id_.assign(max_id + 1, 0);
   for (size_t r = 0; r < rows_.size(); ++r) row_of_id_[rows_[r].id] = static_cast<uint32_t>(r + 1);
+  if (segments_.size() >= 255) return;
+  live_segment_of_id_.assign(max_id + 1, 0);
+  for (const Row& row : rows_) {
+    const auto at = std::lower_bound(segments_.begin(), segments_.end(), row.segment);
+    if (at != segments_.end() && *at == row.segment)
+      live_segment_of_id_[row.id] = static_cast<uint8_t>(at - segments_.begin() + 1);
+  }
 }
 
 int64_t StoredWordIndex::RowOf(uint64_t id) const {
@@ -270,19 +278,39 @@ std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
       }
     // Each image's sum runs over the query's words in query order (an image
     // has one live posting per word), as in WordIndex::Search.
-    std::vector<float> score(rows_.size(), 0.0f);
-    ReadLists(words, [&](size_t i, uint32_t segment, const std::string& value) {
-      const uint64_t q = bits[i];
-      DecodeList(value, [&](uint64_t id, uint64_t b) {
-        const int64_t row = RowOf(id);
-        if (row >= 0 && rows_[row].segment == segment) score[row] += kernel[PopCount(q ^ b)];
-      });
-    });
     const float inv_q = 1.0f / std::sqrt(static_cast<float>(query.size()));
-    for (size_t r = 0; r < score.size(); ++r)
-      if (score[r] > 0)
-        out.emplace_back(rows_[r].id,
-                         score[r] * inv_q / std::sqrt(static_cast<float>(rows_[r].words)));
+    if (!live_segment_of_id_.empty()) {
+      // Scored by id: whether a posting is live is one byte per image (a
+      // 16-byte row's segment was a cache miss per posting at 100,000
+      // images, most of the scoring time).
+      std::vector<float> score(live_segment_of_id_.size(), 0.0f);
+      ReadLists(words, [&](size_t i, uint32_t segment, const std::string& value) {
+        const uint64_t q = bits[i];
+        const auto at = std::lower_bound(segments_.begin(), segments_.end(), segment);
+        const auto live = static_cast<uint8_t>(at - segments_.begin() + 1);
+        DecodeList(value, [&](uint64_t id, uint64_t b) {
+          if (id < live_segment_of_id_.size() && live_segment_of_id_[id] == live)
+            score[id] += kernel[PopCount(q ^ b)];
+        });
+      });
+      for (const Row& row : rows_)
+        if (score[row.id] > 0)
+          out.emplace_back(row.id,
+                           score[row.id] * inv_q / std::sqrt(static_cast<float>(row.words)));
+    } else {
+      std::vector<float> score(rows_.size(), 0.0f);
+      ReadLists(words, [&](size_t i, uint32_t segment, const std::string& value) {
+        const uint64_t q = bits[i];
+        DecodeList(value, [&](uint64_t id, uint64_t b) {
+          const int64_t row = RowOf(id);
+          if (row >= 0 && rows_[row].segment == segment) score[row] += kernel[PopCount(q ^ b)];
+        });
+      });
+      for (size_t r = 0; r < score.size(); ++r)
+        if (score[r] > 0)
+          out.emplace_back(rows_[r].id,
+                           score[r] * inv_q / std::sqrt(static_cast<float>(rows_[r].words)));
+    }
   }
   if (memory_->ntotal() > 0) {
     const auto held = memory_->Search(query, m);
@@ -374,6 +402,7 @@ void StoredWordIndex::Compact() {
   for (Row& row : rows_) row.segment = segment;
   segments_ = {segment};
   stored_postings_ = static_cast<uint64_t>(live_postings_);
+  Reindex();  // the live segment of every image changed
 }
 
 WordIndexCommit StoredWordIndex::Commit() {

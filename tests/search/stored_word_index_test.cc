@@ -175,6 +175,7 @@ TEST_F(StoredWordIndexTest, CompactionKeepsResultsAndDropsDeadPostings) {
     stored.Add(id, sig);
   }
   const uint64_t hash = Commit(&stored);
+  ExpectSame(oracle, stored, 2);  // the compacted index, still in use
   auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
   ASSERT_NE(loaded, nullptr);
   ExpectSame(oracle, *loaded, 1);
@@ -182,6 +183,33 @@ TEST_F(StoredWordIndexTest, CompactionKeepsResultsAndDropsDeadPostings) {
   // One segment left: every other list was deleted with the commit.
   EXPECT_EQ(store_->NextWordSegment(), 13u);
   EXPECT_EQ(loaded->SerializeAsWordIndex(), oracle.Serialize());
+}
+
+// Search checks whether a posting is live in a byte per image when ids are
+// dense and segments few; ids far apart (merged shards' ranges) and many
+// segments take the row-by-row path. Both score as the in-memory index.
+TEST_F(StoredWordIndexTest, SparseIdsAndManySegmentsScoreAsTheInMemoryIndex) {
+  WordIndex oracle(vocabulary_);
+  StoredWordIndex sparse(*store_, vocabulary_);
+  sparse.SetWriter(store_.get());
+  sparse.set_segment_images(16);
+  for (uint64_t i = 1; i <= 60; ++i) {
+    const auto sig = Image(1000 + i);
+    oracle.Add(i << 21, sig);  // beyond any dense map
+    sparse.Add(i << 21, sig);
+  }
+  ExpectSame(oracle, sparse, 1);
+
+  WordIndex oracle2(vocabulary_);
+  StoredWordIndex many(*store_, vocabulary_);
+  many.SetWriter(store_.get());
+  many.set_segment_images(1);  // a segment per image: 260 of them
+  for (uint64_t id = 1; id <= 260; ++id) {
+    const auto sig = Image(1000 + id % 400, 40);
+    oracle2.Add(id, sig);
+    many.Add(id, sig);
+  }
+  ExpectSame(oracle2, many, 2);
 }
 
 TEST_F(StoredWordIndexTest, AnUncommittedSegmentIsNeverRead) {
