@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -326,12 +327,31 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   const SearchOptions& opt = impl_->options;
   const int64_t n_index = impl_->index->ntotal();
   if (n_index == 0) return {};
-  QueryRanking ranking(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour,
-                       impl_->colours.rows() > 0 ? &impl_->colours : nullptr, thumbnail);
+  // The ranking's preparation (verification's principal axes of the query)
+  // and the colour and thumbnail candidates run on a thread of their own
+  // beside the word index's lists, whose reading and scoring keep the two
+  // cores only partly busy (search/README.md, "Later cuts"). The lists stay
+  // on this thread, which allocates and frees their values (ReadLists).
+  std::optional<QueryRanking> prepared;
+  std::vector<uint64_t> by_colour, by_thumbnail;
+  std::future<void> preparing = std::async(std::launch::async, [&] {
+    prepared.emplace(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour,
+                     impl_->colours.rows() > 0 ? &impl_->colours : nullptr, thumbnail);
+    // The colour candidates (the same for the expanded query: its colour is
+    // the query's), and the thumbnail candidates (the query's thumbnail, the
+    // same for both).
+    if (opt.colour_candidates > 0 && prepared->fuses_colour())
+      by_colour = impl_->colours.Search(prepared->colour_query(), opt.colour_candidates);
+    if (opt.thumbnail_candidates > 0 && prepared->correlates() && impl_->tiny.rows() > 0)
+      by_thumbnail = impl_->tiny.Search(TinyIndex::RowOf(thumbnail), opt.thumbnail_candidates);
+  });
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
   // The word index's list: its head is verified (and added to the short list
-  // if VLAD missed it); its similarities take part in the fusion.
+  // if VLAD missed it); its similarities take part in the fusion. (If it
+  // throws, `preparing` is waited for as it goes out of scope.)
   const std::vector<std::pair<uint64_t, float>> word_list = impl_->WordList(features);
+  preparing.get();
+  QueryRanking& ranking = *prepared;
   std::vector<uint64_t> word_head;
   for (size_t i = 0; i < word_list.size() && static_cast<int>(i) < opt.rerank_words; ++i)
     word_head.push_back(word_list[i].first);
@@ -353,17 +373,6 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   // The fused short list of a search vector, and the heads verified whatever
   // the fusion did: the VLAD order's and the word index's.
   std::vector<uint64_t> head;
-  // The colour candidates (the same for the expanded query: its colour is
-  // the query's).
-  const std::vector<uint64_t> by_colour =
-      opt.colour_candidates > 0 && ranking.fuses_colour()
-          ? impl_->colours.Search(ranking.colour_query(), opt.colour_candidates)
-          : std::vector<uint64_t>();
-  // The thumbnail candidates (the query's thumbnail, the same for both).
-  const std::vector<uint64_t> by_thumbnail =
-      opt.thumbnail_candidates > 0 && ranking.correlates() && impl_->tiny.rows() > 0
-          ? impl_->tiny.Search(TinyIndex::RowOf(thumbnail), opt.thumbnail_candidates)
-          : std::vector<uint64_t>();
   auto fused_list = [&](const float* q) {
     std::vector<Candidate> l = impl_->ShortList(q, depth);
     // Before the candidates added from elsewhere, which are not VLAD's
