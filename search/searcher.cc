@@ -332,9 +332,11 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   // beside the word index's lists, whose reading and scoring keep the two
   // cores only partly busy (search/README.md, "Later cuts"). The lists stay
   // on this thread, which allocates and frees their values (ReadLists).
+  // With --threads 1 it runs here, when its results are wanted.
   std::optional<QueryRanking> prepared;
   std::vector<uint64_t> by_colour, by_thumbnail;
-  std::future<void> preparing = std::async(std::launch::async, [&] {
+  const auto launch = opt.threads == 1 ? std::launch::deferred : std::launch::async;
+  std::future<void> preparing = std::async(launch, [&] {
     prepared.emplace(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour,
                      impl_->colours.rows() > 0 ? &impl_->colours : nullptr, thumbnail);
     // The colour candidates (the same for the expanded query: its colour is

@@ -60,7 +60,7 @@ struct VectorIndexOptions {
   // (and an existing word index is dropped at the next save).
   bool words = true;
   // ... up to this many images. Memory no longer limits it (its lists are
-  // read per query from disk, 24 bytes per image stay in RAM); query time
+  // read per query from disk, 25 bytes per image stay in RAM); query time
   // does: scoring reads the lists of the query's words, which grow with the
   // collection, about 105 CPU-ms per query per 100,000 images (1 s at 1M,
   // five times the query budget; search/README.md, "Selective first
