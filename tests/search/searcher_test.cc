@@ -79,6 +79,34 @@ class SearcherTest : public ::testing::Test {
   std::string flat_;
 };
 
+// A query's ranking is prepared beside its word lists on a thread of its
+// own, or on the calling thread with one thread: the same hits either way,
+// and the same as with all cores.
+TEST_F(SearcherTest, OneThreadRanksAsSeveralDo) {
+  std::vector<std::vector<QueryResult>> runs;
+  for (int threads : {1, 2, 0}) {
+    SearchOptions o;
+    o.index.min_word_images = 0;
+    o.k = 6;
+    o.rerank = 6;
+    o.threads = threads;
+    o.backend = Backend::kCpu;
+    runs.push_back(Searcher::Open(db(), o)->SearchFiles(paths_));
+  }
+  for (size_t r = 1; r < runs.size(); ++r) {
+    ASSERT_EQ(runs[r].size(), runs[0].size());
+    for (size_t q = 0; q < runs[0].size(); ++q) {
+      ASSERT_EQ(runs[r][q].hits.size(), runs[0][q].hits.size()) << runs[0][q].query;
+      for (size_t i = 0; i < runs[0][q].hits.size(); ++i) {
+        EXPECT_EQ(runs[r][q].hits[i].id, runs[0][q].hits[i].id) << runs[0][q].query;
+        EXPECT_EQ(runs[r][q].hits[i].score, runs[0][q].hits[i].score) << runs[0][q].query;
+        EXPECT_EQ(runs[r][q].hits[i].inliers, runs[0][q].hits[i].inliers) << runs[0][q].query;
+      }
+    }
+  }
+  EXPECT_GE(runs[0][0].hits.at(0).inliers, SearchOptions().min_inliers);  // verification ran
+}
+
 TEST_F(SearcherTest, EachImageFindsItselfFirst) {
   auto searcher = Open(5);
   EXPECT_EQ(searcher->num_indexed(), kImages);
