@@ -133,19 +133,19 @@ __attribute__((target("avx2,fma"))) void FusedShortlists(const float* query, int
 
 }  // namespace
 
+void SimilarityBlock(const float* candidate, int nc, const float* query_rows, int rows, int dim,
+                     float* sims) {
+  const float one = 1.0f, zero = 0.0f;
+  sgemm_("T", "N", &nc, &rows, &dim, &one, candidate, &dim, query_rows, &dim, &zero, sims, &nc);
+}
+
 void SubspaceShortlistsBlas(const float* query, int nq, const float* candidate, int nc, int dim,
                             int shortlist, int* top) {
-  // Query rows a block at a time: the similarity block (kBlock x nc floats)
-  // stays within cache-friendly bounds.
-  constexpr int kBlock = 256;
-  std::vector<float> sims(static_cast<size_t>(kBlock) * nc);
+  std::vector<float> sims(static_cast<size_t>(kSimilarityBlockRows) * nc);
   RowShortlist best;
-  const float one = 1.0f, zero = 0.0f;
-  for (int q0 = 0; q0 < nq; q0 += kBlock) {
-    int rows = std::min(kBlock, nq - q0);
-    // sims (nc x rows, column-major: one query row's products contiguous).
-    sgemm_("T", "N", &nc, &rows, &dim, &one, candidate, &dim, query + static_cast<size_t>(q0) * dim,
-           &dim, &zero, sims.data(), &nc);
+  for (int q0 = 0; q0 < nq; q0 += kSimilarityBlockRows) {
+    const int rows = std::min(kSimilarityBlockRows, nq - q0);
+    SimilarityBlock(candidate, nc, query + static_cast<size_t>(q0) * dim, rows, dim, sims.data());
     for (int row = 0; row < rows; ++row) {
       const float* s = sims.data() + static_cast<size_t>(row) * nc;
       best.Reset(top + static_cast<size_t>(q0 + row) * shortlist, shortlist);

@@ -32,4 +32,13 @@ void SubspaceShortlistsBlas(const float* query, int nq, const float* candidate, 
 bool SubspaceShortlistsFused(const float* query, int nq, const float* candidate, int nc, int dim,
                              int shortlist, int* top);
 
+// The similarity product both the BLAS shortlists and exact matching
+// (search/verifier.cc) scan: sims (nc x rows, column-major: one query row's
+// products contiguous) = candidate (nc x dim, row-major) x query rows^T,
+// one SGEMM. Query rows go kSimilarityBlockRows at a time, so a block
+// (kSimilarityBlockRows x nc floats) stays within cache-friendly bounds.
+inline constexpr int kSimilarityBlockRows = 256;
+void SimilarityBlock(const float* candidate, int nc, const float* query_rows, int rows, int dim,
+                     float* sims);
+
 }  // namespace lookalike

@@ -51,26 +51,14 @@ struct NearestTwo {
   }
 };
 
-// Rows of the query's similarity block at a time: the block (kBlock x nc
-// floats) stays in cache-friendly bounds.
-constexpr int kBlock = 256;
-
-// sims (nc x rows, column-major: one query row's similarities contiguous) =
-// candidate (nc x dim, row-major) * query rows^T.
-void SimilarityBlock(const float* candidate, int nc, const float* query_rows, int rows, int dim,
-                     float* sims) {
-  const float one = 1.0f, zero = 0.0f;
-  sgemm_("T", "N", &nc, &rows, &dim, &one, candidate, &dim, query_rows, &dim, &zero, sims, &nc);
-}
-
 // Exact: every query row against every candidate row, by dot product of unit
 // rows (largest dot = smallest distance).
 void ExactNearestTwo(const LocalFeatures& query, const LocalFeatures& candidate, NearestTwo* nn) {
   const int nq = static_cast<int>(query.num()), nc = static_cast<int>(candidate.num());
   const int dim = query.dim;
-  std::vector<float> sims(static_cast<size_t>(kBlock) * nc);
-  for (int q0 = 0; q0 < nq; q0 += kBlock) {
-    const int rows = std::min(kBlock, nq - q0);
+  std::vector<float> sims(static_cast<size_t>(kSimilarityBlockRows) * nc);
+  for (int q0 = 0; q0 < nq; q0 += kSimilarityBlockRows) {
+    const int rows = std::min(kSimilarityBlockRows, nq - q0);
     SimilarityBlock(candidate.descriptors.data(), nc,
                     query.descriptors.data() + static_cast<size_t>(q0) * dim, rows, dim,
                     sims.data());
