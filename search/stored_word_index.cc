@@ -277,39 +277,33 @@ std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
         bits.push_back(q.bits);
       }
     // Each image's sum runs over the query's words in query order (an image
-    // has one live posting per word), as in WordIndex::Search.
-    const float inv_q = 1.0f / std::sqrt(static_cast<float>(query.size()));
-    if (!live_segment_of_id_.empty()) {
-      // Scored by id: whether a posting is live is one byte per image (a
-      // 16-byte row's segment was a cache miss per posting at 100,000
-      // images, most of the scoring time).
-      std::vector<float> score(live_segment_of_id_.size(), 0.0f);
-      ReadLists(words, [&](size_t i, uint32_t segment, const std::string& value) {
-        const uint64_t q = bits[i];
+    // has one live posting per word), as in WordIndex::Search. It is kept
+    // in the image's slot: its id while whether a posting is live is one
+    // byte per image (a 16-byte row's segment was a cache miss per posting
+    // at 100,000 images, most of the scoring time), else its row.
+    const bool by_id = !live_segment_of_id_.empty();
+    std::vector<float> score(by_id ? live_segment_of_id_.size() : rows_.size(), 0.0f);
+    ReadLists(words, [&](size_t i, uint32_t segment, const std::string& value) {
+      const uint64_t q = bits[i];
+      if (by_id) {
         const auto at = std::lower_bound(segments_.begin(), segments_.end(), segment);
         const auto live = static_cast<uint8_t>(at - segments_.begin() + 1);
         DecodeList(value, [&](uint64_t id, uint64_t b) {
           if (id < live_segment_of_id_.size() && live_segment_of_id_[id] == live)
             score[id] += kernel[PopCount(q ^ b)];
         });
-      });
-      for (const Row& row : rows_)
-        if (score[row.id] > 0)
-          out.emplace_back(row.id,
-                           score[row.id] * inv_q / std::sqrt(static_cast<float>(row.words)));
-    } else {
-      std::vector<float> score(rows_.size(), 0.0f);
-      ReadLists(words, [&](size_t i, uint32_t segment, const std::string& value) {
-        const uint64_t q = bits[i];
+      } else {
         DecodeList(value, [&](uint64_t id, uint64_t b) {
           const int64_t row = RowOf(id);
           if (row >= 0 && rows_[row].segment == segment) score[row] += kernel[PopCount(q ^ b)];
         });
-      });
-      for (size_t r = 0; r < score.size(); ++r)
-        if (score[r] > 0)
-          out.emplace_back(rows_[r].id,
-                           score[r] * inv_q / std::sqrt(static_cast<float>(rows_[r].words)));
+      }
+    });
+    const float inv_q = 1.0f / std::sqrt(static_cast<float>(query.size()));
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      const float sum = score[by_id ? rows_[r].id : r];
+      if (sum > 0)
+        out.emplace_back(rows_[r].id, sum * inv_q / std::sqrt(static_cast<float>(rows_[r].words)));
     }
   }
   if (memory_->ntotal() > 0) {
