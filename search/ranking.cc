@@ -36,11 +36,12 @@ VerifyOptions VerifyFor(const SearchOptions& options) {
   return v;
 }
 
-// fn(0) ... fn(n - 1) on `threads` OpenMP threads, one index at a time (the
-// items cost unequally); the first exception thrown is rethrown here once
-// all have finished.
+// fn(0) ... fn(n - 1) on `threads` OpenMP threads (0: OpenMP's count, which
+// Searcher::Open sets), one index at a time (the items cost unequally); the
+// first exception thrown is rethrown here once all have finished.
 template <typename Fn>
 void ParallelFor(size_t n, int threads, Fn&& fn) {
+  if (threads <= 0) threads = omp_get_max_threads();
   std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (size_t i = 0; i < n; ++i) {
@@ -149,8 +150,7 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
   for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
   for (uint64_t id : also) queue(id);
   std::vector<int> found(todo.size(), -1);
-  const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
-  ParallelFor(todo.size(), threads, [&](size_t t) {
+  ParallelFor(todo.size(), options_.threads, [&](size_t t) {
     if (const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame()))
       found[t] = prepared_->Verify(*candidate).inliers;
   });
@@ -193,13 +193,12 @@ void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uin
                                                        "; run `lookalike verify`");
     }
   }
-  // Each correlation is independent of the others: they run on the search's
-  // threads (a serial step of a query's otherwise parallel work before).
-  const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
+  // Each correlation is independent of the others, so they run on the
+  // search's threads (ThumbnailMatcher may be called from several).
   std::vector<std::pair<float, size_t>> deep;  // (coarse t, index in todo)
   for (size_t i = full; i < todo.size(); ++i)
     if (!decoded[i].empty()) deep.emplace_back(0.0f, i);
-  ParallelFor(deep.size(), threads,
+  ParallelFor(deep.size(), options_.threads,
               [&](size_t k) { deep[k].first = thumbnails_->CoarseMatch(decoded[deep[k].second]); });
   const size_t keep = std::min(deep.size(), kDeepCorrelations);
   std::partial_sort(deep.begin(), deep.begin() + keep, deep.end(),
@@ -209,7 +208,7 @@ void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uin
     if (!decoded[i].empty()) correlate.push_back(i);
   for (size_t k = 0; k < keep; ++k) correlate.push_back(deep[k].second);
   std::vector<float> t(correlate.size());
-  ParallelFor(correlate.size(), threads,
+  ParallelFor(correlate.size(), options_.threads,
               [&](size_t k) { t[k] = thumbnails_->Match(decoded[correlate[k]]); });
   for (size_t k = 0; k < correlate.size(); ++k) thumbnail_of[todo[correlate[k]]] = t[k];
   const float weight = options_.thumbnail_weight;
