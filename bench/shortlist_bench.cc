@@ -41,6 +41,10 @@ std::vector<float> UnitRows(int n, int dim, std::mt19937* rng) {
 
 int main(int argc, char** argv) {
   int nq = 2000, nc = 1000, dim = 32, shortlist = 4, images = 200;
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "shortlist_bench: flag %s has no value\n", argv[argc - 1]);
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int v = std::atoi(argv[i + 1]);
@@ -58,6 +62,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "shortlist_bench: unknown flag %s\n", argv[i]);
       return 2;
     }
+  }
+  if (nq < 1 || nc < 1 || dim < 1 || shortlist < 1 || shortlist > 64 || images < 1) {
+    std::fprintf(stderr,
+                 "shortlist_bench: --nq, --nc, --dim and --images must be >= 1 and --shortlist "
+                 "1..64\n");
+    return 2;
   }
   lookalike::SetLibraryThreads(1);  // one BLAS thread, as search runs it
   std::mt19937 rng(1234);
