@@ -87,10 +87,12 @@ __attribute__((target("avx2,fma"))) void FusedShortlists(const float* query, int
     for (int k = 0; k < dim; ++k)
       packed[(static_cast<size_t>(j / 16) * dim + k) * 16 + j % 16] =
           candidate[static_cast<size_t>(j) * dim + k];
-  // Query rows padded to a multiple of four; the padding's lists are dropped.
+  // Query rows four at a time, read in place; the last group's missing rows
+  // come from a zero-padded copy of that group, their lists dropped.
   const int nq4 = (nq + 3) / 4 * 4;
-  std::vector<float> q(static_cast<size_t>(nq4) * dim, 0.0f);
-  std::copy(query, query + static_cast<size_t>(nq) * dim, q.begin());
+  std::vector<float> tail(static_cast<size_t>(4) * dim, 0.0f);
+  std::copy(query + static_cast<size_t>(nq4 - 4) * dim, query + static_cast<size_t>(nq) * dim,
+            tail.begin());
   std::vector<int> dropped(static_cast<size_t>(4) * shortlist);
   RowShortlist best[4];
   for (int i0 = 0; i0 < nq4; i0 += 4) {
@@ -98,7 +100,7 @@ __attribute__((target("avx2,fma"))) void FusedShortlists(const float* query, int
       best[r].Reset(i0 + r < nq ? top + static_cast<size_t>(i0 + r) * shortlist
                                 : dropped.data() + static_cast<size_t>(r) * shortlist,
                     shortlist);
-    const float* q0 = q.data() + static_cast<size_t>(i0) * dim;
+    const float* q0 = i0 + 4 <= nq ? query + static_cast<size_t>(i0) * dim : tail.data();
     const float* q1 = q0 + dim;
     const float* q2 = q1 + dim;
     const float* q3 = q2 + dim;
