@@ -19,12 +19,6 @@ namespace {
 // the vocabulary in memory is the stored one).
 constexpr uint32_t kFormatF32 = 1;
 constexpr uint32_t kFormatF16 = 2;
-
-float Dot(const float* a, const float* b, int d) {
-  float s = 0;
-  for (int j = 0; j < d; ++j) s += a[j] * b[j];
-  return s;
-}
 }  // namespace
 
 void WordVocabularyOptions::Validate() const {
@@ -41,7 +35,20 @@ WordVocabulary::WordVocabulary(const Codebook& codebook, int fine_per_word, std:
       fine_per_word_(fine_per_word),
       dim_(codebook.dim()),
       fine_(std::move(fine)),
-      rotation_(std::move(rotation)) {}
+      rotation_(std::move(rotation)),
+      fine_by_dim_(fine_.size()),
+      rotation_by_dim_(rotation_.size()) {
+  const int f = fine_per_word_, d = dim_;
+  for (int w = 0; w < num_coarse_; ++w)
+    for (int s = 0; s < f; ++s)
+      for (int j = 0; j < d; ++j)
+        fine_by_dim_[(static_cast<size_t>(w) * d + j) * f + s] =
+            fine_[(static_cast<size_t>(w) * f + s) * d + j];
+  for (int b = 0; b < kSignatureBits; ++b)
+    for (int j = 0; j < d; ++j)
+      rotation_by_dim_[static_cast<size_t>(j) * kSignatureBits + b] =
+          rotation_[static_cast<size_t>(b) * d + j];
+}
 
 WordVocabulary WordVocabulary::Train(const Codebook& codebook, const float* descriptors, int64_t n,
                                      const WordVocabularyOptions& options) {
@@ -129,22 +136,27 @@ std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int6
   const int d = dim_, f = fine_per_word_;
   std::vector<int32_t> coarse(static_cast<size_t>(n));
   codebook_.Assign(descriptors, n, coarse.data());
-  // Fine word: the nearest of the coarse word's sub-words.
+  // Fine word: the nearest of the coarse word's sub-words. The distances to
+  // all of them are summed at once, dimension by dimension (the sub-words
+  // dimension-major), which vectorises; each sum still runs over the
+  // dimensions in order, so every distance, and so every word, is bit for bit
+  // what one sub-word at a time gives (the database's words must not move).
   std::vector<uint32_t> words(static_cast<size_t>(n));
+  std::vector<float> d2(static_cast<size_t>(f));
   for (int64_t i = 0; i < n; ++i) {
     const float* x = descriptors + i * d;
-    const float* sub = fine_.data() + static_cast<size_t>(coarse[i]) * f * d;
-    int best = 0;
-    float best_d2 = INFINITY;
-    for (int s = 0; s < f; ++s) {
-      float d2 = 0;
-      const float* c = sub + static_cast<size_t>(s) * d;
-      for (int j = 0; j < d; ++j) {
-        const float diff = x[j] - c[j];
-        d2 += diff * diff;
+    const float* sub = fine_by_dim_.data() + static_cast<size_t>(coarse[i]) * d * f;
+    std::fill(d2.begin(), d2.end(), 0.0f);
+    for (int j = 0; j < d; ++j) {
+      const float xj = x[j];
+      const float* c = sub + static_cast<size_t>(j) * f;
+      for (int s = 0; s < f; ++s) {
+        const float diff = xj - c[s];
+        d2[s] += diff * diff;
       }
-      if (d2 < best_d2) best_d2 = d2, best = s;
     }
+    // The first of equal distances, as a scan of the sub-words in order.
+    const int best = static_cast<int>(std::min_element(d2.begin(), d2.end()) - d2.begin());
     words[i] = static_cast<uint32_t>(coarse[i]) * f + static_cast<uint32_t>(best);
   }
   // Sort by word, then sum the residuals of each run of equal labels (the
@@ -153,7 +165,7 @@ std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int6
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return words[a] < words[b]; });
-  std::vector<float> sum(d);
+  std::vector<float> sum(d), rotated(kSignatureBits);
   for (int64_t begin = 0; begin < n;) {
     const uint32_t w = words[order[begin]];
     int64_t end = begin;
@@ -165,10 +177,17 @@ std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int6
     }
     // The rotation is orthonormal, so normalising is not needed for the
     // signs; the signature is the sign of each rotated component.
+    // All 64 rotated components at once, each summed over the dimensions in
+    // order (bit for bit the row-by-row dot products).
+    std::fill(rotated.begin(), rotated.end(), 0.0f);
+    for (int j = 0; j < d; ++j) {
+      const float sj = sum[j];
+      const float* r = rotation_by_dim_.data() + static_cast<size_t>(j) * kSignatureBits;
+      for (int b = 0; b < kSignatureBits; ++b) rotated[b] += r[b] * sj;
+    }
     uint64_t bits = 0;
     for (int b = 0; b < kSignatureBits; ++b)
-      if (Dot(rotation_.data() + static_cast<size_t>(b) * d, sum.data(), d) > 0)
-        bits |= uint64_t{1} << b;
+      if (rotated[b] > 0) bits |= uint64_t{1} << b;
     out.push_back(WordSignature{w, bits});
     begin = end;
   }

@@ -82,6 +82,10 @@ class WordVocabulary {
   int dim_ = 0;
   std::vector<float> fine_;      // num_words() x dim, absolute positions
   std::vector<float> rotation_;  // kSignatureBits x dim, orthonormal rows
+  // The same values dimension-major, for Encode: each coarse word's
+  // sub-words as dim x fine_per_word, and the rotation as dim x bits.
+  std::vector<float> fine_by_dim_;
+  std::vector<float> rotation_by_dim_;
 };
 
 }  // namespace lookalike

@@ -196,5 +196,74 @@ TEST(WordSignaturesTest, WordsWithTooFewPointsKeepTheirCentroid) {
   EXPECT_FALSE(v.Encode(sample.data(), 20).empty());
 }
 
+// What Encode computes, one sub-word and one signature bit at a time, from
+// the vocabulary's stored centroids and rotation (format 2).
+std::vector<WordSignature> EncodeOneAtATime(const WordVocabulary& v, const Codebook& codebook,
+                                            const float* x, int64_t n) {
+  const std::string blob = v.Serialize();
+  const int k = codebook.num_clusters(), d = kDim, f = v.num_words() / k;
+  std::vector<float> fine(static_cast<size_t>(k) * f * d), rotation(size_t{64} * d);
+  encoding::GetHalves(blob.data() + 20, fine.size(), fine.data());
+  encoding::GetFloats(blob.data() + 20 + 2 * fine.size(), rotation.size(), rotation.data());
+  std::vector<int32_t> coarse(static_cast<size_t>(n));
+  codebook.Assign(x, n, coarse.data());
+  std::vector<uint32_t> words(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int best = 0;
+    float best_d2 = INFINITY;
+    for (int s = 0; s < f; ++s) {
+      const float* c = fine.data() + (static_cast<size_t>(coarse[i]) * f + s) * d;
+      float d2 = 0;
+      for (int j = 0; j < d; ++j) {
+        const float diff = x[i * d + j] - c[j];
+        d2 += diff * diff;
+      }
+      if (d2 < best_d2) best_d2 = d2, best = s;
+    }
+    words[i] = static_cast<uint32_t>(coarse[i] * f + best);
+  }
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return words[a] < words[b]; });
+  std::vector<WordSignature> out;
+  for (int64_t begin = 0, end = 0; begin < n; begin = end) {
+    const uint32_t w = words[order[begin]];
+    std::vector<float> sum(d, 0.0f);
+    for (end = begin; end < n && words[order[end]] == w; ++end)
+      for (int j = 0; j < d; ++j) sum[j] += x[order[end] * d + j] - fine[size_t{w} * d + j];
+    uint64_t bits = 0;
+    for (int b = 0; b < 64; ++b) {
+      float dot = 0;
+      for (int j = 0; j < d; ++j) dot += rotation[static_cast<size_t>(b) * d + j] * sum[j];
+      if (dot > 0) bits |= uint64_t{1} << b;
+    }
+    out.push_back(WordSignature{w, bits});
+  }
+  return out;
+}
+
+// Encode sums all sub-words' distances and all bits at once (vectorised);
+// every word and bit must still be exactly what the loop one at a time
+// gives, or a database's stored postings would stop matching its queries.
+// The second vocabulary's words have too few points: their sub-words are
+// equal, and the first must win every tie.
+TEST(WordSignaturesTest, EncodesAsOneSubWordAndOneBitAtATime) {
+  const Fixture f = Make(16);
+  std::vector<float> image = Around(RandomUnit(8, 1), 3000, 0.05f, 20);
+  const std::vector<float> unrelated = RandomUnit(1000, 21);
+  image.insert(image.end(), unrelated.begin(), unrelated.end());
+  const auto encoded = f.vocabulary.Encode(image.data(), 4000);
+  EXPECT_GT(encoded.size(), 100u);
+  ExpectSameSignatures(encoded, EncodeOneAtATime(f.vocabulary, f.codebook, image.data(), 4000));
+
+  const std::vector<float> centres = RandomUnit(8, 1);
+  const Codebook codebook(8, kDim, centres);
+  const std::vector<float> few = Around(centres, 20, 0.05f, 2);
+  const WordVocabulary ties = WordVocabulary::Train(codebook, few.data(), 20, {});
+  ExpectSameSignatures(ties.Encode(image.data(), 4000),
+                       EncodeOneAtATime(ties, codebook, image.data(), 4000));
+}
+
 }  // namespace
 }  // namespace lookalike
