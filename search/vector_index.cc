@@ -483,6 +483,11 @@ VectorIndexKind VectorIndex::kind() const { return impl_->kind; }
 int64_t VectorIndex::dim() const { return impl_->dim; }
 int64_t VectorIndex::ntotal() const { return impl_->index->ntotal; }
 int64_t VectorIndex::nprobe() const { return impl_->ivf ? impl_->ivf->nprobe : 0; }
+void VectorIndex::set_parallel_over_lists(bool on) {
+  // FAISS's parallel_mode: 0 over queries, 1 over inverted lists (each
+  // thread keeps its own heap; they are merged once the lists are scanned).
+  if (impl_->ivf) impl_->ivf->parallel_mode = on ? 1 : 0;
+}
 void VectorIndex::set_nprobe(int64_t nprobe) {
   if (!impl_->ivf) return;
   if (nprobe < 1 || nprobe > static_cast<int64_t>(impl_->ivf->nlist))

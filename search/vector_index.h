@@ -217,6 +217,12 @@ class VectorIndex {
   // loading: it is a search-time knob, not part of the trained model.
   int64_t nprobe() const;
   void set_nprobe(int64_t nprobe);
+  // How a Search spreads over the OpenMP threads. FAISS splits the queries
+  // among them, so one query scans all its lists on one thread; with `on`,
+  // an IVF index splits each query's lists among the threads instead (a
+  // flat one is unaffected). For callers that search one query at a time.
+  // The same results either way. Not thread-safe: set it before searching.
+  void set_parallel_over_lists(bool on);
   int64_t nlist() const;       // inverted lists (0 for flat)
   int64_t code_bytes() const;  // bytes of one vector's code (4·d for flat)
   // Heap bytes the index holds: codes, ids, list headers, unused capacity

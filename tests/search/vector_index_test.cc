@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "util/threads.h"
+
 namespace lookalike {
 namespace {
 
@@ -154,6 +156,41 @@ TEST(VectorIndexTest, ApproximateKindRecallOnClusteredData) {
       for (const auto& t : truth) hits1 += t.second == l[q * k + r];
   }
   EXPECT_LE(hits1, hits);
+}
+
+// A query's lists split among threads give what one thread scanning them
+// all gives: the same ids in the same order with the same scores, also
+// among duplicated vectors (ties), one query at a time or many.
+TEST(VectorIndexTest, ParallelOverListsSearchesAsOverQueries) {
+  const int64_t n = 20000, d = 48, k = 50, nq = 40;
+  auto db = Clustered(n, d, 200, 0.5f, 6);
+  for (int64_t i = 0; i < 2000; ++i)  // every tenth vector repeats the one before
+    std::copy_n(&db[(10 * i) * d], d, &db[(10 * i + 1) * d]);
+  const auto ids = Ids(n);
+  VectorIndexOptions o = Kind(VectorIndexKind::kIvfSq);
+  o.nprobe = 48;
+  auto index = VectorIndex::Build(d, o, ids.data(), db.data(), n);
+  std::vector<float> queries(db.begin(), db.begin() + nq * d);
+  const ScopedOmpThreads threads(4);
+  auto search = [&](bool over_lists, bool one_at_a_time) {
+    index->set_parallel_over_lists(over_lists);
+    std::vector<float> s(nq * k);
+    std::vector<int64_t> l(nq * k);
+    if (one_at_a_time) {
+      for (int64_t q = 0; q < nq; ++q) index->Search(&queries[q * d], 1, k, &s[q * k], &l[q * k]);
+    } else {
+      index->Search(queries.data(), nq, k, s.data(), l.data());
+    }
+    return std::make_pair(s, l);
+  };
+  const auto by_queries = search(false, false);
+  EXPECT_EQ(search(false, true), by_queries);
+  EXPECT_EQ(search(true, true), by_queries);
+  EXPECT_EQ(search(true, false), by_queries);
+  // The duplicates tie and both are found.
+  EXPECT_EQ(by_queries.first[0], by_queries.first[1]);
+  EXPECT_EQ(std::set<int64_t>({by_queries.second[0], by_queries.second[1]}),
+            std::set<int64_t>({ids[0], ids[1]}));
 }
 
 TEST(VectorIndexTest, AddAndRemove) {
