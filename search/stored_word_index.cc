@@ -66,7 +66,7 @@ std::string EncodeList(std::vector<std::pair<uint64_t, uint64_t>>* postings) {
 // Calls fn(id, bits) for every posting of a list value, ids ascending.
 // Throws encoding::CorruptValue.
 template <typename Fn>
-void DecodeList(const std::string& value, Fn&& fn) {
+void DecodeList(std::string_view value, Fn&& fn) {
   const auto* p = reinterpret_cast<const unsigned char*>(value.data());
   if (value.size() < 4) throw encoding::CorruptValue("word list: too short");
   const uint32_t count = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
@@ -228,17 +228,17 @@ void StoredWordIndex::Add(uint64_t id, const std::vector<WordSignature>& signatu
 
 void StoredWordIndex::ReadLists(
     const std::vector<uint32_t>& words,
-    const std::function<void(size_t, uint32_t, const std::string&)>& fn) const {
+    const std::function<void(size_t, uint32_t, std::string_view)>& fn) const {
   struct Group {
     std::vector<std::pair<uint32_t, uint32_t>> keys;  // (segment, word)
-    std::vector<std::optional<std::string>> values;
+    Store::PinnedValues read;
   };
   auto read = [&](size_t start) {
     Group g;
     const size_t end = std::min(words.size(), start + kWordsPerRead);
     for (size_t i = start; i < end; ++i)
       for (uint32_t s : segments_) g.keys.emplace_back(s, words[i]);
-    g.values = store_.GetWordLists(g.keys);
+    g.read = store_.GetWordLists(g.keys);
     return g;
   };
   // While `fn` consumes one group on another thread, this one reads the next
@@ -252,8 +252,8 @@ void StoredWordIndex::ReadLists(
   for (size_t start = 0; start < words.size(); start += kWordsPerRead) {
     std::future<void> consumed = std::async(std::launch::async, [&, start] {
       for (size_t k = 0; k < current.keys.size(); ++k)
-        if (current.values[k])
-          fn(start + k / segments_.size(), current.keys[k].first, *current.values[k]);
+        if (const auto& value = current.read.values[k])
+          fn(start + k / segments_.size(), current.keys[k].first, *value);
     });
     // (If reading throws, the future's destructor waits for `fn` first.)
     Group next;
@@ -283,7 +283,7 @@ std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
     // at 100,000 images, most of the scoring time), else its row.
     const bool by_id = !live_segment_of_id_.empty();
     std::vector<float> score(by_id ? live_segment_of_id_.size() : rows_.size(), 0.0f);
-    ReadLists(words, [&](size_t i, uint32_t segment, const std::string& value) {
+    ReadLists(words, [&](size_t i, uint32_t segment, std::string_view value) {
       const uint64_t q = bits[i];
       if (by_id) {
         const auto at = std::lower_bound(segments_.begin(), segments_.end(), segment);
@@ -371,7 +371,7 @@ void StoredWordIndex::ForEachLiveRange(
     std::vector<uint32_t> words;
     for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
     for (auto& l : live) l.clear();
-    ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
+    ReadLists(words, [&](size_t i, uint32_t s, std::string_view value) {
       DecodeList(value, [&](uint64_t id, uint64_t b) {
         const int64_t row = RowOf(id);
         if (row >= 0 && rows_[row].segment == s)
@@ -445,7 +445,7 @@ std::vector<std::string> StoredWordIndex::Check() const {
     std::vector<uint32_t> words;
     for (uint32_t w = w0; w < std::min(num_words, w0 + range); ++w) words.push_back(w);
     try {
-      ReadLists(words, [&](size_t i, uint32_t s, const std::string& value) {
+      ReadLists(words, [&](size_t i, uint32_t s, std::string_view value) {
         try {
           DecodeList(value, [&](uint64_t id, uint64_t) {
             const int64_t row = RowOf(id);

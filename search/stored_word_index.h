@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -129,7 +130,7 @@ class StoredWordIndex {
   // `words`, reading them in groups; postings are raw list values.
   void ReadLists(
       const std::vector<uint32_t>& words,
-      const std::function<void(size_t index, uint32_t segment, const std::string&)>& fn) const;
+      const std::function<void(size_t index, uint32_t segment, std::string_view)>& fn) const;
 
   const Store& store_;
   Store* writer_ = nullptr;

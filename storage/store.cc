@@ -426,20 +426,21 @@ std::optional<std::string> Store::GetWordVocabulary() const {
   return CheckedWordValue(*value, "word index vocabulary (w:v)", path_);
 }
 
-std::vector<std::optional<std::string>> Store::GetWordLists(
+Store::PinnedValues Store::GetWordLists(
     const std::vector<std::pair<uint32_t, uint32_t>>& keys) const {
   std::vector<std::string> names;
   names.reserve(keys.size());
   for (const auto& [segment, word] : keys) names.push_back(WordListKey(segment, word));
-  const auto [values, statuses] = impl_->MultiGet(names);
-  std::vector<std::optional<std::string>> out(keys.size());
+  auto read = std::make_shared<Impl::MultiValues>(impl_->MultiGet(names));
+  PinnedValues out{std::vector<std::optional<std::string_view>>(keys.size()), read};
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (statuses[i].IsNotFound()) continue;
-    if (!statuses[i].ok()) throw IoError(path_, statuses[i], "read the word index of");
+    const rocksdb::PinnableSlice& value = read->values[i];
+    if (read->statuses[i].IsNotFound()) continue;
+    if (!read->statuses[i].ok()) throw IoError(path_, read->statuses[i], "read the word index of");
     try {
-      out[i].emplace(values[i].data(), CheckXxh3(values[i].data(), values[i].size(), "word list"));
+      out.values[i].emplace(value.data(), CheckXxh3(value.data(), value.size(), "word list"));
     } catch (const encoding::CorruptValue&) {
-      CheckedWordValue(values[i].ToString(), "word list", path_);  // throws StoreError
+      CheckedWordValue(value.ToString(), "word list", path_);  // throws StoreError
     }
   }
   return out;
