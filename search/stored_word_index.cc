@@ -91,6 +91,40 @@ void DecodeList(std::string_view value, Fn&& fn) {
   if (v != bits) throw encoding::CorruptValue("word list: size mismatch");
 }
 
+// Adds kernel[Hamming distance to q] to score[id] for each posting of a list
+// value whose image is live in it (live_of[id] == live): a query's scoring
+// loop, over megabytes of postings at 100,000 images.
+template <int (*kPopCount)(uint64_t)>
+inline void ScoreLiveById(std::string_view value, uint64_t q, uint8_t live,
+                          const std::vector<uint8_t>& live_of, const float* kernel, float* score) {
+  DecodeList(value, [&](uint64_t id, uint64_t b) {
+    if (id < live_of.size() && live_of[id] == live) score[id] += kernel[kPopCount(q ^ b)];
+  });
+}
+
+using ScoreFn = void (*)(std::string_view, uint64_t, uint8_t, const std::vector<uint8_t>&,
+                         const float*, float*);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The CPU's POPCNT instruction (x86-64 CPUs since 2008; the portable build's
+// baseline lacks it), for the loop chosen at run time: the bit count was a
+// third of it. Written as assembly, it inlines into the loop, where a
+// target("popcnt") builtin stays a call from the list's callback.
+inline int HardwarePopCount(uint64_t x) {
+  uint64_t bits;
+  asm("popcntq %1, %0" : "=r"(bits) : "r"(x) : "cc");
+  return static_cast<int>(bits);
+}
+#endif
+
+// The scoring loop this CPU runs best; every one gives the same floats.
+ScoreFn LiveByIdScorer() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (__builtin_cpu_supports("popcnt")) return &ScoreLiveById<HardwarePopCount>;
+#endif
+  return &ScoreLiveById<PopCount>;
+}
+
 }  // namespace
 
 StoredWordIndex::StoredWordIndex(const Store& store, WordVocabulary vocabulary)
@@ -283,15 +317,13 @@ std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
     // at 100,000 images, most of the scoring time), else its row.
     const bool by_id = !live_segment_of_id_.empty();
     std::vector<float> score(by_id ? live_segment_of_id_.size() : rows_.size(), 0.0f);
+    static const ScoreFn score_live_by_id = LiveByIdScorer();
     ReadLists(words, [&](size_t i, uint32_t segment, std::string_view value) {
       const uint64_t q = bits[i];
       if (by_id) {
         const auto at = std::lower_bound(segments_.begin(), segments_.end(), segment);
         const auto live = static_cast<uint8_t>(at - segments_.begin() + 1);
-        DecodeList(value, [&](uint64_t id, uint64_t b) {
-          if (id < live_segment_of_id_.size() && live_segment_of_id_[id] == live)
-            score[id] += kernel[PopCount(q ^ b)];
-        });
+        score_live_by_id(value, q, live, live_segment_of_id_, kernel, score.data());
       } else {
         DecodeList(value, [&](uint64_t id, uint64_t b) {
           const int64_t row = RowOf(id);
