@@ -21,6 +21,13 @@ namespace lookalike {
 // deviation) are skipped: their correlation is rounding noise. -1 when every
 // window is skipped or the template is flat.
 float BestNormalisedCorrelation(const cv::Mat& target, const cv::Mat& templ);
+// Its two implementations, for tests: the portable one, and on CPUs with
+// AVX2 and FMA (chosen by the one above where the CPU has them) one that
+// computes 8 positions per vector; they differ by float rounding only.
+// The second returns false, without running, where this CPU or build has
+// no AVX2 and FMA.
+float BestNormalisedCorrelationPortable(const cv::Mat& target, const cv::Mat& templ);
+bool BestNormalisedCorrelationAvx2(const cv::Mat& target, const cv::Mat& templ, float* best);
 
 class ThumbnailMatcher {
  public:
