@@ -140,8 +140,12 @@ class MigrateKillTest : public ::testing::Test {
     EXPECT_TRUE(schema == 2 || schema == 3) << schema;
     const Sibling sibling = InspectSibling(db, kSchemaVersion);
     EXPECT_NE(sibling, Sibling::kForeign) << "an unrecognised folder beside the database";
-    if (schema == 2) EXPECT_NE(sibling, Sibling::kOriginal);
-    if (schema == 3) EXPECT_NE(sibling, Sibling::kCopy);
+    if (schema == 2) {
+      EXPECT_NE(sibling, Sibling::kOriginal);
+    }
+    if (schema == 3) {
+      EXPECT_NE(sibling, Sibling::kCopy);
+    }
     // A few images find themselves first.
     std::vector<std::string> sample = paths_;
     std::shuffle(sample.begin(), sample.end(), rng_);
@@ -210,13 +214,13 @@ TEST_F(MigrateKillTest, KilledAtAnyMomentLosesNothingAndARerunFinishes) {
   // after (conversion, search index, verification, exchange).
   std::uniform_real_distribution<double> early(0, 0.5 * t_copy), during(0, t_end - t_copy);
   const std::vector<Kill> schedule = {
-      {"startup", early(rng_)},
+      {"startup", early(rng_), false, ""},
       {"copy-ready", -1, false, "copy-ready"},
-      {"random", during(rng_), true},
-      {"random", during(rng_), true},
+      {"random", during(rng_), true, ""},
+      {"random", during(rng_), true, ""},
       {"half-converted", -1, false, "half-converted"},
-      {"random", during(rng_), true},
-      {"startup", early(rng_)},
+      {"random", during(rng_), true, ""},
+      {"startup", early(rng_), false, ""},
       {"half-converted", -1, false, "half-converted"},
       {"synced", -1, false, "synced"},
       {"synced", -1, false, "synced"},

@@ -1567,7 +1567,7 @@ TEST(StoreMergeTest, RemapsIdsAndKeepsEveryValueAndCounter) {
 }
 
 TEST(StoreMergeTest, UnknownKeyFailsLoudlyAndChangesNothing) {
-  for (const std::string key : {std::string("y:1"), std::string("m:future"), std::string("zz")}) {
+  for (const std::string& key : {std::string("y:1"), std::string("m:future"), std::string("zz")}) {
     SCOPED_TRACE(key);
     TempDir tmp;
     MergeInput(tmp / "out", {"/o/1.jpg"}, 10);
