@@ -176,9 +176,9 @@ std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int6
       for (int j = 0; j < d; ++j) sum[j] += x[j] - c[j];
     }
     // The rotation is orthonormal, so normalising is not needed for the
-    // signs; the signature is the sign of each rotated component.
-    // All 64 rotated components at once, each summed over the dimensions in
-    // order (bit for bit the row-by-row dot products).
+    // signs; the signature is the sign of each rotated component. All 64
+    // components at once, each summed over the dimensions in order (bit for
+    // bit the row-by-row dot products).
     std::fill(rotated.begin(), rotated.end(), 0.0f);
     for (int j = 0; j < d; ++j) {
       const float sj = sum[j];

@@ -289,7 +289,7 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
     sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
   // A query's VLAD short list scans ~30 % of the lists (AutoNprobe) and is
   // searched alone, twice with expansion: on both threads it takes half the
-  // time (search/README.md, "Later cuts").
+  // time (search/README.md, "Five more cuts").
   sync.index->set_parallel_over_lists(true);
   impl->num_zero = sync.num_zero;
   // Paths are read for hits only (Impl::PathOf): opening reads no record

@@ -119,7 +119,7 @@ __attribute__((target("avx2,fma"))) void WindowDots(const cv::Mat& padded, const
 
 // BestOver with the dot products of 8 positions per vector instead of one
 // position's products summed across the template's columns: 3-4x fewer
-// instructions at thumbnail sizes (search/README.md, "Later cuts"). Sums in
+// instructions at thumbnail sizes (search/README.md, "Five more cuts"). Sums in
 // another order, so its floats differ from BestOver's by rounding only.
 __attribute__((target("avx2,fma"))) float BestOverAvx2(const Target& target,
                                                        const cv::Mat& zero_mean, double norm) {
