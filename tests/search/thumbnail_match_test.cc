@@ -153,9 +153,9 @@ TEST(ThumbnailMatchTest, DirectCorrelationIsOpenCVsBest) {
 }
 
 // The vectorised correlation (8 positions per vector) finds what the
-// portable one does, to float rounding: targets wide enough for one to five
-// vectors of positions, every template size from 6 px up, flat windows
-// among textured ones.
+// portable one does, to float rounding: targets wide enough for one to six
+// vectors of positions (two groups past 32), every template size from 6 px
+// up, flat windows among textured ones.
 TEST(ThumbnailMatchTest, VectorisedCorrelationIsThePortableOne) {
   cv::RNG rng(11);
   float best = 0;
