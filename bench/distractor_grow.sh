@@ -8,7 +8,11 @@
 # derived from a dev image), merged in with `lookalike merge` (which rebuilds
 # the search index and re-learns the word vocabulary over the whole
 # collection, as for any merged database), then the dev-set queries scored
-# as in distractor_curve.sh.
+# as in distractor_curve.sh. The collages repeat their sources' signatures,
+# so the grown word lists compress where a real collection's do not; they
+# are rewritten raw (build/bench/raw_word_lists), as a real collection
+# stores them, before the queries are timed (search/README.md, "Later
+# cuts"). Rankings are the same either way.
 #
 # usage: bench/distractor_grow.sh DB TOTAL [DEVSET_DIR [BUILD_DIR]]
 #   DB     the kept N = 10,000 database (e.g. KEEP_DBS/distractors10k.db)
@@ -17,16 +21,18 @@
 #   WORK     scratch folder (default: temporary; about 35 KiB x TOTAL of disk),
 #            kept when KEEP=1
 #   RESULTS  keep the results and per-query scores here (default: WORK/results)
+#   RAW_LISTS=0  keep the word lists as merge compressed them
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,24p' "$0" >&2; exit 2; }
 db=$(cd "$1" && pwd)
 total=$2
 devset=$(cd "${3:-$root/../shared/data/devset}" && pwd)
 build=${4:-$root/build}
 bin=$build/tools/lookalike
 grow=$build/bench/grow_distractors
-[ -x "$bin" ] && [ -x "$grow" ] || { echo "distractor_grow: build tools/lookalike and bench/grow_distractors first" >&2; exit 2; }
+raw=$build/bench/raw_word_lists
+[ -x "$bin" ] && [ -x "$grow" ] && [ -x "$raw" ] || { echo "distractor_grow: build tools/lookalike, bench/grow_distractors and bench/raw_word_lists first" >&2; exit 2; }
 work=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/lookalike-grow.XXXXXX")}
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"
@@ -51,6 +57,10 @@ t1=$(date +%s)
 /usr/bin/time -f "merge: %e s, peak RSS %M KiB" "$bin" merge --db "$work/grown.db" "$work/synthetic" >/dev/null
 t2=$(date +%s)
 echo "grown: $((t1 - t0)) s to synthesise, $((t2 - t1)) s to merge; $(du -sk "$work/grown.db" | cut -f1) KiB"
+if [ "${RAW_LISTS:-1}" != 0 ]; then
+  "$raw" --db "$work/grown.db"
+  echo "word lists stored raw, as a real collection's: $(du -sk "$work/grown.db" | cut -f1) KiB"
+fi
 "$bin" info --db "$work/grown.db" | grep -E '^(images|search)' || true
 
 mkdir -p "$results"
