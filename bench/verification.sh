@@ -20,16 +20,24 @@
 #   env BASELINE_FLAGS="..."  another baseline, e.g. "--thumbnail-weight 0"
 #                   (what one feature costs: search/README.md, "Thumbnail
 #                   correlation")
+#   env BASELINE_BUILD=DIR  the baseline is another build's lookalike (an
+#                   older commit's), with no flags unless BASELINE_FLAGS
+#                   says so: what a change of the code bought
 #   env FLAGS="..."  flags of the default run, e.g. "--thumbnail-depth 1000"
 #   env ROUNDS=N    N rounds, default then baseline in each (the machine's
 #                   drift falls on both); one line each, scored on the last
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 db=$1
 queries=$2
 bin=${3:-$root/build}/tools/lookalike
 [ -x "$bin" ] || { echo "verification: $bin not built; run tools/build.sh" >&2; exit 2; }
+base_bin=$bin
+if [ -n "${BASELINE_BUILD:-}" ]; then
+  base_bin=$BASELINE_BUILD/tools/lookalike
+  [ -x "$base_bin" ] || { echo "verification: no baseline build at $base_bin" >&2; exit 2; }
+fi
 [ -d "$db" ] || { echo "verification: no database at $db" >&2; exit 2; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/lookalike-verification.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -43,22 +51,32 @@ stats() {
                  v[int(0.99 * NR + 0.999)], v[NR], NR }'
 }
 
-run() {  # NAME FLAGS...
+run() {  # NAME BINARY FLAGS...
   name=$1
-  shift
+  binary=$2
+  shift 2
   /usr/bin/time -f "%U %S %M" -o "$work/$name.time" \
-    "$bin" search --db "$db" "$queries" -k 100 --format json "$@" >"$work/$name.json" ||
+    "$binary" search --db "$db" "$queries" -k 100 --format json "$@" >"$work/$name.json" ||
     [ $? -eq 1 ]
 }
-baseline_flags=${BASELINE_FLAGS:---match-dims 0 --ransac classic --verify-keypoints 0 --rerank 50 --rerank-vlad 25}
-echo "database $db: $("$bin" info --db "$db" --format json | sed 's/.*"images":\([0-9]*\).*/\1/') images; $(nproc) cores; default: ${FLAGS:-(none)}; baseline: $baseline_flags"
+# Each query's seconds, by query: "QUERY<tab>SECONDS" lines, sorted for join.
+tab=$(printf '\t')
+seconds_by_query() {
+  sed -n "s/.*\"query\":\"\([^\"]*\)\",\"seconds\":\([0-9.]*\).*/\1$tab\2/p" "$1" | LC_ALL=C sort
+}
+if [ -n "${BASELINE_BUILD:-}" ]; then
+  baseline_flags=${BASELINE_FLAGS:-}
+else
+  baseline_flags=${BASELINE_FLAGS:---match-dims 0 --ransac classic --verify-keypoints 0 --rerank 50 --rerank-vlad 25}
+fi
+echo "database $db: $("$bin" info --db "$db" --format json | sed 's/.*"images":\([0-9]*\).*/\1/') images; $(nproc) cores; default: ${FLAGS:-(none)}; baseline: ${BASELINE_BUILD:+$base_bin }${baseline_flags:-(none)}"
 round=0
 while [ "$round" -lt "${ROUNDS:-1}" ]; do
   round=$((round + 1))
   # shellcheck disable=SC2086 # the flags are words
-  run default ${FLAGS:-}
+  run default "$bin" ${FLAGS:-}
   # shellcheck disable=SC2086 # the flags are words
-  run baseline $baseline_flags
+  run baseline "$base_bin" $baseline_flags
 
   for name in default baseline; do
     set -- $(stats "$work/$name.json") $(cat "$work/$name.time")
@@ -71,8 +89,17 @@ while [ "$round" -lt "${ROUNDS:-1}" ]; do
   set -- $(cat "$work/default.sum") $(cat "$work/baseline.sum")
   awk -v a50="$1" -v a99="$2" -v acpu="$3" -v asys="$4" -v b50="$5" -v b99="$6" -v bcpu="$7" \
     -v bsys="$8" 'BEGIN {
-    printf "default / baseline: p50 %.2fx  p99 %.2fx  CPU %.2fx\n", a50 / b50, a99 / b99,
+    printf "default / baseline: p50 %.2fx  p99 %.2fx  CPU %.2fx", a50 / b50, a99 / b99,
            (acpu + asys) / (bcpu + bsys) }'
+  # Paired by query: the median of each query's default / baseline seconds,
+  # which the machine's drift between the two calls moves less than p50.
+  seconds_by_query "$work/default.json" >"$work/default.by_query"
+  seconds_by_query "$work/baseline.json" >"$work/baseline.by_query"
+  LC_ALL=C join -t "$tab" "$work/default.by_query" "$work/baseline.by_query" |
+    awk -F "$tab" '$3 > 0 { print $2 / $3 }' | sort -n | awk '
+      { v[NR] = $1 }
+      END { if (NR > 0) printf "  per query (median of %d): %.2fx", NR, v[int(0.5 * NR + 0.999)] }'
+  echo
 done
 
 if [ -n "${DEVSET:-}" ]; then
