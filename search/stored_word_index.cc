@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "storage/encoding.h"
+#include "util/cpu_features.h"
 
 namespace lookalike {
 namespace {
@@ -105,7 +106,7 @@ inline void ScoreLiveById(std::string_view value, uint64_t q, uint8_t live,
 using ScoreFn = void (*)(std::string_view, uint64_t, uint8_t, const std::vector<uint8_t>&,
                          const float*, float*);
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef LOOKALIKE_X86_DISPATCH
 // The CPU's POPCNT instruction (x86-64 CPUs since 2008; the portable build's
 // baseline lacks it), for the loop chosen at run time: the bit count was a
 // third of it. Written as assembly, it inlines into the loop, where a
@@ -119,8 +120,8 @@ inline int HardwarePopCount(uint64_t x) {
 
 // The scoring loop this CPU runs best; every one gives the same floats.
 ScoreFn LiveByIdScorer() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (__builtin_cpu_supports("popcnt")) return &ScoreLiveById<HardwarePopCount>;
+#ifdef LOOKALIKE_X86_DISPATCH
+  if (CpuHasPopcnt()) return &ScoreLiveById<HardwarePopCount>;
 #endif
   return &ScoreLiveById<PopCount>;
 }

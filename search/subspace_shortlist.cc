@@ -1,7 +1,8 @@
 #include "search/subspace_shortlist.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define LOOKALIKE_FUSED_SHORTLIST 1
+#include "util/cpu_features.h"
+
+#ifdef LOOKALIKE_X86_DISPATCH
 #include <immintrin.h>
 #elif defined(__SSE2__)
 #include <emmintrin.h>
@@ -49,12 +50,7 @@ struct RowShortlist {
   }
 };
 
-#ifdef LOOKALIKE_FUSED_SHORTLIST
-
-bool CpuHasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
+#ifdef LOOKALIKE_X86_DISPATCH
 
 // Offers the 16 products of one query row with candidates base..base + 15
 // (lo: the first eight) that beat its shortlist's weakest, in row order.
@@ -131,7 +127,7 @@ __attribute__((target("avx2,fma"))) void FusedShortlists(const float* query, int
   }
 }
 
-#endif  // LOOKALIKE_FUSED_SHORTLIST
+#endif  // LOOKALIKE_X86_DISPATCH
 
 }  // namespace
 
@@ -170,7 +166,7 @@ void SubspaceShortlistsBlas(const float* query, int nq, const float* candidate, 
 
 bool SubspaceShortlistsFused(const float* query, int nq, const float* candidate, int nc, int dim,
                              int shortlist, int* top) {
-#ifdef LOOKALIKE_FUSED_SHORTLIST
+#ifdef LOOKALIKE_X86_DISPATCH
   if (!CpuHasAvx2Fma()) return false;
   FusedShortlists(query, nq, candidate, nc, dim, shortlist, top);
   return true;

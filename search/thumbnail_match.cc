@@ -1,7 +1,8 @@
 #include "search/thumbnail_match.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define LOOKALIKE_AVX2_CORRELATION 1
+#include "util/cpu_features.h"
+
+#ifdef LOOKALIKE_X86_DISPATCH
 #include <immintrin.h>
 #endif
 
@@ -87,12 +88,7 @@ float BestOver(const Target& target, const cv::Mat& zero_mean, double norm) {
   return best;
 }
 
-#ifdef LOOKALIKE_AVX2_CORRELATION
-
-bool CpuHasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
+#ifdef LOOKALIKE_X86_DISPATCH
 
 // The dot products of the template with the windows at positions x0 ..
 // x0 + 8 kChunks - 1 of row y, into dots: each chunk of 8 positions is one
@@ -165,11 +161,11 @@ __attribute__((target("avx2,fma"))) float BestOverAvx2(const Target& target,
   return best;
 }
 
-#endif  // LOOKALIKE_AVX2_CORRELATION
+#endif  // LOOKALIKE_X86_DISPATCH
 
 // BestOver, or BestOverAvx2 where the CPU has it.
 float BestOverOnThisCpu(const Target& target, const cv::Mat& zero_mean, double norm) {
-#ifdef LOOKALIKE_AVX2_CORRELATION
+#ifdef LOOKALIKE_X86_DISPATCH
   if (CpuHasAvx2Fma()) return BestOverAvx2(target, zero_mean, norm);
 #endif
   return BestOver(target, zero_mean, norm);
@@ -195,7 +191,7 @@ float BestNormalisedCorrelationPortable(const cv::Mat& target, const cv::Mat& te
 }
 
 bool BestNormalisedCorrelationAvx2(const cv::Mat& target, const cv::Mat& templ, float* best) {
-#ifdef LOOKALIKE_AVX2_CORRELATION
+#ifdef LOOKALIKE_X86_DISPATCH
   if (!CpuHasAvx2Fma()) return false;
   const auto [zero_mean, norm] = ZeroMean(templ);
   *best = BestOverAvx2(Target(target.clone()), zero_mean, norm);
