@@ -11,6 +11,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <utility>
+#include <vector>
 
 namespace lookalike {
 namespace {
@@ -49,19 +50,26 @@ struct Target {
   cv::Mat pixels, sum, sum2, padded;
 };
 
-// The best correlation over every position of a template (zero_mean: its
-// grey levels minus their mean; norm: their L2 norm) in `target`. Computed
-// directly rather than with cv::matchTemplate: at thumbnail sizes (templates
-// of 26 x 20 to 46 x 35 on 48 x 36) OpenCV's DFT costs 1.5-2x more, on
-// threads of its own (search/README.md, "Thumbnail correlation").
-float BestOver(const Target& target, const cv::Mat& zero_mean, double norm) {
-  const int w = zero_mean.cols, h = zero_mean.rows;
-  const int positions_x = target.pixels.cols - w + 1, positions_y = target.pixels.rows - h + 1;
-  if (w <= 0 || h <= 0 || positions_x <= 0 || positions_y <= 0 || !(norm > 0)) return -1.0f;
-  const double n = static_cast<double>(w) * h;
-  const double min_variance = n * kMinWindowDeviation * kMinWindowDeviation;  // times n
-  float best = -1.0f;
-  for (int y = 0; y < positions_y; ++y) {
+// A template's positions on a target, and what both implementations of
+// BestOver judge each window by: its variance from the integral images (four
+// lookups), and the correlation a dot product with it gives.
+struct Windows {
+  Windows(const Target& target, const cv::Mat& zero_mean, double norm)
+      : target(target),
+        w(zero_mean.cols),
+        h(zero_mean.rows),
+        positions_x(target.pixels.cols - w + 1),
+        positions_y(target.pixels.rows - h + 1),
+        n(static_cast<double>(w) * h),
+        min_variance(n * kMinWindowDeviation * kMinWindowDeviation),
+        norm(norm) {}
+  // No position, or a flat template: nothing to correlate.
+  bool none() const {
+    return w <= 0 || h <= 0 || positions_x <= 0 || positions_y <= 0 || !(norm > 0);
+  }
+  // The variances times n of row y's windows, or -1 for a flat one, into
+  // variance[0 .. positions_x - 1].
+  void RowVariances(int y, double* variance) const {
     const double* s0 = target.sum.ptr<double>(y);
     const double* s1 = target.sum.ptr<double>(y + h);
     const double* q0 = target.sum2.ptr<double>(y);
@@ -69,10 +77,37 @@ float BestOver(const Target& target, const cv::Mat& zero_mean, double norm) {
     for (int x = 0; x < positions_x; ++x) {
       const double s = s1[x + w] - s0[x + w] - s1[x] + s0[x];
       const double s2 = q1[x + w] - q0[x + w] - q1[x] + q0[x];
-      const double variance = s2 - s * s / n;  // times n
-      if (variance < min_variance) continue;
-      // The template has zero mean, so its dot product with the window is
-      // the covariance (times n) without subtracting the window's mean.
+      const double v = s2 - s * s / n;
+      variance[x] = v < min_variance ? -1.0 : v;
+    }
+  }
+  // The template has zero mean, so its dot product with a window is the
+  // covariance (times n) without subtracting the window's mean.
+  float Correlation(float dot, double variance) const {
+    return std::min(static_cast<float>(dot / (norm * std::sqrt(variance))), 1.0f);
+  }
+
+  const Target& target;
+  const int w, h, positions_x, positions_y;
+  const double n, min_variance;  // min_variance times n
+  const double norm;
+};
+
+// The best correlation over every position of a template (zero_mean: its
+// grey levels minus their mean; norm: their L2 norm) in `target`. Computed
+// directly rather than with cv::matchTemplate: at thumbnail sizes (templates
+// of 26 x 20 to 46 x 35 on 48 x 36) OpenCV's DFT costs 1.5-2x more, on
+// threads of its own (search/README.md, "Thumbnail correlation").
+float BestOver(const Target& target, const cv::Mat& zero_mean, double norm) {
+  const Windows windows(target, zero_mean, norm);
+  if (windows.none()) return -1.0f;
+  const int w = windows.w, h = windows.h;
+  std::vector<double> variance(static_cast<size_t>(windows.positions_x));
+  float best = -1.0f;
+  for (int y = 0; y < windows.positions_y; ++y) {
+    windows.RowVariances(y, variance.data());
+    for (int x = 0; x < windows.positions_x; ++x) {
+      if (variance[x] < 0) continue;
       float dot = 0.0f;
       for (int r = 0; r < h; ++r) {
         const float* a = zero_mean.ptr<float>(r);
@@ -82,7 +117,7 @@ float BestOver(const Target& target, const cv::Mat& zero_mean, double norm) {
         for (int c = 0; c < w; ++c) row += a[c] * b[c];
         dot += row;
       }
-      best = std::max(best, std::min(static_cast<float>(dot / (norm * std::sqrt(variance))), 1.0f));
+      best = std::max(best, windows.Correlation(dot, variance[x]));
     }
   }
   return best;
@@ -100,14 +135,30 @@ __attribute__((target("avx2,fma"))) void WindowDots(const cv::Mat& padded, const
   __m256 even[kChunks], odd[kChunks];
   for (int k = 0; k < kChunks; ++k) even[k] = odd[k] = _mm256_setzero_ps();
   const int w = templ.cols, h = templ.rows;
-  for (int r = 0; r < h; ++r) {
+  // Two rows at a time, each into its own accumulators, named rather than
+  // chosen through a pointer: a pointer kept them in memory, reloaded and
+  // stored at every product, as soon as the caller grew (2x slower).
+  int r = 0;
+  for (; r + 1 < h; r += 2) {
+    const float* a0 = templ.ptr<float>(r);
+    const float* a1 = templ.ptr<float>(r + 1);
+    const float* b0 = padded.ptr<float>(y + r) + x0;
+    const float* b1 = padded.ptr<float>(y + r + 1) + x0;
+    for (int c = 0; c < w; ++c) {
+      const __m256 t0 = _mm256_broadcast_ss(a0 + c), t1 = _mm256_broadcast_ss(a1 + c);
+      for (int k = 0; k < kChunks; ++k) {
+        even[k] = _mm256_fmadd_ps(t0, _mm256_loadu_ps(b0 + 8 * k + c), even[k]);
+        odd[k] = _mm256_fmadd_ps(t1, _mm256_loadu_ps(b1 + 8 * k + c), odd[k]);
+      }
+    }
+  }
+  if (r < h) {  // an odd row count's last row
     const float* a = templ.ptr<float>(r);
     const float* b = padded.ptr<float>(y + r) + x0;
-    __m256* sum = (r & 1) ? odd : even;
     for (int c = 0; c < w; ++c) {
       const __m256 t = _mm256_broadcast_ss(a + c);
       for (int k = 0; k < kChunks; ++k)
-        sum[k] = _mm256_fmadd_ps(t, _mm256_loadu_ps(b + 8 * k + c), sum[k]);
+        even[k] = _mm256_fmadd_ps(t, _mm256_loadu_ps(b + 8 * k + c), even[k]);
     }
   }
   for (int k = 0; k < kChunks; ++k) _mm256_storeu_ps(dots + 8 * k, _mm256_add_ps(even[k], odd[k]));
@@ -119,20 +170,15 @@ __attribute__((target("avx2,fma"))) void WindowDots(const cv::Mat& padded, const
 // another order, so its floats differ from BestOver's by rounding only.
 __attribute__((target("avx2,fma"))) float BestOverAvx2(const Target& target,
                                                        const cv::Mat& zero_mean, double norm) {
-  const int w = zero_mean.cols, h = zero_mean.rows;
-  const int positions_x = target.pixels.cols - w + 1, positions_y = target.pixels.rows - h + 1;
-  if (w <= 0 || h <= 0 || positions_x <= 0 || positions_y <= 0 || !(norm > 0)) return -1.0f;
-  const double n = static_cast<double>(w) * h;
-  const double min_variance = n * kMinWindowDeviation * kMinWindowDeviation;  // times n
+  const Windows windows(target, zero_mean, norm);
+  if (windows.none()) return -1.0f;
+  std::vector<double> variance(static_cast<size_t>(windows.positions_x));
   float best = -1.0f;
   alignas(32) float dots[32];
-  for (int y = 0; y < positions_y; ++y) {
-    const double* s0 = target.sum.ptr<double>(y);
-    const double* s1 = target.sum.ptr<double>(y + h);
-    const double* q0 = target.sum2.ptr<double>(y);
-    const double* q1 = target.sum2.ptr<double>(y + h);
-    for (int x0 = 0; x0 < positions_x; x0 += 32) {
-      const int count = std::min(32, positions_x - x0);
+  for (int y = 0; y < windows.positions_y; ++y) {
+    windows.RowVariances(y, variance.data());
+    for (int x0 = 0; x0 < windows.positions_x; x0 += 32) {
+      const int count = std::min(32, windows.positions_x - x0);
       switch ((count + 7) / 8) {
         case 1:
           WindowDots<1>(target.padded, zero_mean, y, x0, dots);
@@ -148,13 +194,8 @@ __attribute__((target("avx2,fma"))) float BestOverAvx2(const Target& target,
           break;
       }
       for (int i = 0; i < count; ++i) {
-        const int x = x0 + i;
-        const double s = s1[x + w] - s0[x + w] - s1[x] + s0[x];
-        const double s2 = q1[x + w] - q0[x + w] - q1[x] + q0[x];
-        const double variance = s2 - s * s / n;  // times n
-        if (variance < min_variance) continue;
-        best = std::max(best,
-                        std::min(static_cast<float>(dots[i] / (norm * std::sqrt(variance))), 1.0f));
+        const double v = variance[x0 + i];
+        if (v >= 0) best = std::max(best, windows.Correlation(dots[i], v));
       }
     }
   }
