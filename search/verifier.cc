@@ -176,6 +176,9 @@ Verification PreparedQuery::Verify(const LocalFeatures& candidate) const {
                                        options_.ransac_iterations, 0.999);
   if (h.empty() || mask.empty()) return v;
   v.inliers = cv::countNonZero(mask);
+  std::array<double, 9> hom;
+  for (int i = 0; i < 9; ++i) hom[static_cast<size_t>(i)] = h.at<double>(i / 3, i % 3);
+  v.homography = hom;
   for (size_t i = 0; i < matched.size(); ++i)
     if (mask.at<uchar>(static_cast<int>(i))) v.inlier_pairs.push_back(matched[i]);
   return v;

@@ -10,6 +10,7 @@
 // inliers many-to-one, 5 one-to-one; search/README.md, "Re-ranking").
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -59,6 +60,11 @@ struct Verification {
   // that ask where the evidence lies (dedup: is it spread over the image or
   // one logo?). `inliers` entries.
   std::vector<std::pair<int, int>> inlier_pairs;
+  // The RANSAC homography from the query's keypoint frame to the
+  // candidate's, row-major (x' = (h0 x + h1 y + h2) / (h6 x + h7 y + h8));
+  // nullopt when none was fitted. What match levels measure the pair's
+  // geometry from (search/match_evidence.h).
+  std::optional<std::array<double, 9>> homography;
 };
 
 // The cheaper verification search and dedup use: nearest neighbours searched
