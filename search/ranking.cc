@@ -9,7 +9,6 @@
 #include <unordered_set>
 
 #include "indexer/colour.h"
-#include "search/searcher.h"
 #include "storage/encoding.h"
 
 namespace lookalike {
@@ -30,7 +29,7 @@ float Median(std::vector<float>* v) {
 
 // The verifier's options for a search: a candidate with fewer matches than
 // min_inliers cannot be verified, so RANSAC is not tried below that.
-VerifyOptions VerifyFor(const SearchOptions& options) {
+VerifyOptions VerifyFor(const RerankOptions& options) {
   VerifyOptions v = options.verify;
   v.min_matches = std::max(v.min_matches, options.min_inliers);
   return v;
@@ -70,18 +69,18 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
       stored_features_(stored_features),
       vectors_(vectors),
       options_(options),
-      verify_(VerifyFor(options)),
+      verify_(VerifyFor(options.rerank)),
       colour_(colour),
       colours_(colours) {
-  fuse_colour_ = options.colour_weight > 0 && options.colour_depth > 0 && !colour.empty() &&
-                 store.stores_colour();
+  fuse_colour_ = options.fusion.colour_weight > 0 && options.fusion.colour_depth > 0 &&
+                 !colour.empty() && store.stores_colour();
   if (fuse_colour_ && colours_) colour_query_ = ColourIndex::Prepare(colour);
-  if (options.thumbnail_weight > 0 && options.thumbnail_depth > 0 && !thumbnail.empty())
+  if (options.thumbnail.weight > 0 && options.thumbnail.depth > 0 && !thumbnail.empty())
     thumbnails_.emplace(thumbnail);
-  rerank_ = options.rerank != 0 && features.num() >= 5;
+  rerank_ = options.rerank.depth != 0 && features.num() >= 5;
   if (!rerank_) return;
-  verified_.emplace(
-      stored_features.InMatchingFrame(StrongestFeatures(features, options.verify_keypoints)));
+  verified_.emplace(stored_features.InMatchingFrame(
+      StrongestFeatures(features, options.rerank.verify_keypoints)));
   prepared_.emplace(*verified_, verify_);
 }
 
@@ -100,8 +99,8 @@ void QueryRanking::SetWordSimilarities(const std::vector<std::pair<uint64_t, flo
 
 void QueryRanking::Fuse(std::vector<Candidate>* list, float spread) {
   if (!fuses() || list->empty()) return;
-  const float w = fuse_colour_ ? options_.colour_weight * spread : 0.0f;
-  const float v = word_similarity_.empty() ? 0.0f : options_.word_weight * spread;
+  const float w = fuse_colour_ ? options_.fusion.colour_weight * spread : 0.0f;
+  const float v = word_similarity_.empty() ? 0.0f : options_.fusion.word_weight * spread;
   if (fuse_colour_) {
     // From the colour index when it holds the candidate, else from its
     // record: each read once per query, those of a list in one MultiGet.
@@ -158,7 +157,8 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
   for (Candidate& c : *list) {
     c.score = c.base;
     const int n = inliers(c.id);
-    if (n >= options_.min_inliers) c.score = std::clamp(CombinedScore(c.base, n), -1.0f, 1.0f);
+    if (n >= options_.rerank.min_inliers)
+      c.score = std::clamp(CombinedScore(c.base, n), -1.0f, 1.0f);
   }
   SortByScore(list);
 }
@@ -171,7 +171,7 @@ void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uin
     if (thumbnail_of.emplace(id, -1.0f).second) todo.push_back(id);
   };
   const size_t depth =
-      std::min<size_t>(list->size(), static_cast<size_t>(options_.thumbnail_depth));
+      std::min<size_t>(list->size(), static_cast<size_t>(options_.thumbnail.depth));
   const size_t head = std::min(depth, kFullCorrelationDepth);
   for (size_t i = 0; i < head; ++i) queue((*list)[i].id);
   std::unordered_set<uint64_t> in_list;
@@ -211,7 +211,7 @@ void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uin
   ParallelFor(correlate.size(), options_.threads,
               [&](size_t k) { t[k] = thumbnails_->Match(decoded[correlate[k]]); });
   for (size_t k = 0; k < correlate.size(); ++k) thumbnail_of[todo[correlate[k]]] = t[k];
-  const float weight = options_.thumbnail_weight;
+  const float weight = options_.thumbnail.weight;
   for (Candidate& c : *list) {
     const auto it = thumbnail_of.find(c.id);
     if (it == thumbnail_of.end()) continue;
@@ -229,7 +229,7 @@ bool QueryRanking::Expand(const float* query, const std::vector<Candidate>& list
   const int64_t dim = vectors_.dim();
   std::vector<uint64_t> ids;
   for (const Candidate& c : list) {
-    if (static_cast<int>(ids.size()) == options_.expansion) break;
+    if (static_cast<int>(ids.size()) == options_.expansion.results) break;
     if (Verified(c.id)) ids.push_back(c.id);
   }
   if (ids.empty()) return false;
@@ -251,6 +251,8 @@ int QueryRanking::inliers(uint64_t id) const {
   return it == inliers_of_.end() ? -1 : it->second;
 }
 
-bool QueryRanking::Verified(uint64_t id) const { return inliers(id) >= options_.min_inliers; }
+bool QueryRanking::Verified(uint64_t id) const {
+  return inliers(id) >= options_.rerank.min_inliers;
+}
 
 }  // namespace lookalike

@@ -4,15 +4,15 @@
 // searcher runs them:
 //
 //   1. Fuse          re-orders the short list by the global similarity b;
-//   2. Rerank        spatially verifies the top `rerank` candidates against
+//   2. Rerank        spatially verifies the top `rerank.depth` candidates against
 //                    the query's local features and re-orders by the score;
 //   3. Expand        averages the query with its verified results (average
 //                    query expansion); the searcher searches that vector
 //                    again and runs steps 1 and 2 on the new short list;
 //   4. Correlate     raises the unverified candidates whose thumbnail
 //                    correlates with the query's (the first
-//                    thumbnail_depth, the colour and thumbnail candidates
-//                    and the word list's first thumbnail_depth).
+//                    thumbnail.depth, the colour and thumbnail candidates
+//                    and the word list's first thumbnail.depth).
 //
 // The score (Hit::score), documented here once:
 //
@@ -25,7 +25,7 @@
 //   a      word similarity of query and candidate (search/word_index.h) over
 //          the query's best, [0, 1]; 0 for a candidate beyond the word
 //          list's depth (Hit::words);
-//   w      colour_weight x spread, where spread = 1.4826 x the median
+//   w      fusion.colour_weight x spread, where spread = 1.4826 x the median
 //          absolute deviation of the query's s over the collection (a
 //          robust standard deviation: a query's few true matches must not
 //          inflate it, or colour would outweigh the VLAD evidence of a
@@ -38,7 +38,7 @@
 //          images or a spread below 1e-6. Colour is weighed against how much
 //          VLAD similarities vary, which PCA-whitening changes six-fold
 //          (search/README.md "Colour");
-//   v      word_weight x spread, the same unit;
+//   v      fusion.word_weight x spread, the same unit;
 //   b      = (s + w c + v a) / (1 + w + v), the global similarity; without
 //          colour (weight 0, depth 0, no query colour, or a schema-1
 //          database) w = 0, without word fusion (weight 0, no word index)
@@ -48,11 +48,11 @@
 //          below 1 in a compact database, whose vectors come from quantised
 //          descriptors: indexer/README.md, "Compact features");
 //   g      = inliers / (inliers + 20), the spatial evidence of a verified
-//          candidate (RANSAC inliers >= min_inliers; Hit::inliers);
+//          candidate (RANSAC inliers >= rerank.min_inliers; Hit::inliers);
 //   t      best correlation of the query's thumbnail with the candidate's,
 //          the query placed as a crop (search/thumbnail_match.h), [-1, 1];
 //          only for candidates stored with a thumbnail (Hit::thumbnail);
-//   h      = thumbnail_weight x (t - T) / (1 - T) for t > T =
+//   h      = thumbnail.weight x (t - T) / (1 - T) for t > T =
 //          kThumbnailThreshold (0.86), else 0: the evidence of a
 //          correlation that copies reach (0.87-0.97 for the dev set's tiny
 //          crops) and unrelated images rarely do (search/README.md,
@@ -75,13 +75,12 @@
 #include "indexer/local_features.h"
 #include "indexer/search_vectors.h"
 #include "search/colour_index.h"
+#include "search/search_options.h"
 #include "search/thumbnail_match.h"
 #include "search/verifier.h"
 #include "storage/store.h"
 
 namespace lookalike {
-
-struct SearchOptions;
 
 // The colour weight's unit when a short list has too few candidates (or too
 // little variation) for a spread: the typical spread of full-VLAD similarities.
@@ -93,7 +92,7 @@ inline constexpr float kDefaultSimilaritySpread = 0.02f;
 float RobustSpread(std::vector<float>* similarities);
 
 // The thumbnail correlation T above which a candidate gains evidence (h).
-// Chosen with thumbnail_weight by the tune half's mAP summed over the
+// Chosen with thumbnail.weight by the tune half's mAP summed over the
 // distractor curve (97 to 10,097 images): lower lets the generic layout of
 // outdoor photos (sky over a building correlates at 0.85-0.91) outrank
 // other views of a scene; higher loses tiny copies at 0.87-0.92
@@ -155,7 +154,7 @@ class QueryRanking {
   // The word index's list for the query (id, a), for word fusion; a
   // candidate it does not list gets a = 0.
   void SetWordSimilarities(const std::vector<std::pair<uint64_t, float>>& list);
-  // True when Rerank and Expand run: rerank != 0 and the query has at least 5
+  // True when Rerank and Expand run: rerank.depth != 0 and the query has at least 5
   // local features (fewer cannot fit a homography).
   bool reranks() const { return rerank_; }
 
@@ -175,7 +174,7 @@ class QueryRanking {
   void Rerank(std::vector<Candidate>* list, int depth, const std::vector<uint64_t>& also = {});
 
   // Step 3: the query's search vector (vectors.dim() floats) plus the
-  // search vectors of the first `expansion` verified candidates of `list`,
+  // search vectors of the first `expansion.results` verified candidates of `list`,
   // L2-normalised, into `expanded` (a search vector: averaged where the
   // index compares, after PCA-whitening when there is one). Only verified
   // results are averaged: unverified neighbours would drag the query towards
@@ -184,13 +183,13 @@ class QueryRanking {
   bool Expand(const float* query, const std::vector<Candidate>& list,
               std::vector<float>* expanded) const;
 
-  // True when Correlate runs: thumbnail_weight and thumbnail_depth > 0 and
+  // True when Correlate runs: thumbnail.weight and thumbnail.depth > 0 and
   // the query has a thumbnail.
   bool correlates() const { return thumbnails_.has_value(); }
 
-  // Step 4: correlates the thumbnails of the first thumbnail_depth
+  // Step 4: correlates the thumbnails of the first thumbnail.depth
   // candidates of `list` and of those of `also` that `list` holds (the
-  // colour and thumbnail candidates, the word list's first thumbnail_depth),
+  // colour and thumbnail candidates, the word list's first thumbnail.depth),
   // read in one MultiGet, then raises every
   // unverified candidate's score by its evidence h (noisy-or, see above) and
   // stable-sorts by score. Run it after the last Rerank: Rerank recomputes
@@ -209,10 +208,10 @@ class QueryRanking {
   const FeatureReader& stored_features_;
   const SearchVectors& vectors_;
   const SearchOptions& options_;
-  // options.verify, min_matches raised to min_inliers.
+  // options.rerank.verify, min_matches raised to min_inliers.
   VerifyOptions verify_;
   // What verification matches: the query's strongest
-  // options.verify_keypoints features (StrongestFeatures), their descriptors
+  // options.rerank.verify_keypoints features (StrongestFeatures), their descriptors
   // in the stored features' matching frame; only when reranks().
   std::optional<LocalFeatures> verified_;
   // verified_, prepared once for all candidates.

@@ -24,54 +24,6 @@
 namespace lookalike {
 namespace fs = std::filesystem;
 
-void SearchOptions::Validate() const {
-  if (k < 1 || k > 100000)
-    throw std::invalid_argument("-k must be in 1..100000, got " + std::to_string(k));
-  if (rerank < -1 || rerank > 10000)
-    throw std::invalid_argument("--rerank must be in -1..10000, got " + std::to_string(rerank));
-  if (rerank_vlad < -1 || rerank_vlad > 10000)
-    throw std::invalid_argument("--rerank-vlad must be in -1..10000, got " +
-                                std::to_string(rerank_vlad));
-  if (rerank_words < 0 || rerank_words > 10000)
-    throw std::invalid_argument("--rerank-words must be in 0..10000, got " +
-                                std::to_string(rerank_words));
-  if (min_inliers < 5)
-    throw std::invalid_argument(
-        "--min-inliers must be >= 5 (four matches always fit a "
-        "homography), got " +
-        std::to_string(min_inliers));
-  if (verify_keypoints < 0 || verify_keypoints > 1000000)
-    throw std::invalid_argument("--verify-keypoints must be in 0..1000000, got " +
-                                std::to_string(verify_keypoints));
-  if (expansion < 0 || expansion > 100)
-    throw std::invalid_argument("--expansion must be in 0..100, got " + std::to_string(expansion));
-  if (threads < 0)
-    throw std::invalid_argument("threads must be >= 0, got " + std::to_string(threads));
-  if (!(colour_weight >= 0 && colour_weight <= 100))
-    throw std::invalid_argument("--colour-weight must be in [0, 100], got " +
-                                std::to_string(colour_weight));
-  if (!(word_weight >= 0 && word_weight <= 100))
-    throw std::invalid_argument("--word-weight must be in [0, 100], got " +
-                                std::to_string(word_weight));
-  if (colour_depth < 0 || colour_depth > 100000)
-    throw std::invalid_argument("--colour-depth must be in 0..100000, got " +
-                                std::to_string(colour_depth));
-  if (!(thumbnail_weight >= 0 && thumbnail_weight <= 1))
-    throw std::invalid_argument("--thumbnail-weight must be in [0, 1], got " +
-                                std::to_string(thumbnail_weight));
-  if (thumbnail_depth < 0 || thumbnail_depth > 10000)
-    throw std::invalid_argument("--thumbnail-depth must be in 0..10000, got " +
-                                std::to_string(thumbnail_depth));
-  if (thumbnail_candidates < 0 || thumbnail_candidates > 10000)
-    throw std::invalid_argument("--thumbnail-candidates must be in 0..10000, got " +
-                                std::to_string(thumbnail_candidates));
-  if (colour_candidates < 0 || colour_candidates > 10000)
-    throw std::invalid_argument("--colour-candidates must be in 0..10000, got " +
-                                std::to_string(colour_candidates));
-  verify.Validate();
-  index.Validate();
-}
-
 struct Searcher::Impl {
   SearchOptions options;
   std::unique_ptr<Store> store;
@@ -140,7 +92,7 @@ struct Searcher::Impl {
   std::vector<Candidate> ShortList(const float* query, int64_t depth) const;
 
   // The word index's most similar images for a query, best first, with
-  // their similarity over the best one's: the `rerank_words` to verify, and
+  // their similarity over the best one's: the `rerank.word_depth` to verify, and
   // as many as the colour depth for word fusion when it is on.
   std::vector<std::pair<uint64_t, float>> WordList(const LocalFeatures& features) const;
   // The inner products of `query` (a search vector) with `rows` stored
@@ -230,8 +182,8 @@ std::vector<Candidate> Searcher::Impl::ShortList(const float* query, int64_t dep
 std::vector<std::pair<uint64_t, float>> Searcher::Impl::WordList(const LocalFeatures& f) const {
   std::vector<std::pair<uint64_t, float>> out;
   if (!words || f.num() == 0) return out;
-  const int64_t depth =
-      std::max<int64_t>(options.rerank_words, options.word_weight > 0 ? options.colour_depth : 0);
+  const int64_t depth = std::max<int64_t>(
+      options.rerank.word_depth, options.fusion.word_weight > 0 ? options.fusion.colour_depth : 0);
   if (depth == 0) return out;
   out = words->Search(words->vocabulary().Encode(f.descriptors.data(), f.num()), depth);
   if (!out.empty() && out[0].second > 0) {
@@ -282,8 +234,8 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   // The word index is read (or built from the features) only when a query
   // will use it.
   VectorIndexOptions index_options = options.index;
-  index_options.words =
-      options.word_weight > 0 || (options.rerank != 0 && options.rerank_words > 0);
+  index_options.words = options.fusion.word_weight > 0 ||
+                        (options.rerank.depth != 0 && options.rerank.word_depth > 0);
   SearchIndexSync sync = SyncSearchIndex(*impl->store, *impl->vectors, index_options);
   if (options.index.nprobe > 0)
     sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
@@ -346,10 +298,10 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     // The colour candidates (the same for the expanded query: its colour is
     // the query's), and the thumbnail candidates (the query's thumbnail, the
     // same for both).
-    if (opt.colour_candidates > 0 && prepared->fuses_colour())
-      by_colour = impl_->colours.Search(prepared->colour_query(), opt.colour_candidates);
-    if (opt.thumbnail_candidates > 0 && prepared->correlates() && impl_->tiny.rows() > 0)
-      by_thumbnail = impl_->tiny.Search(TinyIndex::RowOf(thumbnail), opt.thumbnail_candidates);
+    if (opt.fusion.colour_candidates > 0 && prepared->fuses_colour())
+      by_colour = impl_->colours.Search(prepared->colour_query(), opt.fusion.colour_candidates);
+    if (opt.thumbnail.candidates > 0 && prepared->correlates() && impl_->tiny.rows() > 0)
+      by_thumbnail = impl_->tiny.Search(TinyIndex::RowOf(thumbnail), opt.thumbnail.candidates);
   });
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
   // The word index's list: its head is verified (and added to the short list
@@ -359,14 +311,14 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   preparing.get();
   QueryRanking& ranking = *prepared;
   std::vector<uint64_t> word_head;
-  for (size_t i = 0; i < word_list.size() && static_cast<int>(i) < opt.rerank_words; ++i)
+  for (size_t i = 0; i < word_list.size() && static_cast<int>(i) < opt.rerank.word_depth; ++i)
     word_head.push_back(word_list[i].first);
-  if (opt.word_weight > 0) ranking.SetWordSimilarities(word_list);
+  if (opt.fusion.word_weight > 0) ranking.SetWordSimilarities(word_list);
   if (!ranking.reranks()) word_head.clear();
   // How deep the fused list and the VLAD order are verified depends on
   // whether a word head is.
-  const int vlad_depth = VladHeadDepth(opt.rerank_vlad, !word_head.empty());
-  const int rerank_depth = RerankDepth(opt.rerank, !word_head.empty());
+  const int vlad_depth = VladHeadDepth(opt.rerank.vlad_depth, !word_head.empty());
+  const int rerank_depth = RerankDepth(opt.rerank.depth, !word_head.empty());
   // The VLAD order's head.
   auto vlad_head = [&](const std::vector<Candidate>& l) {
     std::vector<uint64_t> ids;
@@ -375,7 +327,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
     return ids;
   };
   const int64_t depth = std::min<int64_t>(
-      n_index, std::max({opt.k, rerank_depth, ranking.fuses() ? opt.colour_depth : 0}));
+      n_index, std::max({opt.k, rerank_depth, ranking.fuses() ? opt.fusion.colour_depth : 0}));
   // The fused short list of a search vector, and the heads verified whatever
   // the fusion did: the VLAD order's and the word index's.
   std::vector<uint64_t> head;
@@ -396,21 +348,21 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   if (ranking.reranks()) {
     ranking.Rerank(&list, rerank_depth, head);
     std::vector<float> expanded;
-    if (opt.expansion > 0 && ranking.Expand(query.data(), list, &expanded)) {
+    if (opt.expansion.results > 0 && ranking.Expand(query.data(), list, &expanded)) {
       list = fused_list(expanded.data());
       ranking.Rerank(&list, rerank_depth, head);
     }
   }
   // After verification, which judges what it can; the colour candidates are
   // where a copy too small to verify still ranks high. The word list's first
-  // thumbnail_depth are correlated too, wherever fusion ranked them: a
+  // thumbnail.depth are correlated too, wherever fusion ranked them: a
   // blurred crop may share a few local features with its original, too few
   // to verify, while its global similarities sink it (the dev set's blurred
   // 49 % crop: 67th by words of 10,097 images, 721st after fusion).
   if (ranking.correlates()) {
     std::vector<uint64_t> also = by_colour;
     also.insert(also.end(), by_thumbnail.begin(), by_thumbnail.end());
-    for (size_t i = 0; i < word_list.size() && static_cast<int>(i) < opt.thumbnail_depth; ++i)
+    for (size_t i = 0; i < word_list.size() && static_cast<int>(i) < opt.thumbnail.depth; ++i)
       also.push_back(word_list[i].first);
     ranking.Correlate(&list, also);
   }
@@ -443,7 +395,7 @@ std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const 
   // are (at 100,000 images, 14 of the 17 dev queries with a view), and a
   // second search doubles a query's cost.
   if (!impl_->options.pasted_views || enc.views.empty() ||
-      (!hits.empty() && hits[0].inliers >= impl_->options.min_inliers))
+      (!hits.empty() && hits[0].inliers >= impl_->options.rerank.min_inliers))
     return hits;
   std::unordered_map<uint64_t, size_t> at;  // id -> index in hits
   for (size_t i = 0; i < hits.size(); ++i) at.emplace(hits[i].id, i);
@@ -451,7 +403,7 @@ std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const 
   // thumbnail correlated. Its global similarities alone would add a second
   // set of near misses to the first (search/README.md, "Pasted pictures").
   const auto evidence = [&](const Hit& h) {
-    return h.inliers >= impl_->options.min_inliers || h.thumbnail > kThumbnailThreshold;
+    return h.inliers >= impl_->options.rerank.min_inliers || h.thumbnail > kThumbnailThreshold;
   };
   for (const ImageEncoder::Result& view : enc.views) {
     if (view.error) continue;

@@ -12,29 +12,19 @@
 #include "search/subspace_shortlist.h"
 #include "storage/encoding.h"
 #include "util/blas.h"
+#include "util/option_checks.h"
 #include "util/rows.h"
 
 namespace lookalike {
 
 void VerifyOptions::Validate() const {
-  if (!(ratio > 0 && ratio <= 1))
-    throw std::invalid_argument("ratio must be in (0, 1], got " + std::to_string(ratio));
-  if (!(ransac_threshold > 0))
-    throw std::invalid_argument("RANSAC threshold must be > 0, got " +
-                                std::to_string(ransac_threshold));
-  if (min_matches < 5)
-    throw std::invalid_argument(
-        "min matches must be >= 5 (four matches always fit a "
-        "homography), got " +
-        std::to_string(min_matches));
-  if (match_dims < 0)
-    throw std::invalid_argument("match dims must be >= 0, got " + std::to_string(match_dims));
-  if (match_shortlist < 2 || match_shortlist > 64)
-    throw std::invalid_argument("match shortlist must be in 2..64, got " +
-                                std::to_string(match_shortlist));
-  if (ransac_iterations < 1)
-    throw std::invalid_argument("RANSAC iterations must be >= 1, got " +
-                                std::to_string(ransac_iterations));
+  CheckAbove({"verify.ratio"}, ratio, 0.0f);
+  CheckAtMost({"verify.ratio"}, ratio, 1.0f);
+  CheckAbove({"verify.ransac_threshold"}, ransac_threshold, 0.0f);
+  CheckAtLeast({"verify.min_matches"}, min_matches, 5, "four matches always fit a homography");
+  CheckAtLeast({"verify.match_dims", "--match-dims"}, match_dims, 0);
+  CheckInRange({"verify.match_shortlist"}, match_shortlist, 2, 64);
+  CheckAtLeast({"verify.ransac_iterations"}, ransac_iterations, 1);
 }
 
 namespace {

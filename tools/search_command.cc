@@ -41,45 +41,45 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
           });
   g->Text("backend", BackendName(d.backend), "VLAD encoder: auto | cpu | cuda",
           [o](const std::string& v) { o->backend = ParseBackend(v); });
-  g->Value("rerank", &o->rerank, d.rerank,
+  g->Value("rerank", &o->rerank.depth, d.rerank.depth,
            "spatially verify the top N results against the query (0 = off; -1 = 50, or 20 when "
            "a visual-word index's head is verified too)");
-  g->Value("rerank-vlad", &o->rerank_vlad, d.rerank_vlad,
+  g->Value("rerank-vlad", &o->rerank.vlad_depth, d.rerank.vlad_depth,
            "also verify the top N results by VLAD similarity alone, wherever colour put them "
            "(0 = off; -1 = 25 when no visual-word index's head is verified, else 0)");
-  g->Value("rerank-words", &o->rerank_words, d.rerank_words,
+  g->Value("rerank-words", &o->rerank.word_depth, d.rerank.word_depth,
            "also verify the top N results of the visual-word index (shared local features), "
            "wherever the global order put them (0 = off)");
-  g->Value("min-inliers", &o->min_inliers, d.min_inliers,
+  g->Value("min-inliers", &o->rerank.min_inliers, d.rerank.min_inliers,
            "RANSAC inliers a result needs to count as verified");
-  g->Value("verify-keypoints", &o->verify_keypoints, d.verify_keypoints,
+  g->Value("verify-keypoints", &o->rerank.verify_keypoints, d.rerank.verify_keypoints,
            "match at most the query's N strongest local features in verification (0 = all)");
-  DeclareVerifyFlags(g, &o->verify, d.verify);
-  g->Number("thumbnail-weight", &o->thumbnail_weight, d.thumbnail_weight,
+  DeclareVerifyFlags(g, &o->rerank.verify, d.rerank.verify);
+  g->Number("thumbnail-weight", &o->thumbnail.weight, d.thumbnail.weight,
             "weight, in [0, 1], of the evidence of an unverified result whose thumbnail "
             "correlates with the query's above 0.86, the query placed as a crop (0 = off)");
-  g->Value("thumbnail-depth", &o->thumbnail_depth, d.thumbnail_depth,
+  g->Value("thumbnail-depth", &o->thumbnail.depth, d.thumbnail.depth,
            "results whose thumbnails are correlated with the query's, besides the colour "
            "candidates");
-  g->Value("thumbnail-candidates", &o->thumbnail_candidates, d.thumbnail_candidates,
+  g->Value("thumbnail-candidates", &o->thumbnail.candidates, d.thumbnail.candidates,
            "also correlate the thumbnails of the N images of the whole collection whose "
            "8 x 8 tiny image is most like the query's, wherever VLAD ranked them (0 = off)");
   g->Value("pasted-views", &o->pasted_views, d.pasted_views,
            "search a query that is a picture pasted onto a uniform border (rotated, in "
            "perspective) and verifies nothing as it is again with the picture rectified, adding "
            "the results that have evidence of their own (0 = off)");
-  g->Value("expansion", &o->expansion, d.expansion,
+  g->Value("expansion", &o->expansion.results, d.expansion.results,
            "query expansion from up to N verified results (0 = off)");
-  g->Number("colour-weight", &o->colour_weight, d.colour_weight,
+  g->Number("colour-weight", &o->fusion.colour_weight, d.fusion.colour_weight,
             "weight of the colour similarity added to the VLAD similarity, in units of the "
             "robust spread (1.4826 x median absolute deviation) of the VLAD similarities over "
             "the candidates (0 = off)");
-  g->Value("colour-depth", &o->colour_depth, d.colour_depth,
+  g->Value("colour-depth", &o->fusion.colour_depth, d.fusion.colour_depth,
            "VLAD results whose colour is compared with the query's");
-  g->Value("colour-candidates", &o->colour_candidates, d.colour_candidates,
+  g->Value("colour-candidates", &o->fusion.colour_candidates, d.fusion.colour_candidates,
            "also compare the N images of the whole collection whose colour is most like the "
            "query's, wherever VLAD ranked them (0 = off)");
-  g->Number("word-weight", &o->word_weight, d.word_weight,
+  g->Number("word-weight", &o->fusion.word_weight, d.fusion.word_weight,
             "weight of the visual-word similarity (over the query's best) added to the VLAD "
             "similarity, in the colour weight's units (0 = off)");
   g->Value("nprobe", &o->index.nprobe, d.index.nprobe,

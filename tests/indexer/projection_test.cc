@@ -534,7 +534,7 @@ TEST(ProjectionPipelineTest, ProjectedSearchFindsOriginals) {
   }
   SearchOptions so;
   so.k = 3;
-  so.rerank = 0;  // VLAD ranking alone
+  so.rerank.depth = 0;  // VLAD ranking alone
   so.backend = Backend::kCpu;
   auto searcher = Searcher::Open(db, so);
   EXPECT_EQ(searcher->num_indexed(), kImages);
@@ -598,7 +598,7 @@ TEST(ProjectionPipelineTest, ReExtractedSampleAndMinImages) {
 void ExpectEachFindsItselfFirst(const std::string& db, const std::vector<std::string>& paths) {
   SearchOptions so;
   so.k = 3;
-  so.rerank = 0;
+  so.rerank.depth = 0;
   so.backend = Backend::kCpu;
   auto searcher = Searcher::Open(db, so);
   EXPECT_EQ(searcher->num_indexed(), static_cast<int64_t>(paths.size()));

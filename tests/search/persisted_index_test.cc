@@ -74,7 +74,7 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
   std::unique_ptr<Searcher> Open() {
     SearchOptions o;
     o.k = 3;
-    o.rerank = 0;
+    o.rerank.depth = 0;
     o.index.min_word_images = 0;
     o.backend = Backend::kCpu;
     return Searcher::Open(db(), o);

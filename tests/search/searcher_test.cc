@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -49,14 +50,14 @@ class SearcherTest : public ::testing::Test {
     ASSERT_EQ(s.no_features, 1);
   }
   std::unique_ptr<Searcher> Open(int k, int rerank = 0,
-                                 float colour_weight = SearchOptions().colour_weight,
-                                 float word_weight = SearchOptions().word_weight) {
+                                 float colour_weight = SearchOptions().fusion.colour_weight,
+                                 float word_weight = SearchOptions().fusion.word_weight) {
     SearchOptions o;
     o.index.min_word_images = 0;  // these few images keep a word index
     o.k = k;
-    o.rerank = rerank;
-    o.colour_weight = colour_weight;
-    o.word_weight = word_weight;
+    o.rerank.depth = rerank;
+    o.fusion.colour_weight = colour_weight;
+    o.fusion.word_weight = word_weight;
     o.backend = Backend::kCpu;
     return Searcher::Open(db(), o);
   }
@@ -88,7 +89,7 @@ TEST_F(SearcherTest, OneThreadRanksAsSeveralDo) {
     SearchOptions o;
     o.index.min_word_images = 0;
     o.k = 6;
-    o.rerank = 6;
+    o.rerank.depth = 6;
     o.threads = threads;
     o.backend = Backend::kCpu;
     runs.push_back(Searcher::Open(db(), o)->SearchFiles(paths_));
@@ -104,7 +105,7 @@ TEST_F(SearcherTest, OneThreadRanksAsSeveralDo) {
       }
     }
   }
-  EXPECT_GE(runs[0][0].hits.at(0).inliers, SearchOptions().min_inliers);  // verification ran
+  EXPECT_GE(runs[0][0].hits.at(0).inliers, SearchOptions().rerank.min_inliers);  // verification ran
 }
 
 TEST_F(SearcherTest, EachImageFindsItselfFirst) {
@@ -173,17 +174,18 @@ TEST_F(SearcherTest, ThumbnailCorrelationRaisesATinyCopyTooPoorToVerify) {
   auto search = [&](float thumbnail_weight) {
     SearchOptions o;
     o.k = kImages;
-    o.thumbnail_weight = thumbnail_weight;
+    o.thumbnail.weight = thumbnail_weight;
     o.backend = Backend::kCpu;
     const auto results = Searcher::Open(db(), o)->SearchFiles({copy});
     EXPECT_EQ(results.size(), 1u);
     return results[0].hits;
   };
-  const std::vector<Hit> with = search(SearchOptions().thumbnail_weight), without = search(0);
+  const std::vector<Hit> with = search(SearchOptions().thumbnail.weight), without = search(0);
   ASSERT_FALSE(with.empty());
   EXPECT_EQ(with[0].path, AbsolutePath(paths_[6]));
   EXPECT_GT(with[0].thumbnail, kThumbnailThreshold);
-  EXPECT_LT(with[0].inliers, SearchOptions().min_inliers) << "the copy was verifiable after all";
+  EXPECT_LT(with[0].inliers, SearchOptions().rerank.min_inliers)
+      << "the copy was verifiable after all";
   std::map<uint64_t, float> score_without;
   for (const Hit& h : without) {
     EXPECT_EQ(h.thumbnail, -1.0f) << "correlated with the weight at 0";
@@ -213,9 +215,9 @@ TEST_F(SearcherTest, TheWordListIsCorrelatedWhereverFusionRanksIt) {
     // in memory from 0 images on.
     o.index.min_word_images = word_index ? 0 : kImages + 1;
     o.k = kImages;
-    o.thumbnail_depth = thumbnail_depth;
-    o.colour_candidates = 0;
-    o.thumbnail_candidates = 0;
+    o.thumbnail.depth = thumbnail_depth;
+    o.fusion.colour_candidates = 0;
+    o.thumbnail.candidates = 0;
     o.backend = Backend::kCpu;
     const auto results = Searcher::Open(db(), o)->SearchFiles({copy});
     EXPECT_EQ(results.size(), 1u);
@@ -245,7 +247,8 @@ TEST_F(SearcherTest, TheWordListIsCorrelatedWhereverFusionRanksIt) {
   ASSERT_FALSE(all.empty());
   EXPECT_EQ(all[0].path, AbsolutePath(paths_[6]));
   EXPECT_GT(all[0].thumbnail, kThumbnailThreshold);
-  EXPECT_LT(all[0].inliers, SearchOptions().min_inliers) << "the copy was verifiable after all";
+  EXPECT_LT(all[0].inliers, SearchOptions().rerank.min_inliers)
+      << "the copy was verifiable after all";
 }
 
 // The fusion weights' unit is the robust spread of the query's similarities
@@ -256,22 +259,22 @@ TEST_F(SearcherTest, TheWordListIsCorrelatedWhereverFusionRanksIt) {
 TEST_F(SearcherTest, FusionWeighsColourByTheSpreadOverTheWholeCollection) {
   const std::string query = paths_[3];
   SearchOptions o;
-  o.rerank = 0;
-  o.expansion = 0;
-  o.thumbnail_weight = 0;
-  o.word_weight = 0;
-  o.colour_candidates = 0;
+  o.rerank.depth = 0;
+  o.expansion.results = 0;
+  o.thumbnail.weight = 0;
+  o.fusion.word_weight = 0;
+  o.fusion.colour_candidates = 0;
   o.backend = Backend::kCpu;
   o.k = kImages;
-  o.colour_weight = 0;
+  o.fusion.colour_weight = 0;
   std::vector<float> all;
   for (const Hit& h : Searcher::Open(db(), o)->SearchFiles({query})[0].hits)
     all.push_back(h.similarity);
   ASSERT_EQ(all.size(), static_cast<size_t>(kImages));
-  const float expected = o.colour_weight = SearchOptions().colour_weight;
+  const float expected = o.fusion.colour_weight = SearchOptions().fusion.colour_weight;
   const float spread = RobustSpread(&all);
   o.k = 3;
-  o.colour_depth = 4;
+  o.fusion.colour_depth = 4;
   const std::vector<Hit> hits = Searcher::Open(db(), o)->SearchFiles({query})[0].hits;
   ASSERT_EQ(hits.size(), 3u);
   int checked = 0;
@@ -298,7 +301,7 @@ TEST_F(SearcherTest, APastedCopyIsSearchedRectifiedToo) {
   auto search = [&](bool pasted_views) {
     SearchOptions o;
     o.k = kImages;
-    o.rerank = kImages;
+    o.rerank.depth = kImages;
     o.pasted_views = pasted_views;
     o.backend = Backend::kCpu;
     const auto results = Searcher::Open(db(), o)->SearchFiles({copy});
@@ -310,10 +313,11 @@ TEST_F(SearcherTest, APastedCopyIsSearchedRectifiedToo) {
   ASSERT_FALSE(plain.empty());
   for (const Hit& h : plain)
     if (h.path == AbsolutePath(paths_[9])) {
-      ASSERT_LT(h.inliers, SearchOptions().min_inliers) << "verifiable as it is: no test of views";
+      ASSERT_LT(h.inliers, SearchOptions().rerank.min_inliers)
+          << "verifiable as it is: no test of views";
     }
   EXPECT_EQ(both[0].path, AbsolutePath(paths_[9]));
-  EXPECT_GE(both[0].inliers, SearchOptions().min_inliers);
+  EXPECT_GE(both[0].inliers, SearchOptions().rerank.min_inliers);
   std::map<uint64_t, float> plain_score;
   for (const Hit& h : plain) plain_score[h.id] = h.score;
   std::set<uint64_t> seen;
@@ -325,7 +329,8 @@ TEST_F(SearcherTest, APastedCopyIsSearchedRectifiedToo) {
     }
     const auto found = plain_score.find(h.id);
     if (found == plain_score.end() || h.score > found->second) {
-      EXPECT_TRUE(h.inliers >= SearchOptions().min_inliers || h.thumbnail > kThumbnailThreshold)
+      EXPECT_TRUE(h.inliers >= SearchOptions().rerank.min_inliers ||
+                  h.thumbnail > kThumbnailThreshold)
           << h.path << " came from the rectified view without evidence";
     } else {
       EXPECT_EQ(h.score, found->second);
@@ -359,11 +364,11 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
     SearchOptions o;
     o.index.min_word_images = 0;  // these few images keep a word index
     o.k = 12;
-    o.rerank = rerank;
-    o.rerank_vlad = rerank_vlad;
-    o.rerank_words = rerank_words;
-    o.expansion = 0;
-    o.colour_weight = colour_weight;
+    o.rerank.depth = rerank;
+    o.rerank.vlad_depth = rerank_vlad;
+    o.rerank.word_depth = rerank_words;
+    o.expansion.results = 0;
+    o.fusion.colour_weight = colour_weight;
     o.backend = Backend::kCpu;
     return Searcher::Open(db, o)->SearchFiles({copy}).at(0).hits;
   };
@@ -377,19 +382,19 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
     }
   const auto with_head = search(1, 1, 100);
   EXPECT_EQ(with_head.at(0).path, original);
-  EXPECT_GE(with_head.at(0).inliers, SearchOptions().min_inliers);
+  EXPECT_GE(with_head.at(0).inliers, SearchOptions().rerank.min_inliers);
   // The word index's head alone (shared local features) brings it back too.
   const auto with_words = search(1, 0, 100, 1);
   EXPECT_EQ(with_words.at(0).path, original);
-  EXPECT_GE(with_words.at(0).inliers, SearchOptions().min_inliers);
+  EXPECT_GE(with_words.at(0).inliers, SearchOptions().rerank.min_inliers);
   // The default head: the VLAD order's without a word head, none with one.
   const auto by_default = search(1, -1, 100, 0);
   EXPECT_EQ(by_default.at(0).path, original);
-  EXPECT_GE(by_default.at(0).inliers, SearchOptions().min_inliers);
+  EXPECT_GE(by_default.at(0).inliers, SearchOptions().rerank.min_inliers);
 }
 
 TEST(RerankDepthTest, DefaultVerifiesFewerFusedCandidatesBesideAWordHead) {
-  EXPECT_EQ(SearchOptions().rerank, -1);
+  EXPECT_EQ(SearchOptions().rerank.depth, -1);
   EXPECT_EQ(RerankDepth(-1, false), kRerank);
   EXPECT_EQ(RerankDepth(-1, true), kRerankWithWords);
   EXPECT_LT(kRerankWithWords, kRerank);
@@ -398,7 +403,7 @@ TEST(RerankDepthTest, DefaultVerifiesFewerFusedCandidatesBesideAWordHead) {
 }
 
 TEST(VladHeadDepthTest, DefaultVerifiesTheVladHeadOnlyWithoutAWordHead) {
-  EXPECT_EQ(SearchOptions().rerank_vlad, -1);
+  EXPECT_EQ(SearchOptions().rerank.vlad_depth, -1);
   EXPECT_EQ(VladHeadDepth(-1, false), kVladHead);
   EXPECT_EQ(VladHeadDepth(-1, true), 0);
   EXPECT_EQ(VladHeadDepth(0, false), 0);
@@ -417,8 +422,8 @@ double ColourWeightOf(const Hit& h, double r) {
 // Every unverified hit of one query is ranked by (s + w c + v a) / (1 + w + v)
 // with one w > 0 (the query's; SearchOptions::colour_weight) and v = r w.
 void ExpectOneColourWeight(const std::vector<Hit>& hits, int min_inliers,
-                           double r = double{SearchOptions().word_weight} /
-                                      SearchOptions().colour_weight) {
+                           double r = double{SearchOptions().fusion.word_weight} /
+                                      SearchOptions().fusion.colour_weight) {
   double w = -1;
   bool words = false;
   for (const Hit& h : hits) {
@@ -447,16 +452,16 @@ TEST_F(SearcherTest, VerificationRaisesTheCopyAndLeavesUnverifiedScoresAlone) {
   ASSERT_EQ(verified[0].hits.size(), static_cast<size_t>(kImages));
   const Hit& top = verified[0].hits[0];
   EXPECT_EQ(top.path, AbsolutePath(paths_[6]));
-  EXPECT_GE(top.inliers, SearchOptions().min_inliers) << "a rotated copy verifies";
+  EXPECT_GE(top.inliers, SearchOptions().rerank.min_inliers) << "a rotated copy verifies";
   EXPECT_GT(top.score, top.similarity) << "spatial evidence raises the score";
   EXPECT_LE(top.score, 1.0f);
   for (const Hit& h : verified[0].hits) {
     EXPECT_GE(h.inliers, 0) << "every candidate within the re-ranking depth was verified";
   }
-  ExpectOneColourWeight(verified[0].hits, SearchOptions().min_inliers);
+  ExpectOneColourWeight(verified[0].hits, SearchOptions().rerank.min_inliers);
   // Without re-ranking, scores are the global similarities and nothing is verified.
   for (const Hit& h : plain[0].hits) EXPECT_EQ(h.inliers, -1);
-  ExpectOneColourWeight(plain[0].hits, SearchOptions().min_inliers);
+  ExpectOneColourWeight(plain[0].hits, SearchOptions().rerank.min_inliers);
   // Without colour and words, they are the VLAD similarities.
   for (const Hit& h : Open(kImages, 0, 0.0f, 0.0f)->SearchFiles({copy})[0].hits) {
     EXPECT_EQ(h.colour, -1.0f);
@@ -514,15 +519,15 @@ TEST(SearcherColourTest, ColourSeparatesImagesThatLookAlikeInGrey) {
     SearchOptions o;
     o.index.min_word_images = 0;  // these few images keep a word index
     o.k = 2;
-    o.rerank = 0;
-    o.colour_weight = w;
+    o.rerank.depth = 0;
+    o.fusion.colour_weight = w;
     o.backend = Backend::kCpu;
     return Searcher::Open(io.db_path, o)->SearchFiles({query})[0].hits;
   };
   const std::vector<Hit> plain = search(0.0f);
   ASSERT_EQ(plain.size(), 2u);
   EXPECT_NEAR(plain[0].score, plain[1].score, 0.05f) << "the same picture in grey";
-  const std::vector<Hit> fused = search(SearchOptions().colour_weight);
+  const std::vector<Hit> fused = search(SearchOptions().fusion.colour_weight);
   ASSERT_EQ(fused.size(), 2u);
   EXPECT_EQ(fused[0].path, AbsolutePath(blue_path));
   EXPECT_EQ(fused[1].path, AbsolutePath(grey_path));
@@ -564,12 +569,12 @@ TEST(SearcherColourTest, ColourCandidatesReachWhatVladRanksLow) {
   auto search = [&](int colour_candidates) {
     SearchOptions o;
     o.k = 1;
-    o.rerank = 0;
-    o.colour_depth = 1;  // the VLAD short list: its first image only
-    o.word_weight = 0;
-    o.colour_weight = 100;
-    o.colour_candidates = colour_candidates;
-    o.thumbnail_candidates = 0;  // colour candidates alone
+    o.rerank.depth = 0;
+    o.fusion.colour_depth = 1;  // the VLAD short list: its first image only
+    o.fusion.word_weight = 0;
+    o.fusion.colour_weight = 100;
+    o.fusion.colour_candidates = colour_candidates;
+    o.thumbnail.candidates = 0;  // colour candidates alone
     o.backend = Backend::kCpu;
     return Searcher::Open(io.db_path, o)->SearchFiles({query})[0].hits;
   };
@@ -677,16 +682,69 @@ TEST(SearcherOpenTest, ErrorsAndValidation) {
   o.k = 100001;
   EXPECT_THROW(o.Validate(), std::invalid_argument);
   o = SearchOptions();
-  o.rerank = -2;
+  o.rerank.depth = -2;
   EXPECT_THROW(o.Validate(), std::invalid_argument);
   o = SearchOptions();
-  o.rerank_vlad = -2;
+  o.rerank.vlad_depth = -2;
   EXPECT_THROW(o.Validate(), std::invalid_argument);
-  o.verify_keypoints = -1;
-  o.rerank_vlad = -1;
+  o.rerank.verify_keypoints = -1;
+  o.rerank.vlad_depth = -1;
   EXPECT_THROW(o.Validate(), std::invalid_argument);
-  o.verify_keypoints = 0;
+  o.rerank.verify_keypoints = 0;
   EXPECT_NO_THROW(o.Validate());
+}
+
+// Each stage's group refuses a value out of range with a message naming the
+// field and the flag that sets it; SearchOptions::Validate runs every group.
+TEST(SearchOptionsTest, ValidateNamesTheFieldAndTheFlag) {
+  struct Case {
+    void (*set)(SearchOptions*);
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](SearchOptions* o) { o->k = 0; }, "k (-k) must be in 1..100000, got 0"},
+      {[](SearchOptions* o) { o->threads = -1; }, "threads must be >= 0, got -1"},
+      {[](SearchOptions* o) { o->fusion.colour_weight = 101; },
+       "fusion.colour_weight (--colour-weight) must be in [0, 100], got 101"},
+      {[](SearchOptions* o) { o->fusion.colour_depth = -1; },
+       "fusion.colour_depth (--colour-depth) must be in 0..100000, got -1"},
+      {[](SearchOptions* o) { o->fusion.colour_candidates = 10001; },
+       "fusion.colour_candidates (--colour-candidates) must be in 0..10000, got 10001"},
+      {[](SearchOptions* o) { o->fusion.word_weight = -0.5f; },
+       "fusion.word_weight (--word-weight) must be in [0, 100], got -0.5"},
+      {[](SearchOptions* o) { o->rerank.depth = -2; },
+       "rerank.depth (--rerank) must be in -1..10000, got -2"},
+      {[](SearchOptions* o) { o->rerank.vlad_depth = 10001; },
+       "rerank.vlad_depth (--rerank-vlad) must be in -1..10000, got 10001"},
+      {[](SearchOptions* o) { o->rerank.word_depth = -1; },
+       "rerank.word_depth (--rerank-words) must be in 0..10000, got -1"},
+      {[](SearchOptions* o) { o->rerank.min_inliers = 4; },
+       "rerank.min_inliers (--min-inliers) must be >= 5 (four matches always fit a homography), "
+       "got 4"},
+      {[](SearchOptions* o) { o->rerank.verify_keypoints = -1; },
+       "rerank.verify_keypoints (--verify-keypoints) must be in 0..1000000, got -1"},
+      {[](SearchOptions* o) { o->rerank.verify.match_dims = -1; },
+       "verify.match_dims (--match-dims) must be >= 0, got -1"},
+      {[](SearchOptions* o) { o->thumbnail.weight = std::nanf(""); },
+       "thumbnail.weight (--thumbnail-weight) must be in [0, 1], got nan"},
+      {[](SearchOptions* o) { o->thumbnail.depth = 10001; },
+       "thumbnail.depth (--thumbnail-depth) must be in 0..10000, got 10001"},
+      {[](SearchOptions* o) { o->thumbnail.candidates = -1; },
+       "thumbnail.candidates (--thumbnail-candidates) must be in 0..10000, got -1"},
+      {[](SearchOptions* o) { o->expansion.results = 101; },
+       "expansion.results (--expansion) must be in 0..100, got 101"},
+  };
+  for (const Case& c : cases) {
+    SearchOptions o;
+    c.set(&o);
+    try {
+      o.Validate();
+      ADD_FAILURE() << "accepted: " << c.message;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), c.message);
+    }
+  }
+  EXPECT_NO_THROW(SearchOptions().Validate());
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST_F(VerifierTest, TransformedCopiesVerifyUnrelatedImagesDoNot) {
   const cv::Mat original = testing::MakeSyntheticImage(31, 480, 360);
   const LocalFeatures a = Features(original);
   ASSERT_GT(a.num(), 100);
-  const int threshold = SearchOptions().min_inliers;
+  const int threshold = SearchOptions().rerank.min_inliers;
   for (testing::Transform t : {testing::Transform::kCrop, testing::Transform::kScale,
                                testing::Transform::kRotate, testing::Transform::kJpeg}) {
     const Verification v =
@@ -53,7 +53,7 @@ TEST_F(VerifierTest, TransformedCopiesVerifyUnrelatedImagesDoNot) {
 TEST_F(VerifierTest, LoRansacVerifiesCopiesAsClassicRansacDoes) {
   const cv::Mat original = testing::MakeSyntheticImage(44, 480, 360);
   const LocalFeatures a = Features(original);
-  const int threshold = SearchOptions().min_inliers;
+  const int threshold = SearchOptions().rerank.min_inliers;
   VerifyOptions classic, usac;
   usac.ransac = RansacMethod::kUsac;
   for (testing::Transform t : {testing::Transform::kCrop, testing::Transform::kScale,
@@ -138,7 +138,7 @@ TEST_F(VerifierTest, PrincipalComponentMatchingAgreesWithExactMatching) {
     EXPECT_GE(p.inliers, e.inliers * 9 / 10) << testing::TransformName(t);
     EXPECT_LE(p.inliers, e.inliers * 11 / 10 + 2) << testing::TransformName(t);
   }
-  const int threshold = SearchOptions().min_inliers;
+  const int threshold = SearchOptions().rerank.min_inliers;
   for (uint64_t seed : {40, 41, 42}) {
     const LocalFeatures u = Features(testing::MakeSyntheticImage(seed, 480, 360));
     EXPECT_LT(PreparedQuery(u, projected).Verify(a).inliers, threshold) << "unrelated " << seed;
@@ -197,12 +197,12 @@ TEST(VerifyOptionsTest, ValidateNamesTheField) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_error([](VerifyOptions* o) { o->ratio = 0; }, "ratio");
-  expect_error([](VerifyOptions* o) { o->ransac_threshold = -1; }, "RANSAC threshold");
-  expect_error([](VerifyOptions* o) { o->ransac_iterations = 0; }, "RANSAC iterations");
-  expect_error([](VerifyOptions* o) { o->min_matches = 4; }, "min matches");
-  expect_error([](VerifyOptions* o) { o->match_dims = -1; }, "match dims");
-  expect_error([](VerifyOptions* o) { o->match_shortlist = 1; }, "match shortlist");
+  expect_error([](VerifyOptions* o) { o->ratio = 0; }, "verify.ratio");
+  expect_error([](VerifyOptions* o) { o->ransac_threshold = -1; }, "verify.ransac_threshold");
+  expect_error([](VerifyOptions* o) { o->ransac_iterations = 0; }, "verify.ransac_iterations");
+  expect_error([](VerifyOptions* o) { o->min_matches = 4; }, "verify.min_matches");
+  expect_error([](VerifyOptions* o) { o->match_dims = -1; }, "verify.match_dims (--match-dims)");
+  expect_error([](VerifyOptions* o) { o->match_shortlist = 1; }, "verify.match_shortlist");
   EXPECT_NO_THROW(VerifyOptions().Validate());
 }
 

@@ -96,7 +96,7 @@ TEST(CliTest, UsageErrorsExitTwoAndNameTheProblem) {
       {{"index", tmp / "photos", "--db", db, "--backend", "gpu"},
        "backend must be auto, cpu or cuda"},
       {{"search", "--db", db, "q.jpg", "--backend", "tpu"}, "backend must be auto, cpu or cuda"},
-      {{"search", "--db", db, "q.jpg", "-k", "0"}, "-k must be in"},
+      {{"search", "--db", db, "q.jpg", "-k", "0"}, "k (-k) must be in"},
       {{"search", "--db", db, "q.jpg", "-k", "many"}, "-k"},
       {{"index", tmp / "photos", "--db", db, "--bogus"}, "bogus"},
       {{"search", "--db", db, "q.jpg", "--bogus", "1"}, "bogus"},

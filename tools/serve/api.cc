@@ -141,10 +141,10 @@ Json Matches(const Snapshot& s, const LocalFeatures& query, const ImageRecord& o
     j["verified"] = false;
     return j;
   }
-  const Verification v = VerifyPair(query, *b, options.verify);
+  const Verification v = VerifyPair(query, *b, options.rerank.verify);
   j["matches"] = v.matches;
   j["inliers"] = v.inliers;
-  j["verified"] = v.inliers >= options.min_inliers;
+  j["verified"] = v.inliers >= options.rerank.min_inliers;
   const float wa = std::max(1u, query.width), ha = std::max(1u, query.height);
   const float wb = std::max(1u, b->width), hb = std::max(1u, b->height);
   for (const auto& [qa, qb] : v.inlier_pairs) {

@@ -1,0 +1,44 @@
+#include "search/search_options.h"
+
+#include "util/option_checks.h"
+
+namespace lookalike {
+
+void FusionOptions::Validate() const {
+  CheckInRange({"fusion.colour_weight", "--colour-weight"}, colour_weight, 0.0f, 100.0f);
+  CheckInRange({"fusion.colour_depth", "--colour-depth"}, colour_depth, 0, 100000);
+  CheckInRange({"fusion.colour_candidates", "--colour-candidates"}, colour_candidates, 0, 10000);
+  CheckInRange({"fusion.word_weight", "--word-weight"}, word_weight, 0.0f, 100.0f);
+}
+
+void RerankOptions::Validate() const {
+  CheckInRange({"rerank.depth", "--rerank"}, depth, -1, 10000);
+  CheckInRange({"rerank.vlad_depth", "--rerank-vlad"}, vlad_depth, -1, 10000);
+  CheckInRange({"rerank.word_depth", "--rerank-words"}, word_depth, 0, 10000);
+  CheckAtLeast({"rerank.min_inliers", "--min-inliers"}, min_inliers, 5,
+               "four matches always fit a homography");
+  CheckInRange({"rerank.verify_keypoints", "--verify-keypoints"}, verify_keypoints, 0, 1000000);
+  verify.Validate();
+}
+
+void ThumbnailOptions::Validate() const {
+  CheckInRange({"thumbnail.weight", "--thumbnail-weight"}, weight, 0.0f, 1.0f);
+  CheckInRange({"thumbnail.depth", "--thumbnail-depth"}, depth, 0, 10000);
+  CheckInRange({"thumbnail.candidates", "--thumbnail-candidates"}, candidates, 0, 10000);
+}
+
+void ExpansionOptions::Validate() const {
+  CheckInRange({"expansion.results", "--expansion"}, results, 0, 100);
+}
+
+void SearchOptions::Validate() const {
+  CheckInRange({"k", "-k"}, k, 1, 100000);
+  CheckAtLeast({"threads"}, threads, 0);
+  fusion.Validate();
+  rerank.Validate();
+  thumbnail.Validate();
+  expansion.Validate();
+  index.Validate();
+}
+
+}  // namespace lookalike

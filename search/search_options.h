@@ -1,0 +1,169 @@
+// The options of a search, one group per stage of the ranking
+// (search/ranking.h): fusion of the short list, spatial re-ranking, thumbnail
+// correlation, query expansion; and the search index's. Each group checks
+// its own fields (Validate, naming the field and its `lookalike search`
+// flag); SearchOptions::Validate runs them all, once, in Searcher::Open.
+#pragma once
+
+#include "indexer/image_file.h"
+#include "indexer/vlad.h"
+#include "search/vector_index.h"
+#include "search/verifier.h"
+
+namespace lookalike {
+
+// Fusion: the global similarity b of the short list mixes the VLAD
+// similarity with colour and with the word index's similarity (formula and
+// why: search/ranking.h).
+struct FusionOptions {
+  // The top `colour_depth` VLAD results are ranked by b, which mixes in the
+  // colour similarity with a weight of colour_weight x the robust spread of
+  // the VLAD similarities, before verification picks its candidates from
+  // that order. Colour is what texture misses (rooms, video, landmarks in
+  // other light): measured on the dev set, search/README.md "Colour". 0 =
+  // off; off by itself for databases without colour (schema 1).
+  float colour_weight = 14.0f;  // --colour-weight, [0, 100]
+  int colour_depth = 1000;      // --colour-depth, 0..100000
+  // Colour candidates: the images whose colour is most like the query's,
+  // over the whole collection (search/colour_index.h), join the fused list
+  // wherever VLAD ranked them. A thumbnail-sized, blurred copy keeps its
+  // colours when its texture is gone; among 10,000 unrelated images its VLAD
+  // rank is random. 0 = off; needs colour fusion, and a persisted index that
+  // holds the colour table.
+  int colour_candidates = 50;  // --colour-candidates, 0..10000
+  // b also mixes in the word index's similarity of each candidate
+  // (search/word_index.h, divided by the query's best), weighed like colour
+  // in units of the robust spread. Shared local features are what a view of
+  // the same place keeps when its global statistics drown among thousands
+  // of images. 0 = off; off by itself without a word index.
+  float word_weight = 7.0f;  // --word-weight, [0, 100]
+  // Throws std::invalid_argument naming the field and its flag.
+  void Validate() const;
+};
+
+// Spatial re-ranking: candidates are matched against the query's local
+// features (PreparedQuery); those with >= min_inliers RANSAC inliers have
+// their score raised by that evidence (search/ranking.h).
+struct RerankOptions {
+  // The top `depth` of the fused list are verified. Depth 50 finds copies
+  // VLAD ranks low (search/README.md, "Re-ranking and query expansion"). 0 =
+  // off (no verification, no expansion). -1 = kRerank without a word-index
+  // head to verify, kRerankWithWords with one, which finds part of what the
+  // deeper list did (RerankDepth; search/README.md, "Selective first stage").
+  int depth = -1;  // --rerank, -1..10000
+  // Also verified: the top `vlad_depth` results by VLAD similarity alone,
+  // wherever colour fusion put them, so that colour can never push a
+  // candidate with strong local evidence out of the verified set (a grey
+  // copy of a colour photo is its original's nearest VLAD neighbour but
+  // falls to rank 250-550 of 10,000 after fusion: bench/README.md,
+  // "Distractors"). 0 = off. -1 = kVladHead when the query has no word-index
+  // head to verify (no word index, or word_depth 0), else 0: the word head
+  // finds what the VLAD head did (search/README.md, "The VLAD head is
+  // verified too"). VladHeadDepth resolves it.
+  int vlad_depth = -1;  // --rerank-vlad, -1..10000
+  // Also verified: the top `word_depth` images of the selective first stage
+  // (search/word_index.h: shared fine visual words whose residual
+  // signatures agree), wherever the VLAD and colour order put them. 0 = off.
+  int word_depth = 40;  // --rerank-words, 0..10000
+  // Inliers a verified result needs: 8 is above what unrelated pairs reach
+  // (at most 7 over the dev set's 6,000 one-to-one matched pairs). >= 5:
+  // four matches always fit a homography.
+  int min_inliers = 8;  // --min-inliers
+  // Verification matches at most this many of the query's features, its
+  // strongest (StrongestFeatures); 0 = all. Bounds the cost of a detailed
+  // query, which grows with its feature count times each candidate's. 2,000
+  // changed no dev-set result with or without 10,000 distractors; 1,000
+  // cost 0.008 mAP there (search/README.md, "Cheaper verification").
+  int verify_keypoints = 2000;  // --verify-keypoints, 0..1000000
+  // How a pair is verified (--match-dims, --ransac).
+  VerifyOptions verify = CheaperVerifyOptions();
+  // Throws std::invalid_argument naming the field and its flag.
+  void Validate() const;
+};
+
+// Thumbnail correlation (search/thumbnail_match.h): an unverified candidate
+// whose stored thumbnail correlates with the query's above
+// kThumbnailThreshold has its score raised by that evidence, weighted by
+// `weight` (search/ranking.h, "t"). It finds tiny, blurred, cropped copies
+// that keep too few local features to verify; chosen on the tune half of
+// the dev set over the distractor curve (search/README.md, "Thumbnail
+// correlation"). Off by itself for images stored without a thumbnail.
+struct ThumbnailOptions {
+  float weight = 0.7f;  // --thumbnail-weight, [0, 1]; 0 = off
+  // ... for the first `depth` candidates of the ranked list and of the word
+  // index's (wherever fusion ranked them: a blurred copy may share too few
+  // local features with its original to verify), and the colour and
+  // thumbnail candidates.
+  int depth = 100;  // --thumbnail-depth, 0..10000
+  // Thumbnail candidates: the images whose tiny image (8 x 8 grey levels of
+  // the thumbnail, search/tiny_index.h) correlates best with the query's,
+  // over the whole collection, join the short list and the thumbnail
+  // correlation wherever VLAD ranked them: a shrunk, blurred copy keeps its
+  // layout of light and dark when its texture is gone. 0 = off; needs
+  // thumbnail correlation and a persisted index that holds the tiny images.
+  int candidates = 20;  // --thumbnail-candidates, 0..10000
+  // Throws std::invalid_argument naming the field and its flag.
+  void Validate() const;
+};
+
+// Average query expansion: the query vector plus the vectors of up to
+// `results` verified results is searched again (and re-ranked). Needs
+// re-ranking. With colour fusion it still adds about 0.001 mAP on every
+// dev-set seed (search/README.md "Colour").
+struct ExpansionOptions {
+  int results = 5;  // --expansion, 0..100; 0 = off
+  // Throws std::invalid_argument naming the field and its flag.
+  void Validate() const;
+};
+
+struct SearchOptions {
+  int k = 10;                        // -k: results per query, 1..100000
+  Backend backend = Backend::kAuto;  // --backend
+  ImageFileLimits limits;            // how a query file is read
+  // Pasted pictures: a query that is a picture pasted onto a uniform border
+  // (rotated, in perspective; indexer/pasted_picture.h) is also searched
+  // with the picture rectified, and each result keeps the better of its two
+  // scores (search/README.md, "Pasted pictures").
+  bool pasted_views = true;  // --pasted-views
+  // Threads for verification; 0 = all hardware threads. >= 0.
+  int threads = 0;
+  FusionOptions fusion;
+  RerankOptions rerank;
+  ThumbnailOptions thumbnail;
+  ExpansionOptions expansion;
+  // Search index: the persisted one is used (reconciled in memory if stale);
+  // these options only decide the kind when none is usable and it is built
+  // from the stored vectors. index.nprobe > 0 (--nprobe) overrides the lists
+  // an ivfsq index visits per query.
+  VectorIndexOptions index;
+  // Throws std::invalid_argument naming the offending field (and its flag).
+  void Validate() const;
+};
+
+// The fused list's verified depth when RerankOptions::depth is -1: without
+// a word-index head (measured on the dev set alone), and beside one: 20
+// with a word head of 40 ranks every dev-set query as 30 and 50 did, at
+// 2,097, 10,097 and 100,097 images, for fewer verified pairs (search/README.md,
+// "Selective first stage").
+inline constexpr int kRerank = 50;
+inline constexpr int kRerankWithWords = 20;
+
+// How many of the fused list's first candidates are verified: `depth` when
+// set (>= 0), else kRerank without a word head and kRerankWithWords with one.
+inline int RerankDepth(int depth, bool word_head) {
+  if (depth >= 0) return depth;
+  return word_head ? kRerankWithWords : kRerank;
+}
+
+// The VLAD head's depth when RerankOptions::vlad_depth is -1 and no word
+// head is verified: half the re-rank depth, chosen before measuring.
+inline constexpr int kVladHead = 25;
+
+// How many of the VLAD order's first candidates are verified: `vlad_depth`
+// when set (>= 0), else kVladHead without a word head and 0 with one.
+inline int VladHeadDepth(int vlad_depth, bool word_head) {
+  if (vlad_depth >= 0) return vlad_depth;
+  return word_head ? 0 : kVladHead;
+}
+
+}  // namespace lookalike
