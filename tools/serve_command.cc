@@ -68,8 +68,9 @@ int RunServeCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (c.catalog.db.empty()) throw UsageError("missing --db DB: the database to serve");
   if (!(c.max_file_mb > 0)) throw UsageError("--max-file-mb must be > 0");
   c.catalog.limits.max_file_bytes = static_cast<uint64_t>(c.max_file_mb * (1 << 20));
-  // Searches are asked for up to kMaxApiK hits; a request gets its prefix.
-  c.catalog.search.k = kMaxApiK;
+  // Searches are asked for up to kMaxApiK hits, and one more that
+  // `similar` leaves out (the query itself); a request gets a prefix.
+  c.catalog.search.k = kMaxApiK + 1;
   // The multipart envelope around the largest accepted image.
   c.http.max_body_bytes = c.catalog.limits.max_file_bytes + (1 << 20);
   // The option structs are validated by their constructors, once.

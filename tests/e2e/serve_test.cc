@@ -8,6 +8,7 @@
 // and a clean stop on SIGTERM.
 #include <httplib.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -205,16 +207,36 @@ TEST_F(ServeApiTest, UploadSearchEqualsCliJsonAndFindsTheOriginalFirst) {
   EXPECT_EQ(json::parse(res->body)["results"].size(), 12u);
 }
 
-TEST_F(ServeApiTest, SimilarEqualsCliJsonOfTheIndexedFile) {
-  for (size_t i : {size_t{2}, size_t{9}}) {
+TEST_F(ServeApiTest, SimilarEqualsCliJsonOfTheIndexedFileWithoutItself) {
+  for (size_t i : {size_t{0}, size_t{2}, size_t{9}}) {
     const uint64_t id = IdOf(photos_->at(i));
     const json api = GetJson("/api/images/" + std::to_string(id) + "/similar?k=6");
-    const json cli = CliSearch(photos_->at(i), 6);
+    // The CLI's ranking one deeper, the query itself left out, ranks from 1.
+    json cli = CliSearch(photos_->at(i), 7)["results"];
+    size_t self_rank = 0;
+    for (size_t r = 0; r < cli.size(); ++r)
+      if (cli[r]["path"] == photos_->at(i)) self_rank = r + 1;
+    ASSERT_GT(self_rank, 0u) << "the CLI does not find the image itself: " << cli.dump();
+    cli.erase(self_rank - 1);
+    for (size_t r = 0; r < cli.size(); ++r) cli[r]["rank"] = r + 1;
+    if (cli.size() > 6) cli.erase(6);
     EXPECT_EQ(api["query"], photos_->at(i));
     EXPECT_EQ(api["query_id"], id);
-    EXPECT_EQ(api["results"][0]["path"], photos_->at(i));
-    EXPECT_EQ(WithoutIds(api["results"]), cli["results"]);
+    EXPECT_EQ(api["self_rank"], self_rank);
+    ASSERT_EQ(api["results"].size(), 6u);
+    for (const json& h : api["results"]) EXPECT_NE(h["id"], id);
+    EXPECT_EQ(WithoutIds(api["results"]), cli);
   }
+  // The first image's byte-identical copy is its best result.
+  const json first =
+      GetJson("/api/images/" + std::to_string(IdOf(photos_->at(0))) + "/similar?k=1");
+  EXPECT_EQ(first["results"][0]["path"],
+            (fs::path(photos_->at(0)).parent_path() / kCopyName).string());
+  // k = 100, the most a request may ask: one more is ranked and left out.
+  const json all =
+      GetJson("/api/images/" + std::to_string(IdOf(photos_->at(3))) + "/similar?k=100");
+  EXPECT_EQ(all["results"].size(), size_t{kImages});
+  EXPECT_EQ(all["self_rank"], 1);
 }
 
 TEST_F(ServeApiTest, MatchesDrawTheVerifiedInliers) {
@@ -279,19 +301,172 @@ TEST_F(ServeApiTest, DedupGroupsTheByteIdenticalCopyWithTheKeeperFirst) {
   EXPECT_TRUE(found) << d.dump();
 }
 
+// POST of a JSON body, as the page sends it.
+httplib::Result PostJson(httplib::Client& client, const std::string& path, const json& body,
+                         const httplib::Headers& headers = {}) {
+  return client.Post(path.c_str(), headers, body.dump(), "application/json");
+}
+
+// The group of /api/dedup holding exactly `paths`; null if none.
+json GroupOf(const json& dedup, const std::set<std::string>& paths) {
+  for (const json& g : dedup["groups"]) {
+    std::set<std::string> members;
+    for (const json& m : g["members"]) members.insert(m["path"].get<std::string>());
+    if (members == paths) return g;
+  }
+  return json();
+}
+
+std::vector<uint64_t> MemberIds(const json& group) {
+  std::vector<uint64_t> ids;
+  for (const json& m : group["members"]) ids.push_back(m["id"]);
+  return ids;
+}
+
+TEST_F(ServeApiTest, ExportsTheChosenMembersAsAListAndAScriptThatQuotesEveryName) {
+  const std::string copy = (fs::path(photos_->at(0)).parent_path() / kCopyName).string();
+  const json group = GroupOf(GetJson("/api/dedup"), {photos_->at(0), copy});
+  ASSERT_FALSE(group.is_null());
+  const uint64_t keeper = group["keep"], other = group["members"][1]["id"];
+  const std::string keeper_path = group["members"][0]["path"];
+  const std::string other_path = group["members"][1]["path"];
+  EXPECT_FALSE(group["keep_reason"].get<std::string>().empty());
+  httplib::Client client = Client();
+
+  auto list = PostJson(client, "/api/dedup/export", {{"ids", {other}}, {"format", "list"}});
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->status, 200) << list->body;
+  EXPECT_EQ(list->get_header_value("Content-Type").rfind("text/plain", 0), 0u);
+  EXPECT_EQ(list->body, other_path + "\n");
+
+  // The script, keeper chosen too: every rm commented out, the keeper named.
+  auto script =
+      PostJson(client, "/api/dedup/export", {{"ids", {other, keeper}}, {"format", "script"}});
+  ASSERT_TRUE(script);
+  ASSERT_EQ(script->status, 200) << script->body;
+  const std::string& text = script->body;
+  EXPECT_EQ(text.rfind("#!/bin/sh\n", 0), 0u) << text;
+  EXPECT_NE(text.find("keep " + keeper_path), std::string::npos) << text;
+  EXPECT_NE(text.find("level identical"), std::string::npos) << text;
+  EXPECT_NE(text.find("this is the group's keeper"), std::string::npos) << text;
+  std::istringstream lines(text);
+  int rm_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_TRUE(line.empty() || line[0] == '#' || line == "set -eu") << line;
+    rm_lines += line.rfind("#rm -- ", 0) == 0;
+  }
+  EXPECT_EQ(rm_lines, 2);
+  // Run as it would be once reviewed (the rm lines uncommented), with rm
+  // replaced by a printer: the shell reads back each exact name (this one
+  // holds a quote, spaces, < > and &), the keeper's first (group order).
+  std::string reviewed = text;
+  const std::string rm = "\n#rm -- ";
+  for (size_t at = 0; (at = reviewed.find(rm, at)) != std::string::npos;)
+    reviewed.replace(at, rm.size(), "\nprintf '%s|' ");
+  const std::string script_file = tmp_->path() + "/remove.sh";
+  std::ofstream(script_file) << reviewed;
+  ProcessOptions sh;
+  sh.argv = {"/bin/sh", script_file};
+  const ProcessResult ran = RunProcess(sh);
+  EXPECT_EQ(ran.exit_code, 0) << ran.Describe();
+  EXPECT_EQ(ran.out, keeper_path + "|" + other_path + "|");
+
+  // Refused: a bad format, an id in no group, unknown ids, not JSON.
+  auto bad = PostJson(client, "/api/dedup/export", {{"ids", {other}}, {"format", "zip"}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  const uint64_t alone = IdOf(photos_->at(11));
+  auto lonely = PostJson(client, "/api/dedup/export", {{"ids", {alone}}, {"format", "list"}});
+  ASSERT_TRUE(lonely);
+  EXPECT_EQ(lonely->status, 409) << lonely->body;
+  auto unknown = PostJson(client, "/api/dedup/export", {{"ids", {999999}}, {"format", "list"}});
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404) << unknown->body;
+  auto form =
+      client.Post("/api/dedup/export", "ids=1&format=list", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 415) << form->body;
+}
+
+TEST_F(ServeApiTest, NotDuplicatesMarksAreRememberedAndGuarded) {
+  const std::string copy = (fs::path(photos_->at(0)).parent_path() / kCopyName).string();
+  const json group = GroupOf(GetJson("/api/dedup"), {photos_->at(0), copy});
+  ASSERT_FALSE(group.is_null());
+  EXPECT_FALSE(group["not_duplicates"]);
+  const std::vector<uint64_t> ids = MemberIds(group);
+  httplib::Client client = Client();
+  auto mark = [&](bool value, const httplib::Headers& headers = {}) {
+    return PostJson(client, "/api/dedup/not-duplicates", {{"ids", ids}, {"not_duplicates", value}},
+                    headers);
+  };
+  auto res = mark(true);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_TRUE(GroupOf(GetJson("/api/dedup"), {photos_->at(0), copy})["not_duplicates"]);
+  // In review.json inside the database folder, with both content hashes.
+  std::ifstream in(*db_ + "/review.json");
+  ASSERT_TRUE(in.good());
+  const json file = json::parse(in);
+  ASSERT_EQ(file["not_duplicates"].size(), 1u);
+  EXPECT_EQ(file["not_duplicates"][0].size(), 2u);
+  EXPECT_EQ(file["not_duplicates"][0][0]["content_hash"].get<std::string>().size(), 16u);
+  // Marking twice keeps one decision; unmarking forgets it.
+  ASSERT_EQ(mark(true)->status, 200);
+  EXPECT_EQ(json::parse(std::ifstream(*db_ + "/review.json"))["not_duplicates"].size(), 1u);
+  ASSERT_EQ(mark(false)->status, 200);
+  EXPECT_FALSE(GroupOf(GetJson("/api/dedup"), {photos_->at(0), copy})["not_duplicates"]);
+  EXPECT_EQ(json::parse(std::ifstream(*db_ + "/review.json"))["not_duplicates"].size(), 0u);
+
+  // Another site's page, a form post, and malformed requests change nothing.
+  auto foreign = mark(true, {{"Origin", "http://evil.example"}});
+  ASSERT_TRUE(foreign);
+  EXPECT_EQ(foreign->status, 403) << foreign->body;
+  const std::string form_body = "{\"ids\":[" + std::to_string(ids[0]) + "," +
+                                std::to_string(ids[1]) + "],\"not_duplicates\":true}";
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded"}) {
+    auto r = client.Post("/api/dedup/not-duplicates", form_body, type);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 415) << type << ": " << r->body;
+  }
+  for (const json& body : {json{{"ids", {ids[0]}}, {"not_duplicates", true}},
+                           json{{"ids", {ids[0], ids[0]}}, {"not_duplicates", true}},
+                           json{{"ids", ids}, {"not_duplicates", "yes"}}, json{{"ids", ids}},
+                           json{{"ids", "1,2"}, {"not_duplicates", true}},
+                           json{{"ids", {-1, 2}}, {"not_duplicates", true}}, json::array()}) {
+    auto r = PostJson(client, "/api/dedup/not-duplicates", body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << body.dump() << ": " << r->body;
+  }
+  auto garbage = client.Post("/api/dedup/not-duplicates", "{not json", "application/json");
+  ASSERT_TRUE(garbage);
+  EXPECT_EQ(garbage->status, 400) << garbage->body;
+  auto unknown = PostJson(client, "/api/dedup/not-duplicates",
+                          {{"ids", {ids[0], 999999}}, {"not_duplicates", true}});
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404) << unknown->body;
+  EXPECT_FALSE(GroupOf(GetJson("/api/dedup"), {photos_->at(0), copy})["not_duplicates"]);
+  // The database is as consistent as before.
+  const ProcessResult verify = RunLookalike({"verify", "--db", *db_});
+  EXPECT_EQ(verify.exit_code, 0) << verify.Describe();
+}
+
 TEST_F(ServeApiTest, PageIsServedFromTheBinary) {
   for (const auto& [path, type] :
        std::vector<std::pair<std::string, std::string>>{{"/", "text/html"},
                                                         {"/index.html", "text/html"},
                                                         {"/app.js", "text/javascript"},
-                                                        {"/style.css", "text/css"}}) {
+                                                        {"/style.css", "text/css"},
+                                                        {"/favicon.svg", "image/svg+xml"},
+                                                        {"/favicon.ico", "image/svg+xml"}}) {
     auto res = Client().Get(path.c_str());
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200) << path;
     EXPECT_EQ(res->get_header_value("Content-Type").rfind(type, 0), 0u) << path;
     EXPECT_FALSE(res->body.empty());
-    // Nothing is fetched from elsewhere.
-    EXPECT_EQ(res->body.find("http://"), std::string::npos) << path;
+    // Nothing is fetched from elsewhere (an SVG names its XML namespace).
+    if (type != "image/svg+xml") {
+      EXPECT_EQ(res->body.find("http://"), std::string::npos) << path;
+    }
     EXPECT_EQ(res->body.find("https://"), std::string::npos) << path;
   }
   EXPECT_NE(Client().Get("/")->body.find("/app.js"), std::string::npos);
@@ -604,7 +779,9 @@ TEST(ServeLifecycleTest, PicksUpNewImagesAndStopsOnSigterm) {
   const uint64_t newest = page["images"].back()["id"];
   const json similar = json::parse(
       client.Get(("/api/images/" + std::to_string(newest) + "/similar?k=2").c_str())->body);
-  EXPECT_EQ(similar["results"][0]["id"], newest);
+  // Found itself first (left out of its results, which hold the others).
+  EXPECT_EQ(similar["self_rank"], 1) << similar.dump();
+  EXPECT_EQ(similar["results"].size(), 2u);
   EXPECT_EQ(client.Get(("/api/images/" + std::to_string(newest) + "/thumbnail").c_str())->status,
             200);
 
@@ -631,6 +808,133 @@ TEST(ServeLifecycleTest, PicksUpNewImagesAndStopsOnSigterm) {
   const ProcessResult stopped = server.child().Wait();
   EXPECT_EQ(stopped.exit_code, 0) << stopped.Describe();
   EXPECT_NE(stopped.err.find("stopped"), std::string::npos) << stopped.Describe();
+}
+
+// A database with one duplicate group (an image and its byte-identical
+// copy) for the review tests, each with its own servers.
+class ServeReviewTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::canonical(tmp_.path()).string();
+    const std::vector<std::string> photos = WriteSyntheticSet(root_ + "/photos", 4, 1300, 320, 240);
+    fs::copy_file(photos[1], root_ + "/photos/copy.png");
+    group_ = {photos[1], root_ + "/photos/copy.png"};
+    db_ = root_ + "/db";
+    const ProcessResult index =
+        RunLookalike({"index", root_ + "/photos", "--db", db_, "--clusters", "16", "--quiet"});
+    ASSERT_EQ(index.exit_code, 0) << index.Describe();
+  }
+  // The group's state through a server's API; its ids in *ids.
+  static json Group(httplib::Client& client, const std::set<std::string>& paths,
+                    std::vector<uint64_t>* ids = nullptr) {
+    auto res = client.Get("/api/dedup");
+    if (!res || res->status != 200) return json();
+    const json d = json::parse(res->body);
+    const json g = GroupOf(d, paths);
+    if (ids && !g.is_null()) *ids = MemberIds(g);
+    if (d.contains("review_error")) return json{{"review_error", d["review_error"]}};
+    return g;
+  }
+  static httplib::Client ClientOf(const ServeProcess& server) {
+    httplib::Client c("127.0.0.1", server.port());
+    c.set_read_timeout(300, 0);
+    c.set_connection_timeout(30, 0);
+    return c;
+  }
+  // Marks the group (or unmarks it) through a server started with
+  // LOOKALIKE_TEST_STOP_AT=stop, which freezes itself in that state of
+  // the write; then kills it there. True if it stopped there.
+  bool MarkAndKillAt(const std::vector<uint64_t>& ids, bool value, const std::string& stop) {
+    ::setenv("LOOKALIKE_TEST_STOP_AT", stop.c_str(), 1);
+    ServeProcess server(db_);
+    ::unsetenv("LOOKALIKE_TEST_STOP_AT");
+    if (server.port() <= 0) return false;
+    std::thread post([&] {
+      httplib::Client client = ClientOf(server);
+      PostJson(client, "/api/dedup/not-duplicates", {{"ids", ids}, {"not_duplicates", value}});
+    });
+    int status = 0;
+    pid_t r;
+    do {
+      r = ::waitpid(server.child().pid(), &status, WUNTRACED);
+    } while (r < 0 && errno == EINTR);
+    const bool stopped = r == server.child().pid() && WIFSTOPPED(status);
+    ::kill(server.child().pid(), SIGKILL);
+    post.join();
+    return stopped;
+  }
+  std::vector<std::string> TempFiles() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(db_))
+      if (e.path().filename().string().rfind("review.json.tmp-", 0) == 0) out.push_back(e.path());
+    return out;
+  }
+
+  TempDir tmp_;
+  std::string root_, db_;
+  std::set<std::string> group_;
+};
+
+TEST_F(ServeReviewTest, MarksSurviveARestartAndAKillAtEveryStepOfTheirWrite) {
+  std::vector<uint64_t> ids;
+  {
+    ServeProcess server(db_);
+    ASSERT_GT(server.port(), 0);
+    httplib::Client client = ClientOf(server);
+    ASSERT_FALSE(Group(client, group_, &ids).is_null());
+    auto res =
+        PostJson(client, "/api/dedup/not-duplicates", {{"ids", ids}, {"not_duplicates", true}});
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+  }
+  auto marked = [&]() -> json {
+    ServeProcess server(db_);
+    httplib::Client client = ClientOf(server);
+    return Group(client, group_).value("not_duplicates", json());
+  };
+  EXPECT_EQ(marked(), true) << "not remembered after a restart";
+
+  // Killed with the new file written but not renamed: the old decision
+  // stands, and the next server removes the killed one's temporary file.
+  ASSERT_TRUE(MarkAndKillAt(ids, false, "review-before-rename"));
+  EXPECT_EQ(TempFiles().size(), 1u);
+  EXPECT_EQ(marked(), true);
+  EXPECT_TRUE(TempFiles().empty());
+  // Killed after the rename, before the folder's sync: the new decision.
+  ASSERT_TRUE(MarkAndKillAt(ids, false, "review-before-folder-sync"));
+  EXPECT_EQ(marked(), false);
+  EXPECT_TRUE(TempFiles().empty());
+  const ProcessResult verify = RunLookalike({"verify", "--db", db_});
+  EXPECT_EQ(verify.exit_code, 0) << verify.Describe();
+}
+
+TEST_F(ServeReviewTest, ADamagedReviewFileIsReportedAndNeverOverwritten) {
+  const std::string damaged = "{\"format\": \"lookalike review\", \"version\": 1, \"not_dup";
+  std::ofstream(db_ + "/review.json") << damaged;
+  ServeProcess server(db_);
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = ClientOf(server);
+  const json state = Group(client, group_);
+  ASSERT_TRUE(state.contains("review_error")) << state.dump();
+  EXPECT_NE(state["review_error"].get<std::string>().find("review.json"), std::string::npos);
+  // The groups are still served; a mark is refused, the file left as it was.
+  auto res = client.Get("/api/dedup");
+  ASSERT_TRUE(res);
+  const json g = GroupOf(json::parse(res->body), group_);
+  ASSERT_FALSE(g.is_null());
+  auto post = PostJson(client, "/api/dedup/not-duplicates",
+                       {{"ids", MemberIds(g)}, {"not_duplicates", true}});
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 503) << post->body;
+  EXPECT_NE(post->body.find("move it away"), std::string::npos) << post->body;
+  EXPECT_EQ(ReadFileBytes(db_ + "/review.json"), damaged);
+  // Moved away: marks work again.
+  fs::rename(db_ + "/review.json", root_ + "/review.json.bad");
+  post = PostJson(client, "/api/dedup/not-duplicates",
+                  {{"ids", MemberIds(g)}, {"not_duplicates", true}});
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 200) << post->body;
+  EXPECT_EQ(Group(client, group_)["not_duplicates"], true);
 }
 
 TEST(ServeLifecycleTest, BadFlagsAreUsageErrors) {

@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
+#include <map>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "tools/removal_script.h"
 #include "tools/serve/assets.h"
 
 namespace lookalike {
@@ -100,17 +105,28 @@ httplib::MultipartFormData Upload(const httplib::Request& req) {
 }
 
 // Encodes the query bytes and ranks: the same steps as Searcher::SearchFiles
-// (encode, then SearchEncoded), so results equal `lookalike search`.
-Json Search(const Snapshot& s, const std::string& name, const std::string& bytes, int k) {
+// (encode, then SearchEncoded), so results equal `lookalike search`. With
+// `exclude` (an indexed query), that image is left out of its own results
+// (the rest keep their order, ranked from 1) and "self_rank" says where it
+// was (0: not among the hits).
+Json Search(const Snapshot& s, const std::string& name, const std::string& bytes, int k,
+            std::optional<uint64_t> exclude = std::nullopt) {
   const auto start = std::chrono::steady_clock::now();
   QueryResult r;
   r.query = name;
   ImageEncoder::Result enc = s.Encode(name, bytes);
   if (enc.error && enc.error->code != FileErrorCode::kNoFeatures) RefuseQuery(*enc.error);
   if (!enc.error) r.hits = s.searcher().SearchEncoded(enc);
+  size_t self_rank = 0;
+  if (exclude) {
+    for (size_t i = 0; i < r.hits.size() && !self_rank; ++i)
+      if (r.hits[i].id == *exclude) self_rank = i + 1;
+    if (self_rank) r.hits.erase(r.hits.begin() + (self_rank - 1));
+  }
   if (static_cast<int>(r.hits.size()) > k) r.hits.resize(k);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json j = QueryResultJson(r, /*with_ids=*/true);
+  if (exclude) j["self_rank"] = self_rank;
   if (enc.error) j["warning"] = "no keypoints found, so nothing can match it";
   return j;
 }
@@ -154,6 +170,117 @@ Json Matches(const Snapshot& s, const LocalFeatures& query, const ImageRecord& o
                           Rounded(kb.y / hb, 5)});
   }
   return j;
+}
+
+// The JSON body of a request that changes something or asks for an export.
+// Content-Type must be application/json: a page on another site can send
+// a form or text/plain to 127.0.0.1 without asking, but not JSON (the
+// browser asks first, and this server never allows it). An Origin header,
+// when sent, must be this server's.
+Json JsonBody(const httplib::Request& req) {
+  const std::string type = req.get_header_value("Content-Type");
+  if (type.rfind("application/json", 0) != 0)
+    throw ApiError(415, "send the request as JSON (Content-Type: application/json)");
+  if (req.has_header("Origin") &&
+      req.get_header_value("Origin") != "http://" + req.get_header_value("Host"))
+    throw ApiError(403, "a page from another site may not change this server's data");
+  Json body;
+  try {
+    body = Json::parse(req.body);
+  } catch (const std::exception& e) {
+    throw ApiError(400, std::string("the body is not JSON: ") + e.what());
+  }
+  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
+  return body;
+}
+
+// The records of body["ids"]: 1..kMaxIds distinct ids of images in the
+// snapshot (400 for a malformed list, 404 for an unknown id).
+constexpr size_t kMaxIds = 100000;
+std::vector<ImageRecord> Ids(const Snapshot& s, const Json& body) {
+  const Json ids = body.value("ids", Json());
+  if (!ids.is_array() || ids.empty() || ids.size() > kMaxIds)
+    throw ApiError(400, "'ids' must be a list of 1.." + std::to_string(kMaxIds) + " image ids");
+  std::set<uint64_t> seen;
+  std::vector<ImageRecord> records;
+  for (const Json& id : ids) {
+    if (!id.is_number_unsigned()) throw ApiError(400, "'ids' holds " + id.dump() + ", not an id");
+    if (!seen.insert(id.get<uint64_t>()).second)
+      throw ApiError(400, "'ids' names image " + id.dump() + " twice");
+    records.push_back(Image(s, std::to_string(id.get<uint64_t>())));
+  }
+  return records;
+}
+
+std::vector<ReviewMember> ReviewMembers(const std::vector<ImageRecord>& records) {
+  std::vector<ReviewMember> members;
+  for (const ImageRecord& r : records) members.push_back({r.id, r.content_hash, r.path});
+  return members;
+}
+
+// The members of a dedup group as the review store knows them (their
+// content hashes read from the snapshot).
+std::vector<ReviewMember> GroupMembers(const Snapshot& s, const DedupGroup& g) {
+  std::vector<ReviewMember> members;
+  for (const DedupMember& m : g.members)
+    if (std::optional<ImageRecord> r = s.Find(m.id))
+      members.push_back({r->id, r->content_hash, r->path});
+  return members;
+}
+
+// The keeper of a group: its first member (dedup's order).
+const DedupMember& Keeper(const DedupGroup& g) { return g.members.front(); }
+std::string KeeperReason(const DedupGroup&) { return "the most pixels, then the largest file"; }
+
+// The match level of `member` with its group's keeper: "identical" for the
+// same bytes; "" when dedup does not say.
+std::string LevelWithKeeper(const DedupGroup& g, uint64_t member) {
+  const uint64_t keeper = Keeper(g).id;
+  const uint64_t a = std::min(keeper, member), b = std::max(keeper, member);
+  for (const DedupPair& p : g.pairs)
+    if (p.a == a && p.b == b && p.identical) return "identical";
+  return "";
+}
+
+// The removal list or script of the images `records`, each with its
+// group's keeper, in group order; 409 for an image in no group (the groups
+// changed since the page loaded them).
+std::string Export(const Snapshot& s, const std::vector<ImageRecord>& records,
+                   const std::string& format, const std::string& db) {
+  if (format != "list" && format != "script")
+    throw ApiError(400, "'format' must be \"list\" or \"script\"");
+  const DedupResult& d = s.Duplicates();
+  std::map<uint64_t, std::pair<size_t, size_t>> where;  // id -> (group, member)
+  for (size_t g = 0; g < d.groups.size(); ++g)
+    for (size_t m = 0; m < d.groups[g].members.size(); ++m)
+      where[d.groups[g].members[m].id] = {g, m};
+  std::vector<std::pair<std::pair<size_t, size_t>, Removal>> chosen;
+  for (const ImageRecord& r : records) {
+    auto it = where.find(r.id);
+    if (it == where.end())
+      throw ApiError(409, "image " + std::to_string(r.id) +
+                              " is in no duplicate group any more; reload the page");
+    const DedupGroup& g = d.groups[it->second.first];
+    Removal removal;
+    removal.group = it->second.first + 1;
+    removal.path = r.path;
+    removal.keeper = Keeper(g).path;
+    removal.level = LevelWithKeeper(g, r.id);
+    removal.reason = KeeperReason(g);
+    chosen.push_back({it->second, std::move(removal)});
+  }
+  std::sort(chosen.begin(), chosen.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<Removal> removals;
+  for (auto& c : chosen) removals.push_back(std::move(c.second));
+  std::ostringstream out;
+  if (format == "list")
+    WriteRemovalList(out, removals);
+  else
+    WriteRemovalScript(out, removals,
+                       "the duplicate review of the database " +
+                           std::filesystem::absolute(db).lexically_normal().string());
+  return out.str();
 }
 
 void RegisterApi(HttpServer* server, Catalog* catalog) {
@@ -203,7 +330,7 @@ void RegisterApi(HttpServer* server, Catalog* catalog) {
                 const ImageRecord r = Image(*s, req.matches[1]);
                 const int k = static_cast<int>(Param(req, "k", kDefaultApiK, 1, kMaxApiK));
                 const std::string bytes = IndexedBytes(*s, r, catalog->options().limits);
-                Json j = Search(*s, r.path, bytes, k);
+                Json j = Search(*s, r.path, bytes, k, r.id);
                 j["query_id"] = r.id;
                 SendJson(&res, j);
               }));
@@ -247,14 +374,52 @@ void RegisterApi(HttpServer* server, Catalog* catalog) {
                 j["images"] = r.num_images;
                 j["images_without_features"] = r.num_without_features;
                 j["groups"] = Json::array();
+                const ReviewStore& review = catalog->review();
+                if (!review.error().empty()) j["review_error"] = review.error();
                 for (size_t g = 0; g < r.groups.size(); ++g) {
                   Json group = DedupGroupJson(g + 1, r.groups[g], /*with_ids=*/true);
-                  // dedup's rule: the first member (most pixels, then largest file).
-                  group["keep"] = r.groups[g].members.front().id;
+                  group["keep"] = Keeper(r.groups[g]).id;
+                  group["keep_reason"] = KeeperReason(r.groups[g]);
+                  group["not_duplicates"] = review.NotDuplicates(GroupMembers(*s, r.groups[g]));
                   j["groups"].push_back(std::move(group));
                 }
                 SendJson(&res, j);
               }));
+
+  // Body {"ids": [...], "not_duplicates": true|false}: remembers (or
+  // forgets) that these images are not duplicates of one another.
+  server->Post("/api/dedup/not-duplicates",
+               Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                 const Json body = JsonBody(req);
+                 const Json value = body.value("not_duplicates", Json());
+                 if (!value.is_boolean())
+                   throw ApiError(400, "'not_duplicates' must be true or false");
+                 auto s = catalog->Current();
+                 const std::vector<ImageRecord> records = Ids(*s, body);
+                 if (records.size() < 2) throw ApiError(400, "'ids' must name 2 or more images");
+                 try {
+                   catalog->review().SetNotDuplicates(ReviewMembers(records), value.get<bool>());
+                 } catch (const std::runtime_error& e) {
+                   throw ApiError(503, std::string("the decision was not saved: ") + e.what());
+                 }
+                 Json j;
+                 j["ids"] = body["ids"];
+                 j["not_duplicates"] = value;
+                 SendJson(&res, j);
+               }));
+
+  // Body {"ids": [...], "format": "list"|"script"}: the chosen group
+  // members as a removal list or a reviewable shell script (text).
+  server->Post("/api/dedup/export",
+               Guard([catalog](const httplib::Request& req, httplib::Response& res) {
+                 const Json body = JsonBody(req);
+                 auto s = catalog->Current();
+                 const std::string format = body.value("format", Json()).is_string()
+                                                ? body["format"].get<std::string>()
+                                                : std::string();
+                 res.set_content(Export(*s, Ids(*s, body), format, catalog->options().db),
+                                 "text/plain; charset=utf-8");
+               }));
 }
 
 }  // namespace
@@ -263,7 +428,8 @@ void RegisterRoutes(HttpServer* server, Catalog* catalog) {
   RegisterApi(server, catalog);
   // The page: fixed names served from memory, nothing from the disk.
   server->Get(R"(/([a-z]+\.[a-z]+)?)", [](const httplib::Request& req, httplib::Response& res) {
-    const std::string name = req.matches[1].length() ? std::string(req.matches[1]) : "index.html";
+    std::string name = req.matches[1].length() ? std::string(req.matches[1]) : "index.html";
+    if (name == "favicon.ico") name = "favicon.svg";  // where browsers look unless told
     const Asset* asset = FindAsset(name);
     if (!asset) {
       SetJsonError(&res, 404, "no such page: the web app is at /");

@@ -79,10 +79,13 @@ const InfoReport& Snapshot::Info() const {
   return info_;
 }
 
-Catalog::Catalog(const CatalogOptions& options) : options_(options) {
-  options_.Validate();
+Catalog::Catalog(const CatalogOptions& options)
+    : options_((options.Validate(), options)), review_(options.db) {
   current_ =
       std::make_shared<const Snapshot>(options_, Store::Open(options_.db, Store::Mode::kReadOnly));
+  if (!review_.error().empty())
+    std::fprintf(stderr, "lookalike serve: review decisions not loaded: %s\n",
+                 review_.error().c_str());
   reload_thread_ = std::thread([this] { ReloadLoop(); });
 }
 

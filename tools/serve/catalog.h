@@ -22,6 +22,7 @@
 #include "search/verifier.h"
 #include "storage/store.h"
 #include "tools/output.h"
+#include "tools/serve/review.h"
 #include "tools/thumbnail.h"
 
 namespace lookalike {
@@ -96,6 +97,8 @@ class Catalog {
   bool Reload();
   // Thumbnail of an indexed image, from the cache when possible.
   Thumbnail ThumbnailOf(const Snapshot& snapshot, const ImageRecord& record, int max_side);
+  // The review decisions remembered for this database (review.h).
+  ReviewStore& review() { return review_; }
 
  private:
   void ReloadLoop();
@@ -106,6 +109,7 @@ class Catalog {
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::thread reload_thread_;
+  ReviewStore review_;
 
   // Thumbnail LRU keyed by (id, content hash, size).
   struct CachedThumbnail {
