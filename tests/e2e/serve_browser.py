@@ -2,31 +2,58 @@
 """Drives the `lookalike serve` page in headless Chromium (Debian's chromium
 and chromium-driver through python3-selenium; no browser is downloaded).
 
-usage: serve_browser.py URL QUERY_FILE EXPECTED_PATH PROFILE_DIR
+usage: serve_browser.py URL QUERY_FILE EXPECTED_PATH PROFILE_DIR ORIGINAL COPY PASTED
 
-Uploads QUERY_FILE, expects EXPECTED_PATH ranked first with its thumbnail
-rendered, opens the match view and checks that inlier lines were drawn
-(pixels in the strip between the two pictures, which only lines cross),
-opens the duplicates page (groups with a keeper and rendered thumbnails,
-exported as CSV and JSON) and the collection, and checks the page loaded nothing from another origin.
+QUERY_FILE is an edited copy of EXPECTED_PATH; COPY is a byte-identical copy
+of ORIGINAL (their duplicate group); PASTED is an indexed image whose
+thumbnail is pasted as a query. The script walks what a user does:
+
+- search: reaches the file picker with the keyboard; uploads QUERY_FILE and
+  expects EXPECTED_PATH first (thumbnail rendered, evidence shown, folder
+  and name on the card, the copy-path action); changes the count with Enter
+  (the page stays, the search runs again with the new count); picks the
+  same file again (searched again); pastes an image (searched);
+- the match view: inlier lines drawn, at most 100 until "draw all";
+- similar: an indexed image's results leave the image itself out;
+- duplicates: groups with the keeper marked and its reason shown; "select
+  all but the keepers" (also with the keyboard); the selection exported as
+  a list and as a script and read back; a group marked "not duplicates",
+  still marked after a reload, then unmarked; JSON and CSV exports;
+- the collection, the favicon, and nothing loaded from another origin.
+
 Prints "ok" and exits 0, or names the failed step and exits 1.
 """
 import json
+import os
 import sys
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import TimeoutException, WebDriverException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 # Waits end hung runs only; each step finishes in well under a second on an
-# idle machine.
-DEADLINE = 180
+# idle machine. (SERVE_BROWSER_DEADLINE shortens them when checking that a
+# broken page fails.)
+DEADLINE = float(os.environ.get("SERVE_BROWSER_DEADLINE", "180"))
+
+# Downloads are caught in the page: each exported blob is read back
+# (Blob.text) and the link's click, which would save it, is dropped.
+CATCH_DOWNLOADS = (
+    "window.__downloads = [];"
+    "const create = URL.createObjectURL;"
+    "URL.createObjectURL = (blob) => {"
+    "  if (blob.type) blob.text().then(text => window.__downloads.push({type: blob.type, text}));"
+    "  return create.call(URL, blob);"
+    "};"
+    "HTMLAnchorElement.prototype.click = function () {};")
 
 
 def main():
-    url, query, expected, profile = sys.argv[1:5]
+    url, query, expected, profile, original, copy, pasted = sys.argv[1:8]
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -36,10 +63,34 @@ def main():
     step = "start"
     try:
         wait = WebDriverWait(driver, DEADLINE)
+        js = driver.execute_script
+
+        def searches():
+            return int(driver.find_element(By.ID, "search-status").get_attribute(
+                "data-searches") or 0)
+
+        def cards(where="#results"):
+            return driver.find_elements(By.CSS_SELECTOR, where + " .card")
+
+        def ids_by_path():
+            return js("return fetch('/api/images?limit=1000').then(r => r.json())"
+                      ".then(j => Object.fromEntries(j.images.map(m => [m.path, m.id])));")
 
         step = "load the page"
         driver.get(url)
         wait.until(lambda d: d.find_element(By.ID, "file"))
+        js("window.__loaded = true;")
+
+        step = "reach the file picker with the keyboard, before the results count"
+        order = []
+        for _ in range(20):
+            ActionChains(driver).send_keys(Keys.TAB).perform()
+            active = js("return document.activeElement.id || document.activeElement.tagName;")
+            order.append(active)
+            if active == "k":
+                break
+        if "file" not in order or order.index("file") > order.index("k"):
+            raise AssertionError("tab order: %r" % order)
 
         step = "upload the query and see the original ranked first"
         driver.find_element(By.ID, "file").send_keys(query)
@@ -54,19 +105,106 @@ def main():
         if "inliers" not in meta or "thumbnail" not in meta:
             raise AssertionError("the first hit says: %r" % meta)
 
+        step = "see the first hit's name and folder, and copy its path"
+        name = first.find_element(By.CSS_SELECTOR, ".name").text
+        folder = first.find_element(By.CSS_SELECTOR, ".folder").text
+        if folder + "/" + name != expected:
+            raise AssertionError("the card shows %r in %r" % (name, folder))
+        js("window.__copied = [];"
+           "Object.defineProperty(navigator, 'clipboard', {configurable: true, value: {"
+           "  writeText: (t) => { window.__copied.push(t); return Promise.resolve(); }}});")
+        first.find_element(By.CSS_SELECTOR, "button.copy-path").click()
+        wait.until(lambda d: js("return window.__copied.length") == 1)
+        if js("return window.__copied[0]") != expected:
+            raise AssertionError("copied %r" % js("return window.__copied"))
+        wait.until(lambda d: expected in d.find_element(By.ID, "notice").text)
+
+        step = "copy a path where the clipboard API is refused (the fallback)"
+        js("Object.defineProperty(navigator, 'clipboard', {configurable: true, value: {"
+           "  writeText: () => Promise.reject(new Error('not allowed'))}});"
+           "const exec = document.execCommand.bind(document);"
+           "document.execCommand = (c) => {"
+           "  if (c === 'copy') { window.__copied.push(document.activeElement.value); return true; }"
+           "  return exec(c); };")
+        first.find_element(By.CSS_SELECTOR, "button.copy-path").click()
+        wait.until(lambda d: js("return window.__copied.length") == 2)
+        if js("return window.__copied[1]") != expected:
+            raise AssertionError("copied %r" % js("return window.__copied"))
+
         step = "see the first hit's thumbnail rendered"
         wait.until(lambda d: d.execute_script(
             "const i = document.querySelector('#results .card[data-rank=\"1\"] img');"
             "return i && i.complete && i.naturalWidth > 0;"))
 
-        step = "open the match view and see inlier lines drawn"
+        step = "change the count and press Enter: searched again, the page stays"
+        done = searches()
+        count = driver.find_element(By.ID, "k")
+        count.send_keys(Keys.CONTROL, "a")
+        count.send_keys("3")
+        count.send_keys(Keys.ENTER)
+        wait.until(lambda d: searches() > done and len(cards()) == 3)
+        if not js("return window.__loaded === true"):
+            raise AssertionError("the page was reloaded")
+        if cards()[0].get_attribute("data-path") != expected:
+            raise AssertionError("after the new count, first: %r" %
+                                 cards()[0].get_attribute("data-path"))
+
+        step = "change the count without Enter (leaving the field)"
+        done = searches()
+        count.send_keys(Keys.CONTROL, "a")
+        count.send_keys("5")
+        count.send_keys(Keys.TAB)
+        wait.until(lambda d: searches() > done and len(cards()) == 5)
+
+        step = "pick the same file again: searched again"
+        done = searches()
+        driver.find_element(By.ID, "file").send_keys(query)
+        wait.until(lambda d: searches() > done and len(cards()) == 5)
+        if cards()[0].get_attribute("data-path") != expected:
+            raise AssertionError("after picking again, first: %r" %
+                                 cards()[0].get_attribute("data-path"))
+
+        step = "paste an image (Ctrl+V): searched"
+        ids = ids_by_path()
+        done = searches()
+        js("return fetch('/api/images/' + arguments[0] + '/thumbnail?size=512')"
+           ".then(r => r.blob()).then(b => {"
+           "  const data = new DataTransfer();"
+           "  data.items.add(new File([b], 'image.png', {type: 'image/jpeg'}));"
+           "  document.body.dispatchEvent(new ClipboardEvent('paste',"
+           "    {clipboardData: data, bubbles: true, cancelable: true}));"
+           "});", ids[pasted])
+        wait.until(lambda d: searches() > done)
+        top = cards()[0].get_attribute("data-path")
+        if top != pasted:
+            raise AssertionError("pasted %r, ranked first %r" % (pasted, top))
+        if driver.find_element(By.ID, "query-name").text != "pasted image":
+            raise AssertionError("the query is called %r" %
+                                 driver.find_element(By.ID, "query-name").text)
+
+        step = "search by an indexed image: the image itself is left out"
+        done = searches()
+        js("location.hash = '#/similar/' + arguments[0];", ids[original])
+        wait.until(lambda d: searches() > done)
+        shown = [c.get_attribute("data-path") for c in cards()]
+        if original in shown:
+            raise AssertionError("the query itself is among its results: %r" % shown)
+        if shown[0] != copy:
+            raise AssertionError("its identical copy is not first: %r" % shown)
+        if "left out" not in driver.find_element(By.ID, "search-status").text:
+            raise AssertionError("status: " + driver.find_element(By.ID, "search-status").text)
+
+        step = "go back to the upload and open the match view: inlier lines drawn"
+        driver.find_element(By.ID, "file").send_keys(query)
+        first = wait.until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, '#results .card[data-rank="1"]'))[0]
         first.find_element(By.CSS_SELECTOR, "a.match-link").click()
         canvas = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#match-canvas[data-lines]"))
         lines = int(canvas.get_attribute("data-lines"))
         status = driver.find_element(By.ID, "match-status").text
         if lines < 8:
             raise AssertionError("%d lines drawn (%s)" % (lines, status))
-        lit = driver.execute_script(
+        lit = js(
             "const c = document.getElementById('match-canvas');"
             "const x = +c.dataset.gapX, w = +c.dataset.gapWidth;"
             "const d = c.getContext('2d').getImageData(x, 0, w, c.height).data;"
@@ -79,31 +217,123 @@ def main():
         if "inliers" not in status:
             raise AssertionError("match status says: " + status)
 
-        step = "open the duplicates page"
+        step = "open the duplicates page: groups, the keeper marked with its reason"
         driver.find_element(By.ID, "nav-duplicates").click()
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#groups .group .keep"))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#groups .group .card.keeper .keep"))
         wait.until(lambda d: d.execute_script(
             "const imgs = [...document.querySelectorAll('#groups img')];"
             "return imgs.length >= 2 && imgs.every(i => i.complete && i.naturalWidth > 0);"))
+        groups = driver.find_elements(By.CSS_SELECTOR, "#groups .group")
+        for g in groups:
+            keepers = g.find_elements(By.CSS_SELECTOR, ".card.keeper")
+            if len(keepers) != 1 or not keepers[0].find_element(By.CSS_SELECTOR, ".keep").is_displayed():
+                raise AssertionError("group %s: %d keepers shown" %
+                                     (g.get_attribute("data-group"), len(keepers)))
+            reason = keepers[0].find_element(By.CSS_SELECTOR, ".keep-reason").text
+            if len(reason) < len("kept: ") + 3:
+                raise AssertionError("the keeper's reason: %r" % reason)
+        pair = [g for g in groups
+                if {c.get_attribute("data-path") for c in g.find_elements(By.CSS_SELECTOR, ".card")}
+                == {original, copy}]
+        if len(pair) != 1:
+            raise AssertionError("no group of %s and its copy" % original)
+        pair = pair[0]
+        group_id = pair.get_attribute("data-group")
+        keeper_path = pair.find_element(By.CSS_SELECTOR, ".card.keeper").get_attribute("data-path")
+        if pair.find_element(By.CSS_SELECTOR, ".card:not(.keeper)").get_attribute(
+                "data-level") != "identical":
+            raise AssertionError("the byte-identical copy is not at level identical")
+
+        step = "the match view of the identical pair draws at most 100 lines until asked"
+        pair.find_element(By.CSS_SELECTOR, "a.match-link").click()
+        canvas = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#match-canvas[data-lines]"))
+        drawn, total = int(canvas.get_attribute("data-lines")), int(canvas.get_attribute("data-total"))
+        if total <= 100 or drawn != 100:
+            raise AssertionError("%d of %d lines drawn" % (drawn, total))
+        toggle = driver.find_element(By.ID, "match-all-lines")
+        toggle.send_keys(Keys.ENTER)
+        wait.until(lambda d: int(canvas.get_attribute("data-lines")) == total)
+        driver.back()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#groups .group .card.keeper"))
+        pair = driver.find_element(By.CSS_SELECTOR, '#groups .group[data-group="%s"]' % group_id)
+
+        step = "select all but the keepers, with the keyboard"
+        driver.find_element(By.ID, "select-all-but-keepers").send_keys(Keys.ENTER)
+        boxes = driver.find_elements(By.CSS_SELECTOR, "#groups input.select")
+        chosen = sorted(b.find_element(By.XPATH, "ancestor::div[contains(@class,'card')]")
+                        .get_attribute("data-path") for b in boxes if b.is_selected())
+        keepers = sorted(c.get_attribute("data-path")
+                         for c in driver.find_elements(By.CSS_SELECTOR, "#groups .card.keeper"))
+        others = sorted(c.get_attribute("data-path") for c in driver.find_elements(
+            By.CSS_SELECTOR, "#groups .card:not(.keeper)"))
+        if chosen != others or set(chosen) & set(keepers):
+            raise AssertionError("chosen %r, keepers %r" % (chosen, keepers))
+        count = int(driver.find_element(By.ID, "selection-status").get_attribute("data-count"))
+        if count != len(others):
+            raise AssertionError("the page counts %d chosen of %d" % (count, len(others)))
+
+        step = "toggle one choice with the space bar"
+        box = pair.find_element(By.CSS_SELECTOR, ".card:not(.keeper) input.select")
+        box.send_keys(Keys.SPACE)
+        wait.until(lambda d: not box.is_selected())
+        box.send_keys(Keys.SPACE)
+        wait.until(lambda d: box.is_selected())
+
+        step = "export the selection as a list and as a script"
+        js(CATCH_DOWNLOADS)
+        driver.find_element(By.ID, "export-list").click()
+        wait.until(lambda d: js("return window.__downloads.length") == 1)
+        driver.find_element(By.ID, "export-script").click()
+        wait.until(lambda d: js("return window.__downloads.length") == 2)
+        files = {f["type"]: f["text"] for f in js("return window.__downloads")}
+        listed = sorted(files["text/plain"].splitlines())
+        if listed != others:
+            raise AssertionError("the list holds %r, expected %r" % (listed, others))
+        script = files["text/x-shellscript"]
+        if not script.startswith("#!/bin/sh\n"):
+            raise AssertionError("the script starts: %r" % script[:40])
+        removed = [l for l in script.splitlines() if l.startswith("#rm -- ")]
+        commands = [l for l in script.splitlines() if l and not l.startswith("#")]
+        if len(removed) != len(others) or commands != ["set -eu"]:
+            raise AssertionError("the script: %r" % script)
+        quoted = "#rm -- '" + copy.replace("'", "'\\''") + "'"
+        if keeper_path == original and quoted not in removed:
+            raise AssertionError("the script does not remove %r as %r: %r" % (copy, quoted, script))
+        if "keep " + keeper_path not in script:
+            raise AssertionError("the script does not name the keeper: %r" % script)
+
+        step = "mark the group 'not duplicates' with the keyboard"
+        pair.find_element(By.CSS_SELECTOR, "button.not-duplicates").send_keys(Keys.ENTER)
+        marked = '#groups .group[data-group="%s"][data-not-duplicates="true"]' % group_id
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, marked))
+        box = driver.find_element(By.CSS_SELECTOR, marked + " .card:not(.keeper) input.select")
+        if box.is_selected() or box.is_enabled():
+            raise AssertionError("a marked group's member can still be chosen")
+
+        step = "see the mark remembered after a reload"
+        driver.refresh()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#groups .group .card.keeper"))
+        if not driver.find_elements(By.CSS_SELECTOR, marked):
+            raise AssertionError("the mark is gone after a reload")
+
+        step = "unmark the group, and see that remembered too"
+        driver.find_element(By.CSS_SELECTOR, marked + " button.not-duplicates").click()
+        unmarked = '#groups .group[data-group="%s"]:not([data-not-duplicates])' % group_id
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, unmarked))
+        driver.refresh()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#groups .group .card.keeper"))
+        if not driver.find_elements(By.CSS_SELECTOR, unmarked):
+            raise AssertionError("the group is still marked after a reload")
 
         step = "export the groups as CSV and JSON"
-        # Downloads are caught in the page: each exported blob is read back
-        # (Blob.text) and the link's click, which would save it, is dropped.
-        driver.execute_script(
-            "window.__downloads = [];"
-            "const create = URL.createObjectURL;"
-            "URL.createObjectURL = (blob) => {"
-            "  blob.text().then(text => window.__downloads.push({type: blob.type, text}));"
-            "  return create.call(URL, blob);"
-            "};"
-            "HTMLAnchorElement.prototype.click = function () {};")
+        js(CATCH_DOWNLOADS)
         driver.find_element(By.ID, "export-csv").click()
         driver.find_element(By.ID, "export-json").click()
-        wait.until(lambda d: d.execute_script("return window.__downloads.length") == 2)
-        files = {f["type"]: f["text"] for f in driver.execute_script("return window.__downloads")}
+        wait.until(lambda d: js("return window.__downloads.length") == 2)
+        files = {f["type"]: f["text"] for f in js("return window.__downloads")}
         groups = len(driver.find_elements(By.CSS_SELECTOR, "#groups .group"))
         rows = files["text/csv"].splitlines()
-        if rows[0] != "group,keep,id,path,width,height,bytes,score":
+        if rows[0] != "group,keep,id,path,width,height,bytes,score,level,not_duplicates":
             raise AssertionError("CSV header: " + rows[0])
         keepers = [r for r in rows[1:] if r.split(",")[1] == "1"]
         exported = json.loads(files["application/json"])
@@ -116,16 +346,20 @@ def main():
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#images .card")) > 0)
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#info tr")) > 0)
 
+        step = "have a favicon"
+        status = js("return fetch('/favicon.ico').then(r => r.status + ' ' + r.headers.get('Content-Type'));")
+        if status != "200 image/svg+xml":
+            raise AssertionError("/favicon.ico: " + status)
+
         step = "load nothing from elsewhere"
         origin = url.rstrip("/")
-        names = driver.execute_script(
-            "return performance.getEntriesByType('resource').map(e => e.name);")
+        names = js("return performance.getEntriesByType('resource').map(e => e.name);")
         foreign = [n for n in names if not (n.startswith(origin + "/") or n.startswith("blob:"))]
         if foreign:
             raise AssertionError("fetched from elsewhere: %r" % foreign)
         print("ok: %d inlier lines, %d resources" % (lines, len(names)))
         return 0
-    except (AssertionError, TimeoutException) as e:
+    except (AssertionError, WebDriverException) as e:
         print("failed to %s: %s" % (step, e or "timed out"))
         return 1
     finally:

@@ -1,14 +1,18 @@
 // The `lookalike serve` page in a real browser: headless Chromium (Debian's
 // chromium, chromium-driver and python3-selenium, installed by
 // tools/install_deps.sh) driven by serve_browser.py against a real server on
-// a generated, indexed image set. The script uploads a rotated copy, checks
-// its original is ranked first with its thumbnail rendered, opens the match
-// view and checks inlier lines were drawn, opens the duplicates page and the
-// collection.
+// a generated, indexed image set with duplicates (a byte-identical copy
+// whose name needs shell quoting, a half-size copy). The script searches
+// (upload, count changed with Enter, the same file picked again, a pasted
+// image, an indexed image without itself), opens the match view, reviews
+// the duplicates (keeper, selection, exports, "not duplicates" remembered
+// across a reload) and the collection: see serve_browser.py.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "tests/e2e/serve_support.h"
 
@@ -18,13 +22,17 @@ namespace {
 namespace fs = std::filesystem;
 using namespace lookalike::testing;
 
-TEST(ServeBrowserTest, UploadSearchMatchViewDuplicatesAndCollectionInChromium) {
+TEST(ServeBrowserTest, SearchMatchViewDuplicateReviewAndCollectionInChromium) {
   for (const char* tool : {"/usr/bin/chromium", "/usr/bin/chromedriver", "/usr/bin/python3"})
     ASSERT_TRUE(fs::exists(tool)) << tool << " is missing: run tools/install_deps.sh as root";
   TempDir tmp;
   const std::string root = fs::canonical(tmp.path()).string();
   const std::vector<std::string> photos = WriteSyntheticSet(root + "/photos", 10, 1100, 480, 360);
-  fs::copy_file(photos[0], root + "/photos/img_000_copy.png");
+  const std::string copy = root + "/photos/img_000 copy's.png";
+  fs::copy_file(photos[0], copy);
+  cv::Mat half;
+  cv::resize(cv::imread(photos[2], cv::IMREAD_COLOR), half, cv::Size(), 0.5, 0.5, cv::INTER_AREA);
+  WriteImage(root + "/photos/img_002_half.png", half);
   const std::string query = root + "/query.jpg";
   WriteImage(query, ApplyTransform(cv::imread(photos[4], cv::IMREAD_COLOR), Transform::kRotate));
   const ProcessResult index = RunLookalike(
@@ -39,12 +47,16 @@ TEST(ServeBrowserTest, UploadSearchMatchViewDuplicatesAndCollectionInChromium) {
             "http://127.0.0.1:" + std::to_string(server.port()) + "/",
             query,
             photos[4],
-            root + "/chromium-profile"};
+            root + "/chromium-profile",
+            photos[0],
+            copy,
+            photos[6]};
   o.timeout_seconds = 900;
   const ProcessResult browser = RunProcess(o);
   EXPECT_EQ(browser.exit_code, 0) << browser.out << browser.Describe();
   EXPECT_EQ(browser.out.rfind("ok", 0), 0u) << browser.out;
   EXPECT_TRUE(server.child().Running()) << "the server died";
+  std::printf("%s", browser.out.c_str());
 }
 
 }  // namespace
