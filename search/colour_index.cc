@@ -17,8 +17,7 @@ std::vector<uint8_t> ColourIndex::Row(const std::vector<uint8_t>& colour) {
   // 0..255 to 0..15, rounded. Linear on purpose: it drops the bins below
   // 1/30 of the scale, and colour fusion ranks no worse without them (on the
   // dev set 0.923 mAP against 0.913 with every bin in 8 bits, and 0.856 with
-  // a companded code that keeps the small bins; search/README.md, "Colour
-  // candidates").
+  // a companded code that keeps the small bins).
   auto nibble = [](uint8_t v) { return static_cast<uint8_t>((v * 15 + 127) / 255); };
   for (int j = 0; j < kRowBytes; ++j)
     row[j] = static_cast<uint8_t>(nibble(colour[2 * j]) | nibble(colour[2 * j + 1]) << 4);

@@ -6,7 +6,7 @@
 //     local features for its VLAD vector or visual words to say anything,
 //     but its colours survive; among thousands of unrelated images its VLAD
 //     rank is random, so colour fusion, which sees the short list only,
-//     never met it (search/README.md, "Colour candidates");
+//     never met it;
 //   - colour fusion's similarity c of every short-list candidate
 //     (search/ranking.h), which otherwise reads each candidate's record.
 // Rows keep each bin in 4 bits (the query's stay 8-bit): 144 bytes per

@@ -33,11 +33,10 @@
 //          collection, else over a fixed sample of up to 1,000 of its images
 //          (Searcher), as the top of a large collection's list is a narrower
 //          slice of it and would weigh colour less the larger the
-//          collection (search/README.md, "A spread that does not shrink with
-//          the collection"); kDefaultSimilaritySpread for fewer than 3
-//          images or a spread below 1e-6. Colour is weighed against how much
-//          VLAD similarities vary, which PCA-whitening changes six-fold
-//          (search/README.md "Colour");
+//          collection; kDefaultSimilaritySpread for fewer than 3 images or a
+//          spread below 1e-6. Colour is weighed against how much VLAD
+//          similarities vary, which PCA-whitening changes six-fold
+//          (search/README.md, "How search ranks");
 //   v      fusion.word_weight x spread, the same unit;
 //   b      = (s + w c + v a) / (1 + w + v), the global similarity; without
 //          colour (weight 0, depth 0, no query colour, or a schema-1
@@ -46,7 +45,7 @@
 //          Dividing by 1 + w + v keeps b in [-1, 1] without clamping, which would
 //          tie near-duplicates at 1; b is 1 only for the image itself (just
 //          below 1 in a compact database, whose vectors come from quantised
-//          descriptors: indexer/README.md, "Compact features");
+//          descriptors);
 //   g      = inliers / (inliers + 20), the spatial evidence of a verified
 //          candidate (RANSAC inliers >= rerank.min_inliers; Hit::inliers);
 //   t      best correlation of the query's thumbnail with the candidate's,
@@ -101,9 +100,8 @@ inline constexpr float kThumbnailThreshold = 0.86f;
 // Correlate compares in full the thumbnails of the first this many
 // candidates and of the colour candidates; deeper ones (to
 // --thumbnail-depth) are compared at half resolution first, and only the
-// kDeepCorrelations best of them in full (search/README.md, "Thumbnail
-// correlation": the same results as comparing all in full, at a fraction of
-// the cost).
+// kDeepCorrelations best of them in full: the same results as comparing
+// all in full, at a fraction of the cost.
 inline constexpr size_t kFullCorrelationDepth = 100;
 inline constexpr size_t kDeepCorrelations = 50;
 

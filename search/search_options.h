@@ -20,8 +20,8 @@ struct FusionOptions {
   // colour similarity with a weight of colour_weight x the robust spread of
   // the VLAD similarities, before verification picks its candidates from
   // that order. Colour is what texture misses (rooms, video, landmarks in
-  // other light): measured on the dev set, search/README.md "Colour". 0 =
-  // off; off by itself for databases without colour (schema 1).
+  // other light). 0 = off; off by itself for databases without colour
+  // (schema 1).
   float colour_weight = 14.0f;  // --colour-weight, [0, 100]
   int colour_depth = 1000;      // --colour-depth, 0..100000
   // Colour candidates: the images whose colour is most like the query's,
@@ -45,21 +45,19 @@ struct FusionOptions {
 // features (PreparedQuery); those with >= min_inliers RANSAC inliers have
 // their score raised by that evidence (search/ranking.h).
 struct RerankOptions {
-  // The top `depth` of the fused list are verified. Depth 50 finds copies
-  // VLAD ranks low (search/README.md, "Re-ranking and query expansion"). 0 =
-  // off (no verification, no expansion). -1 = kRerank without a word-index
-  // head to verify, kRerankWithWords with one, which finds part of what the
-  // deeper list did (RerankDepth; search/README.md, "Selective first stage").
+  // The top `depth` of the fused list are verified: depth 50 finds copies
+  // VLAD ranks low. 0 = off (no verification, no expansion). -1 = kRerank
+  // without a word-index head to verify, kRerankWithWords with one, which
+  // finds part of what the deeper list did (RerankDepth).
   int depth = -1;  // --rerank, -1..10000
   // Also verified: the top `vlad_depth` results by VLAD similarity alone,
   // wherever colour fusion put them, so that colour can never push a
   // candidate with strong local evidence out of the verified set (a grey
   // copy of a colour photo is its original's nearest VLAD neighbour but
-  // falls to rank 250-550 of 10,000 after fusion: bench/README.md,
-  // "Distractors"). 0 = off. -1 = kVladHead when the query has no word-index
-  // head to verify (no word index, or word_depth 0), else 0: the word head
-  // finds what the VLAD head did (search/README.md, "The VLAD head is
-  // verified too"). VladHeadDepth resolves it.
+  // falls to rank 250-550 of 10,000 after fusion). 0 = off. -1 = kVladHead
+  // when the query has no word-index head to verify (no word index, or
+  // word_depth 0), else 0: the word head finds what the VLAD head did.
+  // VladHeadDepth resolves it.
   int vlad_depth = -1;  // --rerank-vlad, -1..10000
   // Also verified: the top `word_depth` images of the selective first stage
   // (search/word_index.h: shared fine visual words whose residual
@@ -73,7 +71,7 @@ struct RerankOptions {
   // strongest (StrongestFeatures); 0 = all. Bounds the cost of a detailed
   // query, which grows with its feature count times each candidate's. 2,000
   // changed no dev-set result with or without 10,000 distractors; 1,000
-  // cost 0.008 mAP there (search/README.md, "Cheaper verification").
+  // cost 0.008 mAP there.
   int verify_keypoints = 2000;  // --verify-keypoints, 0..1000000
   // How a pair is verified (--match-dims, --ransac).
   VerifyOptions verify = CheaperVerifyOptions();
@@ -86,8 +84,8 @@ struct RerankOptions {
 // kThumbnailThreshold has its score raised by that evidence, weighted by
 // `weight` (search/ranking.h, "t"). It finds tiny, blurred, cropped copies
 // that keep too few local features to verify; chosen on the tune half of
-// the dev set over the distractor curve (search/README.md, "Thumbnail
-// correlation"). Off by itself for images stored without a thumbnail.
+// the dev set over the distractor curve. Off by itself for images stored
+// without a thumbnail (search/README.md, "Thumbnail correlation").
 struct ThumbnailOptions {
   float weight = 0.7f;  // --thumbnail-weight, [0, 1]; 0 = off
   // ... for the first `depth` candidates of the ranked list and of the word
@@ -109,7 +107,7 @@ struct ThumbnailOptions {
 // Average query expansion: the query vector plus the vectors of up to
 // `results` verified results is searched again (and re-ranked). Needs
 // re-ranking. With colour fusion it still adds about 0.001 mAP on every
-// dev-set seed (search/README.md "Colour").
+// dev-set seed.
 struct ExpansionOptions {
   int results = 5;  // --expansion, 0..100; 0 = off
   // Throws std::invalid_argument naming the field and its flag.
@@ -143,8 +141,7 @@ struct SearchOptions {
 // The fused list's verified depth when RerankOptions::depth is -1: without
 // a word-index head (measured on the dev set alone), and beside one: 20
 // with a word head of 40 ranks every dev-set query as 30 and 50 did, at
-// 2,097, 10,097 and 100,097 images, for fewer verified pairs (search/README.md,
-// "Selective first stage").
+// 2,097, 10,097 and 100,097 images, for fewer verified pairs.
 inline constexpr int kRerank = 50;
 inline constexpr int kRerankWithWords = 20;
 

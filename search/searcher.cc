@@ -241,7 +241,7 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
     sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
   // A query's VLAD short list scans ~30 % of the lists (AutoNprobe) and is
   // searched alone, twice with expansion: on both threads it takes half the
-  // time (search/README.md, "Five more cuts").
+  // time.
   sync.index->set_parallel_over_lists(true);
   impl->num_zero = sync.num_zero;
   // Paths are read for hits only (Impl::PathOf): opening reads no record
@@ -286,7 +286,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
   // The ranking's preparation (verification's principal axes of the query)
   // and the colour and thumbnail candidates run on a thread of their own
   // beside the word index's lists, whose reading and scoring keep the two
-  // cores only partly busy (search/README.md, "Later cuts"). The lists stay
+  // cores only partly busy (search/README.md, "One query's threads"). The lists stay
   // on this thread, which allocates and frees their values (ReadLists).
   // With --threads 1 it runs here, when its results are wanted.
   std::optional<QueryRanking> prepared;

@@ -141,7 +141,7 @@ class StoredWordIndex {
   // Dense id -> 1 + the index in segments_ of the segment its postings are
   // live in (0 = none), when ids are dense and there are under 255
   // segments: a search's check of each posting then touches one byte per
-  // image instead of its 16-byte row (search/README.md, "Later cuts").
+  // image instead of its 16-byte row, a cache miss per posting.
   std::vector<uint8_t> live_segment_of_id_;
   std::vector<uint32_t> segments_;  // committed or written by this run, ascending
   uint32_t next_segment_ = 0;       // the writer's next new segment; 0 = ask the store

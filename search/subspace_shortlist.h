@@ -10,7 +10,7 @@
 // and on CPUs with AVX2 and FMA a fused kernel that keeps each block of
 // similarities in registers and only compares it with the shortlists'
 // weakest, instead of writing, zeroing and re-reading a matrix of about a
-// megabyte per 256 query rows (search/README.md, "Cheaper verification").
+// megabyte per 256 query rows (search/README.md, "Verification").
 #pragma once
 
 namespace lookalike {

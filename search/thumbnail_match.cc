@@ -97,7 +97,7 @@ struct Windows {
 // grey levels minus their mean; norm: their L2 norm) in `target`. Computed
 // directly rather than with cv::matchTemplate: at thumbnail sizes (templates
 // of 26 x 20 to 46 x 35 on 48 x 36) OpenCV's DFT costs 1.5-2x more, on
-// threads of its own (search/README.md, "Thumbnail correlation").
+// threads of its own.
 float BestOver(const Target& target, const cv::Mat& zero_mean, double norm) {
   const Windows windows(target, zero_mean, norm);
   if (windows.none()) return -1.0f;
@@ -166,7 +166,7 @@ __attribute__((target("avx2,fma"))) void WindowDots(const cv::Mat& padded, const
 
 // BestOver with the dot products of 8 positions per vector instead of one
 // position's products summed across the template's columns: 3-4x fewer
-// instructions at thumbnail sizes (search/README.md, "Five more cuts"). Sums in
+// instructions at thumbnail sizes. Sums in
 // another order, so its floats differ from BestOver's by rounding only.
 __attribute__((target("avx2,fma"))) float BestOverAvx2(const Target& target,
                                                        const cv::Mat& zero_mean, double norm) {

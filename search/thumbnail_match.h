@@ -47,7 +47,7 @@ class ThumbnailMatcher {
   // Match at half the resolution (the stored thumbnail blurred and halved,
   // the placements made for that size): about a tenth of the cost, and a
   // score that ranks thumbnails as Match does closely enough to choose which
-  // few deserve Match among many (search/README.md, "Thumbnail correlation").
+  // few deserve Match among many.
   float CoarseMatch(const GreyThumbnail& stored);
 
  private:

@@ -6,7 +6,7 @@
 // (search/ranking.h, Correlate). A copy shrunk and blurred beyond what local
 // features can verify keeps its overall layout of light and dark; among
 // 100,000 images its original often ranks first by that alone, where its
-// VLAD rank is random (search/README.md, "Thumbnail candidates"). The
+// VLAD rank is random. The
 // persisted search index holds the rows (format 6), filled by `index` from
 // the stored thumbnails.
 #pragma once

@@ -9,9 +9,9 @@
 //          budget), plus the 8-byte id: d + 8 bytes per image (+ ~2 for the
 //          lists and centroids).
 // `auto` picks flat below VectorIndexOptions::auto_threshold vectors (and for
-// full VLAD without a PCA projection) and ivfsq from there on (search/README.md "Search at scale"
-// has the measurements behind it; IVF-PQ was measured too and dropped: lower recall at the same
-// budget and a training time FAISS 1.7.3 makes impractical here).
+// full VLAD without a PCA projection) and ivfsq from there on (search/README.md, "The vector
+// index"; IVF-PQ was measured too and dropped: lower recall at the same budget and a training
+// time FAISS 1.7.3 makes impractical here).
 #pragma once
 
 #include <cstdint>
@@ -63,16 +63,14 @@ struct VectorIndexOptions {
   // read per query from disk, 25 bytes per image stay in RAM); query time
   // does: scoring reads the lists of the query's words, which grow with the
   // collection, about 105 CPU-ms per query per 100,000 images (1 s at 1M,
-  // five times the query budget; search/README.md, "Selective first
-  // stage"). >= 0.
+  // five times the query budget). >= 0.
   int64_t max_word_images = 100000;
   // ... and built from this many images on (one that exists is kept and
   // used below it). Below it the word stage adds nothing the global
   // ranking's verified head does not hold, and its fusion hurts (dev set
   // with 340 distractors, 437 images: mAP 0.893 with it, 0.913 without; 997
   // images: 0.877 against 0.868), while its vocabulary (2 MiB) and lists
-  // (about 8 KiB per photo) would be a third of the database
-  // (search/README.md, "Selective first stage"). >= 0.
+  // (about 8 KiB per photo) would be a third of the database. >= 0.
   int64_t min_word_images = 1000;
   // Learn the word vocabulary again from the whole collection even when a
   // persisted word index is usable (merge: a database grown shard by shard
@@ -94,7 +92,7 @@ int64_t AutoNlist(int64_t n);
 // vectors with real images' spectrum recall@10 depends on the share of the
 // collection scanned, not on nlist, and reaches 0.95 at 25-30 % (0.957 at
 // 1M, 28 ms of CPU, against 35 ms exact); the earlier ~8,000 vectors gave
-// 0.71 at 100k and 0.34 at 1M (search/README.md "Scale (realistic vectors)").
+// 0.71 at 100k and 0.34 at 1M (search/README.md, "The vector index").
 int64_t AutoNprobe(int64_t n, int64_t nlist);
 
 // One result of a range search: an image id and its similarity.

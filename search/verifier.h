@@ -7,7 +7,7 @@
 // pattern sends many query features to one candidate feature, and RANSAC
 // finds degenerate "homographies" with dozens of inliers between unrelated
 // images (measured on the dev set: 99.9th percentile of unrelated pairs 36
-// inliers many-to-one, 5 one-to-one; search/README.md, "Re-ranking").
+// inliers many-to-one, 5 one-to-one).
 #pragma once
 
 #include <array>
@@ -27,8 +27,7 @@ enum class RansacMethod {
   // OpenCV's USAC framework (cv::USAC_DEFAULT): LO-RANSAC, whose local
   // optimisation refits on the inliers, with the SPRT test that abandons a
   // hopeless model early. What search uses: a third less time per fitted
-  // pair and no fewer verified matches (search/README.md, "Cheaper
-  // verification").
+  // pair and no fewer verified matches.
   kUsac,
 };
 
@@ -72,9 +71,8 @@ struct Verification {
 // exactly (match_dims), and the homography fitted by LO-RANSAC
 // (RansacMethod::kUsac). Measured against exact matching and classic RANSAC
 // on the dev set with and without 10,000 distractors: the same or better
-// search mAP, half the CPU per query (search/README.md, "Cheaper
-// verification"); for dedup, the same pair precision and recall
-// (search/README.md, "dedup").
+// search mAP, half the CPU per query; for dedup, the same pair precision
+// and recall (search/README.md, "Verification").
 inline VerifyOptions CheaperVerifyOptions() {
   VerifyOptions v;
   v.match_dims = 32;

@@ -11,7 +11,7 @@
 // Only words both images contain cost anything, and a word counts only when
 // its residuals agree, so a copy's shared words stand out from thousands of
 // unrelated images whose global statistics look alike (search/README.md,
-// "Selective first stage").
+// "The word index").
 //
 // It lives beside the vector index in the persisted search index
 // (search/search_index.h), derived from the stored local features and
