@@ -8,10 +8,10 @@
 
 namespace lookalike {
 
-// Settings of codebook training. Defaults are the measured defaults (see indexer/README.md).
+// Settings of codebook training. Defaults measured on the development set (indexer/README.md).
 struct CodebookOptions {
   // K, number of visual words; 1..65536. 512 measured best for its size on the
-  // development set (indexer/README.md, "Choosing the defaults").
+  // development set (indexer/README.md, "The encoding").
   int num_clusters = 512;
   int num_iterations = 25;           // k-means (Lloyd) iterations; 1..1000
   uint64_t seed = 1234;              // seed of the k-means initialisation

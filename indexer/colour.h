@@ -8,7 +8,7 @@
 // rooms, video frames, landmarks in other light), the colours of two photos
 // of one place still agree; on the dev set, adding w x colour similarity to
 // the VLAD cosine lifts the indoor pairs from 0.43 to about 0.67 mAP and the
-// hard copies as well (search/README.md, "Colour"). Spatial verification still decides
+// hard copies as well (search/README.md, "How search ranks"). Spatial verification still decides
 // between verified and unverified results.
 #pragma once
 

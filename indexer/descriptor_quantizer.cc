@@ -47,9 +47,9 @@ DescriptorQuantizer DescriptorQuantizer::Train(const float* descriptors, int64_t
   // of each descriptor: a PCA whose components are dealt to the slices so
   // that their variance products match (eigenvalue allocation, the
   // parametric form of OPQ, Ge et al., CVPR 2013; FAISS's PCAMatrix with
-  // balanced_bins). Measured on the dev set (indexer/README.md, "Compact
-  // features"): mAP 0.917 with it, 0.902 without, 0.907 with FAISS's
-  // iterative OPQMatrix at a training budget like this one's.
+  // balanced_bins). Measured on the dev set: mAP 0.917 with it, 0.902
+  // without, 0.907 with FAISS's iterative OPQMatrix at a training budget
+  // like this one's.
   faiss::PCAMatrix pca(dim, dim, 0.0f, false);
   pca.balanced_bins = options.bytes;
   pca.train(n, descriptors);

@@ -21,7 +21,7 @@ struct ExtractorOptions {
   // halved (down to kMinContrastThreshold) until it has this many: small,
   // blurred or low-contrast copies otherwise keep a handful of keypoints,
   // too few for VLAD or spatial verification. 300 measured on the dev set
-  // (indexer/README.md, "Choosing the defaults"); 0 = off.
+  // (indexer/README.md, "The encoding"); 0 = off.
   int min_keypoints = 300;
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;

@@ -3,7 +3,7 @@
 // features cannot decide. A copy 64-200 px across, blurred and JPEG-compressed
 // keeps 3-80 SIFT keypoints, too few to verify, and among thousands of
 // unrelated images its VLAD rank is random; its thumbnail still correlates
-// with its original's at 0.92-0.97 (search/thumbnail_match.h, search/README.md
+// with its original's at 0.92-0.97 (search/thumbnail_match.h, search/README.md,
 // "Thumbnail correlation").
 #pragma once
 

@@ -159,7 +159,7 @@ ImageEncoder::Result ImageEncoder::EncodeView(const std::string& path, const Gra
   // From the exact descriptors, also against a compact database whose
   // vectors come from quantised ones: asymmetric, as in FAISS's IVFADC,
   // and measured better than quantising the query alike (dev set mAP 0.917
-  // against 0.903; indexer/README.md, "Compact features"). The price: an
+  // against 0.903). The price: an
   // indexed image no longer finds itself at similarity exactly 1.
   encoder_->Encode(d.values.data(), offsets, 1, result.vlad.data());
   if (d.num == 0)

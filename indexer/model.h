@@ -21,8 +21,8 @@ namespace lookalike {
 // Everything that decides the vector of an image, besides the codebook.
 struct EncodingSettings {
   // Longest image side after downscaling, pixels; 0 = never downscale.
-  // 512 measured best on the development set (indexer/README.md, "Choosing the
-  // defaults"): copies are often downscaled, and it is the cheapest to extract.
+  // 512 measured best on the development set (indexer/README.md, "The
+  // encoding"): copies are often downscaled, and it is the cheapest to extract.
   int max_side = 512;
   ExtractorOptions extractor;
   VladOptions vlad;

@@ -92,11 +92,10 @@ std::vector<double> CentredGramEigen(const float* x, int64_t n, int64_t dim,
 // The half-range of a row's grid, in RMS of the row, for each number of
 // bits: the grid's outer values sit there. At 4 bits +-3 RMS (values beyond
 // are clamped: a unit row of 65,536 values has RMS 1/256, and its few larger
-// values matter less than a fine step for the bulk; measured against the
-// largest value as the range in indexer/README.md); at 2 bits +-2 RMS and
-// at 1 bit +-0.8 RMS (close to the mean magnitude of a Gaussian, 0.798),
-// the best of those measured for each (indexer/README.md, "What 112
-// components cost as the collection grows").
+// values matter less than a fine step for the bulk, measured against the
+// largest value as the range); at 2 bits +-2 RMS and at 1 bit +-0.8 RMS
+// (close to the mean magnitude of a Gaussian, 0.798), the best of those
+// measured for each.
 double GridReachInRms(uint32_t bits) { return bits == 4 ? 3.0 : bits == 2 ? 2.0 : 0.8; }
 
 // Puts every component value on its row's grid (ProjectionRecord::GridCode)

@@ -19,10 +19,10 @@ struct ProjectionOptions {
   // Capped at (training vectors - 1) when learned, since more components
   // would only span noise. 112 is what fits the large-collection search
   // index in 128 bytes per image (8-bit codes + 8-byte id: 120 B; at 256-d
-  // it costs 266 B, and 4-bit codes drop recall@10 to 0.72; search/README.md, "Search
-  // at scale"); Jégou & Chum (ECCV 2012) show PCA-whitened VLAD keeps most
-  // of its accuracy at 128-d. On the development set, keeping fewer
-  // components than the sample supports lost mAP (indexer/README.md, "PCA-whitening").
+  // it costs 266 B, and 4-bit codes drop recall@10 to 0.72); Jégou & Chum
+  // (ECCV 2012) show PCA-whitened VLAD keeps most of its accuracy at 128-d.
+  // On the development set, keeping fewer components than the sample
+  // supports lost mAP (indexer/README.md, "PCA-whitening").
   int out_dim = 112;
   // The projection is learned only if the training sample holds at least
   // this many images with features; a smaller new collection searches its
@@ -48,8 +48,7 @@ struct ProjectionOptions {
   // the disk of collections of a few hundred photos), or 2 or 1 (4 or 2
   // levels over +-2 or +-0.8 RMS: 1.75 or 0.9 MiB). VLAD ranking of the dev
   // set's queries among 212 / 437 / 1,942 images, mAP: 4-bit 0.702 / 0.657 /
-  // 0.562, 2-bit 0.698 / 0.652 / 0.555, 1-bit 0.689 / 0.641 / 0.547
-  // (indexer/README.md, "What 112 components cost as the collection grows").
+  // 0.562, 2-bit 0.698 / 0.652 / 0.555, 1-bit 0.689 / 0.641 / 0.547.
   // 0 = automatic (ComponentBitsFor): the most of 4, 2, 1 bits whose matrix
   // costs at most matrix_bytes_per_image per image of the collection, so a
   // few hundred photos get the small matrix and a collection that grows past
@@ -59,7 +58,7 @@ struct ProjectionOptions {
   // The automatic choice's budget: stored matrix bytes per image. 8 KiB
   // keeps a new database of real photos under 40 KiB per photo (about 28
   // KiB of features, thumbnail and vector each) and gives 4 bits from 448
-  // images at the default sizes (indexer/README.md, "The matrix's bits").
+  // images at the default sizes (indexer/README.md, "PCA-whitening").
   int64_t matrix_bytes_per_image = 8192;
 
   // Throws std::invalid_argument naming the offending field.

@@ -27,7 +27,7 @@ namespace lookalike {
 struct VladOptions {
   // Power normalisation exponent, (0, 1]; 0.5 = signed square root, 1 = off.
   // Off by default: with intra-normalisation on, any power lowered mAP on the
-  // development set (indexer/README.md, "Choosing the defaults").
+  // development set (indexer/README.md, "The encoding").
   float power_alpha = 1.0f;
   bool intra_normalize = true;      // L2-normalise each cluster's block, then the whole
   bool residual_normalize = false;  // L2-normalise each residual before summing
