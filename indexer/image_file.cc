@@ -12,10 +12,11 @@
 #include <cstdio>
 #include <cstring>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgcodecs.hpp>  // the IMREAD_* flags only: decoding is in image_codecs.h
 #include <opencv2/imgproc.hpp>
 
 #include "indexer/colour.h"
+#include "indexer/image_codecs.h"
 
 // libjpeg needs FILE and size_t declared first.
 #include <jerror.h>
@@ -385,7 +386,7 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes, i
   cv::Mat decoded;
   try {
     const cv::Mat buffer(1, static_cast<int>(n), CV_8U, const_cast<char*>(bytes.data()));
-    decoded = cv::imdecode(buffer, flags);
+    decoded = DecodeImage(buffer, flags);
   } catch (const cv::Exception& e) {
     return Fail(FileErrorCode::kDecodeFailed, name, std::string("decoder error: ") + e.what());
   }

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <vector>
+
+#include "indexer/image_codecs.h"
 
 namespace lookalike {
 
@@ -26,7 +27,7 @@ Thumbnail ThumbnailOfBytes(const std::string& name, const std::string& bytes, in
   cv::Mat image;
   try {
     const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data()));
-    image = cv::imdecode(buffer, flags);
+    image = DecodeImage(buffer, flags);
     if (image.empty()) {
       t.error = name + ": the decoder rejected the data";
       return t;
@@ -43,7 +44,7 @@ Thumbnail ThumbnailOfBytes(const std::string& name, const std::string& bytes, in
       image = small;
     }
     std::vector<uchar> out;
-    if (!cv::imencode(".jpg", image, out, {cv::IMWRITE_JPEG_QUALITY, 85})) {
+    if (!EncodeJpeg(image, 85, &out)) {
       t.error = name + ": could not encode the thumbnail";
       return t;
     }
