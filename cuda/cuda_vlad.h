@@ -1,7 +1,9 @@
 // The only door into the CUDA backend: a plain C++ header (no CUDA types), so
 // the rest of lookalike builds and runs identically with or without CUDA.
-// Without WITH_CUDA the library is a stub whose probe reports "not compiled"
-// and whose encoder constructor throws.
+// With WITH_CUDA it is implemented in the binary by a loader that asks the
+// driver and loads the encoder module (the CUDA runtime and cuBLAS) only when
+// an encoder is constructed (cuda_vlad_loader.cc); without it by a stub whose
+// probe reports "not compiled" and whose encoder constructor throws.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +16,13 @@ namespace cuda {
 // Whether the CUDA backend was compiled in and a device is usable.
 struct DeviceProbe {
   bool compiled = false;  // built WITH_CUDA
-  bool usable = false;    // a device answered cudaGetDeviceCount / cudaSetDevice
+  bool usable = false;    // the driver lists a device this build runs on, module installed
   std::string detail;     // human-readable: device name or the reason it is not usable
 };
 
-// Never throws; safe to call on machines without a driver.
+// Asks the NVIDIA driver (libcuda.so.1) about device 0 and checks that the
+// encoder module is installed, without loading it: cheap, and maps nothing
+// of CUDA on a machine without a driver. Never throws. Cached per process.
 DeviceProbe ProbeDevice();
 
 // Settings of a device encoder. Pointers are only read during construction.
@@ -44,7 +48,10 @@ struct CudaVladConfig {
 // contract as lookalike::VladEncoder::Encode. Not thread-safe.
 class CudaVladEncoder {
  public:
-  // Throws std::runtime_error if no device is usable or allocation fails.
+  // Loads the encoder module on first use. Throws std::invalid_argument for
+  // a configuration out of range, std::runtime_error if no device is usable,
+  // the module is missing or cannot be loaded (the reason names the file), or
+  // an allocation fails.
   explicit CudaVladEncoder(const CudaVladConfig& config);
   ~CudaVladEncoder();
   CudaVladEncoder(const CudaVladEncoder&) = delete;

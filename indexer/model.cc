@@ -92,7 +92,11 @@ ImageEncoder::ImageEncoder(const ModelRecord& model, Backend backend,
     : quantizer_(quantizer),
       settings_(SettingsFromModel(model)),
       extractor_(CreateExtractor(settings_.extractor)),
-      encoder_(CreateVladEncoder(backend, CodebookFromModel(model), settings_.vlad)) {}
+      // One image at a time, the GPU's start-up (the CUDA runtime, cuBLAS, a
+      // context: about a second) costs more than its encoding saves, so
+      // `auto` is the CPU here; an explicit kCuda still asks for the device.
+      encoder_(CreateVladEncoder(backend == Backend::kAuto ? Backend::kCpu : backend,
+                                 CodebookFromModel(model), settings_.vlad)) {}
 
 ImageEncoder::Result ImageEncoder::EncodeFile(const std::string& path,
                                               const ImageFileLimits& limits) {

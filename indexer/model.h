@@ -44,6 +44,8 @@ Codebook CodebookFromModel(const ModelRecord& model);
 class ImageEncoder {
  public:
   // Throws std::runtime_error (unusable model, explicit cuda without device).
+  // kAuto encodes on the CPU: for one image the GPU's start-up costs more
+  // than it saves.
   // `quantizer`: the database's descriptor quantizer (compact databases),
   // which must outlive the encoder; null for the older layout.
   ImageEncoder(const ModelRecord& model, Backend backend,

@@ -13,7 +13,7 @@
 #      SASS + compute_90 PTX.
 #
 # Usage: check_cuda_static.sh --nvcc NVCC --source KERNELS.cu --include DIR
-#          --archs "75-real,80-real,86-real,89-real,90" --library LIB.a
+#          --archs "75-real,80-real,86-real,89-real,90" --library LIB.a|MODULE.so
 set -euo pipefail
 
 nvcc="" source="" include="" archs="" library=""
@@ -115,9 +115,15 @@ if [[ "$archs" == "75-real,80-real,86-real,89-real,90" ]]; then
   [[ "$expected" == "compute_90 sm_75 sm_80 sm_86 sm_89 sm_90" ]] || {
     echo "FAIL: default architectures would give '$expected'"; status=1; }
 fi
-mkdir "$work/ar" && (cd "$work/ar" && ar x "$library")
+# A static library's objects one by one; a shared module as one object (its
+# .nv_fatbin holds each object's fat binary, one after the other).
+mkdir "$work/ar"
+case "$library" in
+  *.a) (cd "$work/ar" && ar x "$library"); objects=("$work"/ar/*.o) ;;
+  *) objects=("$library") ;;
+esac
 found_any=0
-for obj in "$work"/ar/*.o; do
+for obj in "${objects[@]}"; do
   if ! objcopy -O binary --only-section=.nv_fatbin "$obj" "$work/fatbin.bin" 2>/dev/null \
       || [[ ! -s "$work/fatbin.bin" ]]; then
     continue  # host-only object

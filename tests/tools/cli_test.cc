@@ -616,5 +616,40 @@ TEST(BinaryTest, HelpAndErrorExitCodes) {
   EXPECT_EQ(ShellExitCode(bin + " > /dev/null 2>&1"), 2);
 }
 
+// What the dynamic loader maps for one run of the real binary (LD_DEBUG=files
+// prints every object it loads, at start-up and by dlopen, on stderr).
+std::string LoadedObjects(const std::string& args) {
+  const std::string command =
+      "LD_DEBUG=files " + std::string(LOOKALIKE_BIN) + " " + args + " 2>&1 >/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return "";
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  ::pclose(pipe);
+  return out;
+}
+
+// OpenCV's codecs (with GDAL and a hundred more libraries) and the CUDA
+// runtime and cuBLAS are modules loaded on first use: commands that neither
+// decode nor encode on the GPU start without them.
+TEST_F(CliIndexTest, CommandsMapOnlyTheModulesTheyUse) {
+  ASSERT_EQ(Index().code, kExitOk);
+  for (const std::string& args : {std::string("--help"), "info --db " + db()}) {
+    const std::string loaded = LoadedObjects(args);
+    ASSERT_TRUE(Contains(loaded, "file=libc.so.6")) << "LD_DEBUG gave nothing for " << args;
+    for (const char* library : {"libopencv_imgcodecs", "libgdal", "liblookalike_codecs",
+                                "libcudart", "libcublas", "liblookalike_cuda_vlad"})
+      EXPECT_FALSE(Contains(loaded, library)) << args << " loaded " << library;
+  }
+  // A search decodes its query: the codec module comes in then, CUDA does not
+  // (a query is encoded on the CPU unless --backend cuda asks otherwise).
+  const std::string loaded = LoadedObjects("search --db " + db() + " " + paths_[0]);
+  EXPECT_TRUE(Contains(loaded, "liblookalike_codecs.so")) << loaded.substr(0, 2000);
+  EXPECT_TRUE(Contains(loaded, "libopencv_imgcodecs"));
+  EXPECT_FALSE(Contains(loaded, "libcudart"));
+  EXPECT_FALSE(Contains(loaded, "libcublas"));
+}
+
 }  // namespace
 }  // namespace lookalike
