@@ -11,8 +11,8 @@
 // standard Gaussian. --group-size G makes groups of one original and G-1
 // copies, a copy = normalise(v + s z) with z of the same spread and s chosen
 // so that cos(copy, original) is uniform in [--min-copy-cos, --max-copy-cos]
-// (defaults 0.32 and 0.89: p10 and p90 of real augmented copies, search/README.md
-// "Scale (realistic vectors)"). A rough model: real collections have
+// (defaults 0.32 and 0.89: p10 and p90 of real augmented copies, bench/README.md
+// "Realistic vectors"). A rough model: real collections have
 // clustered look-alikes the diagonal fit does not reproduce, so recall here is
 // an optimistic bound and the timings are the point.
 //

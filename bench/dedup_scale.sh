@@ -14,7 +14,7 @@
 #                  VARIANTS="--index-kind flat|--index-kind ivfsq --nprobe 8"
 #   WORK=DIR       keep each run's groups and log in DIR (default: a temporary one)
 #
-# Example (search/README.md, "dedup at scale"):
+# Example:
 #   cp -r /work/eval/s3f/distractors10k.db /tmp/d10k.db
 #   BASELINE=/work/main/build/tools/lookalike \
 #   VARIANTS="--index-kind ivfsq|--index-kind ivfsq --nprobe 8" \

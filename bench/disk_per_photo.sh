@@ -10,7 +10,7 @@
 #   BUILD_DIR  default $BUILD_DIR or build/
 # e.g. a folder holding links to ../shared/data/devset/db and queries (220
 # photos) and to the JPEGs under /usr/share/wallpapers and
-# /usr/share/backgrounds (indexer/README.md, "The matrix's bits").
+# /usr/share/backgrounds (indexer/README.md, "Current figures").
 # Prints, for each N: KiB per photo (du -sk of the database / N) and the
 # bits `info` reports, for the default and for --pca-bits 4, and their ratio;
 # then the grown database's bits and KiB per photo after each run.

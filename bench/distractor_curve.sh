@@ -3,7 +3,7 @@
 # unrelated images, for several N, with default settings. For each N it
 # prints mAP overall, for copies, hard copies and multi-view, the mAP of the
 # two halves of a fixed split of the queries (bench/distractors/score_run.py
-# says how it is drawn; bench/README.md which figures are in-sample), the
+# says how it is drawn; search/README.md which figures are in-sample), the
 # median and 90th-percentile query time and the indexing time.
 #
 # usage: bench/distractor_curve.sh [--n "0 2000 10000"] [DEVSET_DIR [BUILD_DIR]]

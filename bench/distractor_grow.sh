@@ -11,8 +11,8 @@
 # as in distractor_curve.sh. The collages repeat their sources' signatures,
 # so the grown word lists compress where a real collection's do not; they
 # are rewritten raw (build/bench/raw_word_lists), as a real collection
-# stores them, before the queries are timed (search/README.md, "Later
-# cuts"). Rankings are the same either way.
+# stores them, before the queries are timed (bench/README.md,
+# "Distractors"). Rankings are the same either way.
 #
 # usage: bench/distractor_grow.sh DB TOTAL [DEVSET_DIR [BUILD_DIR]]
 #   DB     the kept N = 10,000 database (e.g. KEEP_DBS/distractors10k.db)

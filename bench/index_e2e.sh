@@ -36,7 +36,7 @@
 # own 640..1600 (downscaled to 512 before SIFT, 5-6 images/s), ~0.10 s at
 # 320..480 and still ~0.08 s at 160..240 (min-keypoints re-detection), so
 # 320..480 is near the floor without making toy images. In the test runs
-# (N = 1,000 and 3,000, bench/README.md "End to end") the incremental pass
+# (N = 1,000 and 3,000) the incremental pass
 # costs 0.060-0.062 s of CPU per photo: ~30 images/s on 2 free cores, so
 # 100,000 photos index in roughly an hour; with the cores shared by other
 # builds (load 5-6) those runs got 16 images/s, i.e. ~1.7 hours.

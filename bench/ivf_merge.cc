@@ -20,7 +20,7 @@
 // the ratio (b)/(a) of the merging machine's time.
 //
 // Vectors: a seeded Gaussian with the eigen-spectrum of real search vectors
-// (search/README.md, "Fitting the synthetic vectors": 4,170 PCA-whitened
+// (bench/README.md, "Realistic vectors": 4,170 PCA-whitened
 // VLAD vectors of real photos; eigenvalues relative to the first 0.386 at
 // the 10th, 0.145 at the 50th, 0.075 at the 112th, log-linear between, and a
 // mean of norm 0.043), L2-normalised: no cluster structure for the lists to

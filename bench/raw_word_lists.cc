@@ -8,7 +8,7 @@
 // synthetic distractors are collages of 10,000 real ones' features, so each
 // real image's signatures recur about 18 times, its lists compress to 0.51,
 // and every query pays Zstandard's decoding on top of the reading
-// (search/README.md, "Later cuts"). This brings its word lists to how a
+// (bench/README.md, "Distractors"). This brings its word lists to how a
 // real collection stores them, so query timings measure the engine, not the
 // benchmark's synthesis.
 //

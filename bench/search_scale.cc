@@ -43,7 +43,7 @@
 //   --nlist: comma-separated list sizes for the approximate kinds, each built
 //   and swept over --nprobe (0 = AutoNlist, the default).
 // Smoke test: search_scale --n 20000 --queries 200
-// Realistic data (search/README.md, "Scale (realistic vectors)"):
+// Realistic data (bench/README.md, "Realistic vectors"):
 //   search_scale --data real-spectrum --real real.fvecs --real-groups real.groups
 // Not a ctest test (timings on shared machines are not pass/fail material).
 #include <omp.h>

@@ -18,8 +18,7 @@
 # usage: bench/verification.sh DB QUERY_DIR [BUILD_DIR]
 #   env DEVSET=DIR  score both runs against that labelled set
 #   env BASELINE_FLAGS="..."  another baseline, e.g. "--thumbnail-weight 0"
-#                   (what one feature costs: search/README.md, "Thumbnail
-#                   correlation")
+#                   (what one feature costs)
 #   env BASELINE_BUILD=DIR  the baseline is another build's lookalike (an
 #                   older commit's), with no flags unless BASELINE_FLAGS
 #                   says so: what a change of the code bought

@@ -6,7 +6,7 @@
 #     lomiri-wallpapers-16.04 lomiri-wallpapers-20.04 mate-backgrounds \
 #     gnome-backgrounds sway-backgrounds desktop-base plasma-workspace-wallpapers \
 #     opencv-doc visp-images-data python3-opencv
-# Then (search/README.md, "Scale (realistic vectors)"):
+# Then (bench/README.md, "Realistic vectors"):
 #   bench/real_vectors/list_photos.sh > base.txt
 #   /usr/bin/python3 bench/real_vectors/augment.py base.txt photos 4 1234
 # usage: list_photos.sh [DEVSET_DIR]   (default ../shared/data/devset from the repository root)
