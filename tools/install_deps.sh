@@ -1,13 +1,21 @@
 #!/bin/sh
 # Installs what lookalike needs from Debian 12 packages (run as root).
 # Only missing packages are installed; safe to re-run.
+#   tools/install_deps.sh          everything: build, tests and benchmarks
+#   tools/install_deps.sh --build  what building the binary needs (the quick
+#                                  start: no test framework, browser or SLURM)
 set -eu
 packages="build-essential cmake pkg-config git ca-certificates python3 \
   libfaiss-dev libopenblas-dev libopencv-dev librocksdb-dev \
-  libboost-program-options-dev libgtest-dev libvlfeat-dev libjpeg-dev zlib1g-dev \
-  libxxhash-dev nlohmann-json3-dev clang-format libcpp-httplib-dev \
-  chromium chromium-driver python3-selenium \
-  slurmctld slurmd slurm-client munge"
+  libboost-program-options-dev libjpeg-dev zlib1g-dev \
+  libxxhash-dev nlohmann-json3-dev libcpp-httplib-dev"
+case "${1:-}" in
+  --build) ;;
+  "") packages="$packages libgtest-dev libvlfeat-dev clang-format \
+        chromium chromium-driver python3-selenium \
+        slurmctld slurmd slurm-client munge" ;;
+  *) echo "usage: $0 [--build]" >&2; exit 2 ;;
+esac
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

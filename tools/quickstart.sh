@@ -1,12 +1,14 @@
 #!/bin/sh
 # Quick start: install dependencies, build, index real sample photos (OpenCV's
 # sample images from Debian's opencv-doc package, fetched now, never committed)
-# and search the index with a transformed copy of one of them.
+# and search the index with a transformed copy of one of them. Builds only
+# what it runs: the binary (which encodes on the CPU here; the CUDA module,
+# tests and benchmarks are built by tools/build.sh or tools/run_tests.sh).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/tools/install_deps.sh"
-"$root/tools/build.sh"
-bin=$root/build/tools
+"$root/tools/install_deps.sh" --build
+TARGETS="lookalike lookalike-make-copy" "$root/tools/build.sh" -DBUILD_TESTING=OFF
+bin=${BUILD_DIR:-$root/build}/tools
 samples=$root/samples
 if [ ! -d "$samples/photos" ]; then
   echo "quickstart: fetching sample photos (Debian package opencv-doc)" >&2
