@@ -42,13 +42,19 @@ std::string AbsolutePath(const std::string& path) {
 
 namespace {
 
+// An image by its first bytes: one lookalike decodes, or one of a format it
+// does not, which is listed too so that reading it reports
+// UNSUPPORTED_FORMAT with the file's name rather than counting it ignored.
 bool HasImageSignature(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
-  unsigned char head[16];
+  unsigned char head[kImageHeadBytes];
   const ssize_t n = ::read(fd, head, sizeof head);
   ::close(fd);
-  return n > 0 && DetectImageFormat(head, static_cast<size_t>(n)) != ImageFormat::kUnknown;
+  if (n <= 0) return false;
+  const auto size = static_cast<size_t>(n);
+  return DetectImageFormat(head, size) != ImageFormat::kUnknown ||
+         UnsupportedImageFormat(head, size) != nullptr;
 }
 
 }  // namespace

@@ -17,8 +17,10 @@ struct WalkResult {
 
 // Walks `root` recursively. Directory symlinks are not followed (so cycles
 // cannot loop); file symlinks are listed and checked when read. A file is a
-// candidate if its extension is an image extension or its first bytes are a
-// known image signature; other files are counted in `ignored`. Paths under
+// candidate if its extension is an image extension or its first bytes are an
+// image signature, of a format lookalike decodes or of one it does not
+// (UnsupportedImageFormat: reading it then reports UNSUPPORTED_FORMAT naming
+// the file); other files are counted in `ignored`. Paths under
 // any of `exclude` (e.g. the database folder) are skipped. Throws
 // std::runtime_error if root is not a readable directory.
 WalkResult ListImageFiles(const std::string& root, const std::vector<std::string>& exclude);

@@ -92,6 +92,56 @@ namespace {
 uint32_t Be16(const unsigned char* p) { return (uint32_t{p[0]} << 8) | p[1]; }
 uint32_t Be32(const unsigned char* p) { return (Be16(p) << 16) | Be16(p + 2); }
 uint32_t Le16(const unsigned char* p) { return (uint32_t{p[1]} << 8) | p[0]; }
+
+bool StartsWith(const unsigned char* d, size_t n, const char* magic, size_t magic_size) {
+  return n >= magic_size && std::memcmp(d, magic, magic_size) == 0;
+}
+
+// An ISO base media file (HEIF, AVIF, but also MP4 and QuickTime videos) is
+// an image when its ftyp box names an image brand, major or compatible.
+const char* IsoImageBrand(const unsigned char* d, size_t n) {
+  if (n < 16 || std::memcmp(d + 4, "ftyp", 4) != 0) return nullptr;
+  const size_t end = std::min<size_t>(n, Be32(d));
+  bool heic = false, heif = false, avif = false;
+  for (size_t pos = 8; pos + 4 <= end; pos += pos == 8 ? 8 : 4) {  // skips minor_version
+    const std::string brand(reinterpret_cast<const char*>(d + pos), 4);
+    avif = avif || brand == "avif" || brand == "avis";
+    heic = heic || brand == "heic" || brand == "heix" || brand == "heim" || brand == "heis";
+    heif = heif || brand == "mif1" || brand == "msf1" || brand == "hevc" || brand == "hevx";
+  }
+  return avif ? "AVIF" : heic ? "HEIC" : heif ? "HEIF" : nullptr;
+}
+
+// ICO's four-byte magic is common in binary files, so its first directory
+// entry is checked too.
+bool LooksLikeIco(const unsigned char* d, size_t n) {
+  if (n < 22 || !StartsWith(d, n, "\0\0\1\0", 4)) return false;
+  const uint32_t count = Le16(d + 4), planes = Le16(d + 6 + 4), bits = Le16(d + 6 + 6);
+  return count >= 1 && count <= 256 && d[6 + 3] == 0 && planes <= 1 &&
+         (bits == 0 || bits == 1 || bits == 4 || bits == 8 || bits == 16 || bits == 24 ||
+          bits == 32);
+}
+
+}  // namespace
+
+const char* UnsupportedImageFormat(const unsigned char* d, size_t n) {
+  if (StartsWith(d, n, "GIF87a", 6) || StartsWith(d, n, "GIF89a", 6)) return "GIF";
+  if (const char* brand = IsoImageBrand(d, n)) return brand;
+  if (StartsWith(d, n, "\xff\x0a", 2) || StartsWith(d, n, "\0\0\0\x0cJXL \r\n\x87\n", 12))
+    return "JPEG XL";
+  if (StartsWith(d, n, "\0\0\0\x0cjP  \r\n\x87\n", 12) || StartsWith(d, n, "\xff\x4f\xff\x51", 4))
+    return "JPEG 2000";
+  if (StartsWith(d, n, "\x76\x2f\x31\x01", 4)) return "OpenEXR";
+  if (StartsWith(d, n, "8BPS", 4)) return "Photoshop";
+  if (StartsWith(d, n, "#?RADIANCE", 10) || StartsWith(d, n, "#?RGBE", 6)) return "Radiance HDR";
+  if (StartsWith(d, n, "DDS |", 5)) return "DDS";
+  if (StartsWith(d, n, "qoif", 4)) return "QOI";
+  if (LooksLikeIco(d, n)) return "ICO";
+  return nullptr;
+}
+
+namespace {
+
 uint32_t Le24(const unsigned char* p) { return Le16(p) | (uint32_t{p[2]} << 16); }
 uint32_t Le32(const unsigned char* p) { return Le16(p) | (Le16(p + 2) << 16); }
 
@@ -346,9 +396,15 @@ LoadResult DecodeImageBytes(const std::string& name, const std::string& bytes, i
   const size_t n = bytes.size();
   if (n == 0) return Fail(FileErrorCode::kUnsupportedFormat, name, "empty file");
   const ImageFormat format = DetectImageFormat(d, n);
-  if (format == ImageFormat::kUnknown)
+  if (format == ImageFormat::kUnknown) {
+    if (const char* other = UnsupportedImageFormat(d, n))
+      return Fail(FileErrorCode::kUnsupportedFormat, name,
+                  std::string(other) +
+                      " image (by content), a format lookalike does not read: convert it to "
+                      "JPEG, PNG, WebP, TIFF, BMP or PNM");
     return Fail(FileErrorCode::kUnsupportedFormat, name,
                 "not a JPEG, PNG, WebP, TIFF, BMP or PNM image (by content)");
+  }
   const auto header = ReadHeaderSize(format, d, n);
   if (header) {
     const uint64_t pixels = uint64_t{header->width} * header->height;

@@ -41,6 +41,14 @@ enum class ImageFormat { kUnknown, kJpeg, kPng, kWebp, kTiff, kBmp, kPnm };
 const char* ImageFormatName(ImageFormat format);
 // Recognises a format from the first bytes of a file (>= 12 bytes for WebP).
 ImageFormat DetectImageFormat(const unsigned char* data, size_t size);
+// Names the format of an image lookalike does not decode, recognised by its
+// first bytes (up to kImageHeadBytes): "GIF", "HEIC", "HEIF", "AVIF",
+// "JPEG XL", "JPEG 2000", "OpenEXR", "Photoshop", "ICO", "Radiance HDR",
+// "DDS" or "QOI"; nullptr for anything else (a format DetectImageFormat
+// recognises, or a file that is not an image, e.g. a video's ISO box).
+const char* UnsupportedImageFormat(const unsigned char* data, size_t size);
+// The first bytes DetectImageFormat and UnsupportedImageFormat look at.
+constexpr size_t kImageHeadBytes = 64;
 
 // Dimensions from the header (JPEG SOF, PNG IHDR, WebP VP8/VP8L/VP8X, BMP,
 // TIFF first IFD, PNM), so oversized images are refused before any pixel is

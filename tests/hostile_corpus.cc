@@ -418,6 +418,19 @@ std::vector<HostileEntry> MakeHostileCorpus(const std::string& root,
            "bad file with a non-UTF-8 name: its JSON error carries path_bytes");
   }
 
+  // ---- Images of formats lookalike does not read: named, never ignored.
+  {
+    w.File("anim.gif", TinyGif(), {"UNSUPPORTED_FORMAT"}, "a GIF: reported, not ignored");
+    w.File("gif_without_extension", TinyGif(), {"UNSUPPORTED_FORMAT"},
+           "a GIF without extension: recognised by content");
+    w.File("photo.heic", IsoMediaHeader("heic", {"mif1", "heic"}), {"UNSUPPORTED_FORMAT"},
+           "a HEIC header");
+    w.File("picture.avif", IsoMediaHeader("avif", {"mif1", "miaf"}), {"UNSUPPORTED_FORMAT"},
+           "an AVIF header");
+    w.File("film.mp4", IsoMediaHeader("isom", {"isom", "mp41"}), {kIgnored},
+           "an MP4 video's header (an ISO box, but no image brand): ignored");
+  }
+
   // ---- Size limit (the test passes --max-file-mb 1): FILE_TOO_LARGE, not
   // read.
   {

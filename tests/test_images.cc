@@ -193,5 +193,28 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+std::string TinyGif() {
+  std::string gif = "GIF89a";
+  gif += std::string("\x01\x00\x01\x00", 4);  // logical screen 1 x 1
+  gif += std::string("\x80\x00\x00", 3);      // global palette of 2 colours
+  gif += std::string("\x00\x00\x00\xff\xff\xff", 6);
+  gif += std::string("\x2c\x00\x00\x00\x00\x01\x00\x01\x00\x00", 10);  // image 1 x 1
+  // LZW, minimum code size 2: clear (4), pixel 0, end (5) in 3-bit codes,
+  // least significant bit first: 100 000 101 -> 0x44 0x01.
+  gif += std::string("\x02\x02\x44\x01\x00", 5);
+  gif += ";";  // trailer
+  return gif;
+}
+
+std::string IsoMediaHeader(const std::string& major, const std::vector<std::string>& compatible) {
+  const uint32_t box = static_cast<uint32_t>(16 + 4 * compatible.size());
+  std::string bytes = {static_cast<char>(box >> 24), static_cast<char>(box >> 16),
+                       static_cast<char>(box >> 8), static_cast<char>(box)};
+  bytes += "ftyp" + major + std::string(4, '\0');
+  for (const std::string& brand : compatible) bytes += brand;
+  bytes += std::string("\x00\x00\x00\x24meta", 8) + std::string(28, '\x01');
+  return bytes;
+}
+
 }  // namespace testing
 }  // namespace lookalike

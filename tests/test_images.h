@@ -48,6 +48,14 @@ std::vector<std::string> WriteSyntheticSet(const std::string& dir, int count,
                                            uint64_t first_seed = 1, int width = 640,
                                            int height = 480);
 
+// Files of image formats lookalike does not read, built byte by byte: a
+// complete 1 x 1 GIF (two-colour palette, one LZW-coded pixel), and the
+// start of an ISO base media file whose ftyp box names `major` and
+// `compatible` brands ("heic" / "mif1": HEIC, "avif": AVIF, "isom": an MP4
+// video), followed by filler; no decoder would accept its body.
+std::string TinyGif();
+std::string IsoMediaHeader(const std::string& major, const std::vector<std::string>& compatible);
+
 // A fresh, empty temporary directory removed by the destructor.
 class TempDir {
  public:

@@ -135,5 +135,53 @@ TEST(EndToEnd, SkippedInputsGiveExitCodeOneAndNameTheFile) {
   EXPECT_NE(info.out.find("\"images\":6"), std::string::npos) << info.out;
 }
 
+// A folder holding a GIF, a HEIC and a text file besides photos: both images
+// are named with UNSUPPORTED_FORMAT on stderr, in --errors and in the
+// summary's skipped counts (exit 1, as for any skipped input); only the text
+// file is counted as ignored. The same GIF as a query gets the same code.
+TEST(EndToEnd, ImagesOfOtherFormatsAreNamedOnlyOtherFilesIgnored) {
+  TempDir tmp;
+  const std::string photos = tmp / "photos";
+  testing::WriteSyntheticSet(photos, 6, 91, 320, 240);
+  std::ofstream(photos + "/anim.gif", std::ios::binary) << testing::TinyGif();
+  std::ofstream(photos + "/photo.heic", std::ios::binary)
+      << testing::IsoMediaHeader("heic", {"mif1", "heic"});
+  std::ofstream(photos + "/notes.txt") << "a shopping list\n";
+  const std::string err_file = tmp / "index.err", errors_json = tmp / "errors.jsonl";
+  const CommandRun index =
+      RunLookalike("index " + photos + " --db " + tmp / "db" +
+                   " --clusters 8 --format json --errors " + errors_json + " 2>" + err_file);
+  EXPECT_EQ(index.exit_code, 1) << index.out;
+  std::ifstream err(err_file);
+  const std::string err_text((std::istreambuf_iterator<char>(err)),
+                             std::istreambuf_iterator<char>());
+  std::ifstream json(errors_json);
+  const std::string json_text((std::istreambuf_iterator<char>(json)),
+                              std::istreambuf_iterator<char>());
+  for (const std::string name : {"anim.gif", "photo.heic"}) {
+    bool on_stderr = false, in_json = false;
+    for (const std::string& line : Split(err_text, '\n'))
+      on_stderr = on_stderr || (line.find(name) != std::string::npos &&
+                                line.find("UNSUPPORTED_FORMAT") != std::string::npos);
+    for (const std::string& line : Split(json_text, '\n'))
+      in_json = in_json || (line.find(photos + "/" + name) != std::string::npos &&
+                            line.find("\"UNSUPPORTED_FORMAT\"") != std::string::npos);
+    EXPECT_TRUE(on_stderr) << name << " not named on stderr:\n" << err_text;
+    EXPECT_TRUE(in_json) << name << " not in --errors:\n" << json_text;
+  }
+  EXPECT_EQ(err_text.find("notes.txt"), std::string::npos) << err_text;
+  EXPECT_NE(index.out.find("\"ignored\":1"), std::string::npos) << index.out;
+  EXPECT_NE(index.out.find("\"UNSUPPORTED_FORMAT\":2"), std::string::npos) << index.out;
+  EXPECT_NE(index.out.find("\"indexed\":6"), std::string::npos) << index.out;
+
+  const CommandRun query =
+      RunLookalike("search --db " + tmp / "db" + " " + photos + "/anim.gif 2>" + err_file);
+  EXPECT_EQ(query.exit_code, 1);
+  std::ifstream query_err(err_file);
+  const std::string query_text((std::istreambuf_iterator<char>(query_err)),
+                               std::istreambuf_iterator<char>());
+  EXPECT_NE(query_text.find("UNSUPPORTED_FORMAT"), std::string::npos) << query_text;
+}
+
 }  // namespace
 }  // namespace lookalike

@@ -12,7 +12,8 @@
 //                          headers claiming far more than 100 Mpx
 //       DECODE_FAILED      corrupt JPEG scan with EOI intact, PNG CRC mismatch,
 //                          0x0 IHDR, SOF claiming more rows than the scan holds
-//       UNSUPPORTED_FORMAT random bytes / text / empty file named .jpg
+//       UNSUPPORTED_FORMAT random bytes / text / empty file named .jpg; GIF,
+//                          HEIC and AVIF images (by content, any name)
 //       FILE_TOO_LARGE     2 MiB file with --max-file-mb 1
 //       NOT_REGULAR        FIFO, symlink to /dev/zero and /dev/null, dangling
 //                          and self-referencing symlinks (image names)
@@ -21,8 +22,9 @@
 //       folder
 //                          without search permission (separate test, run as
 //                          an unprivileged user)
-//   - ignored files (text, FIFO without extension, directory symlinks and the
-//     loop a/b -> ..) are neither reported nor indexed;
+//   - ignored files (text, an MP4 video's header, FIFO without extension,
+//     directory symlinks and the loop a/b -> ..) are neither reported nor
+//     indexed;
 //   - every good image, including the 16-bit, grey, RGBA, multi-page, 36 Mpx,
 //     wrongly-named and oddly-named ones, is committed once and finds itself
 //     at rank 1 (paths compared in their escaped TSV form; the non-UTF-8 name

@@ -446,6 +446,92 @@ TEST(FileWalkerTest, SpecialFilesReportedOrIgnoredWithoutBlocking) {
   EXPECT_EQ(w.ignored, 1);  // pipe_noext
 }
 
+const char* Unsupported(const std::string& bytes) {
+  return UnsupportedImageFormat(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+}
+
+std::string Named(const char* name) { return name ? name : "(none)"; }
+
+TEST(ImageFormatTest, RecognisesImagesOfFormatsItDoesNotRead) {
+  using testing::IsoMediaHeader;
+  const std::vector<std::pair<std::string, std::string>> images = {
+      {testing::TinyGif(), "GIF"},
+      {"GIF87a" + std::string(20, '\0'), "GIF"},
+      {IsoMediaHeader("heic", {"mif1", "heic"}), "HEIC"},
+      {IsoMediaHeader("mif1", {"mif1", "heic"}), "HEIC"},
+      {IsoMediaHeader("mif1", {"mif1"}), "HEIF"},
+      {IsoMediaHeader("avif", {"mif1", "miaf"}), "AVIF"},
+      {IsoMediaHeader("mif1", {"avif", "mif1", "miaf"}), "AVIF"},
+      {std::string("\xff\x0a\xfa\x7f", 4), "JPEG XL"},
+      {std::string("\0\0\0\x0cJXL \r\n\x87\n\0\0\0\x14", 16), "JPEG XL"},
+      {std::string("\0\0\0\x0cjP  \r\n\x87\n\0\0\0\x14", 16), "JPEG 2000"},
+      {std::string("\xff\x4f\xff\x51\0\x2f", 6), "JPEG 2000"},
+      {std::string("\x76\x2f\x31\x01\x02\0\0\0", 8), "OpenEXR"},
+      {"8BPS" + std::string("\0\x01", 2), "Photoshop"},
+      {"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n", "Radiance HDR"},
+      {"DDS |" + std::string(3, '\0'), "DDS"},
+      {"qoif" + std::string(10, '\0'), "QOI"},
+      // ICO: one 16 x 16 entry, 1 plane, 32 bits per pixel.
+      {std::string("\0\0\1\0\1\0\x10\x10\0\0\1\0\x20\0\x68\x04\0\0\x16\0\0\0", 22), "ICO"},
+  };
+  for (const auto& [bytes, name] : images) {
+    EXPECT_EQ(Named(Unsupported(bytes)), name) << name;
+    EXPECT_EQ(Detect(bytes), ImageFormat::kUnknown) << name;
+  }
+  // Not images, or images lookalike reads: none of these.
+  const cv::Mat image = MakeSyntheticImage(3, 32, 24);
+  const std::vector<std::string> others = {
+      Encode(image, ".jpg"),
+      Encode(image, ".png"),
+      IsoMediaHeader("isom", {"isom", "iso2", "avc1", "mp41"}),  // an MP4 video
+      IsoMediaHeader("qt  ", {"qt  "}),                          // a QuickTime movie
+      "GIF8",                                                    // too short
+      "plain text\n",
+      std::string("\0\0\1\0\x07\0\x10\x10\0\0\1\0\x07\0", 14),  // ICO-like, too short
+      std::string("\0\0\1\0\1\0\x10\x10\0\0\1\0\x07\0\x68\x04\0\0\x16\0\0\0", 22),  // 7 bits
+      std::string(64, '\0'),
+  };
+  for (const std::string& bytes : others)
+    EXPECT_EQ(Unsupported(bytes), nullptr)
+        << Named(Unsupported(bytes)) << " for " << bytes.substr(0, 12);
+}
+
+TEST(ImageFormatTest, AnImageOfAnotherFormatIsNamedInItsError) {
+  const LoadResult gif = DecodeImageBytes("anim.gif", testing::TinyGif(), 0, ImageFileLimits());
+  ASSERT_TRUE(gif.error.has_value());
+  EXPECT_EQ(gif.error->code, FileErrorCode::kUnsupportedFormat);
+  EXPECT_EQ(gif.error->path, "anim.gif");
+  EXPECT_NE(gif.error->message.find("GIF image"), std::string::npos) << gif.error->message;
+  EXPECT_NE(gif.error->message.find("convert it"), std::string::npos) << gif.error->message;
+  const LoadResult heic = DecodeImageBytes(
+      "photo", testing::IsoMediaHeader("heic", {"mif1", "heic"}), 0, ImageFileLimits());
+  ASSERT_TRUE(heic.error.has_value());
+  EXPECT_EQ(heic.error->code, FileErrorCode::kUnsupportedFormat);
+  EXPECT_NE(heic.error->message.find("HEIC image"), std::string::npos) << heic.error->message;
+}
+
+// Images of formats lookalike does not read are listed (by content, whatever
+// their name), so reading them reports UNSUPPORTED_FORMAT; only files that
+// are not images are counted as ignored.
+TEST(FileWalkerTest, ImagesOfOtherFormatsAreListedNotIgnored) {
+  TempDir tmp;
+  const std::string root = tmp.path();
+  WriteBytes(root + "/anim.gif", testing::TinyGif());
+  WriteBytes(root + "/gif_without_extension", testing::TinyGif());
+  WriteBytes(root + "/photo.heic", testing::IsoMediaHeader("heic", {"mif1", "heic"}));
+  WriteBytes(root + "/picture.avif", testing::IsoMediaHeader("avif", {"mif1", "miaf"}));
+  WriteBytes(root + "/drawing.jxl", std::string("\xff\x0a\xfa\x7f", 4));
+  WriteBytes(root + "/film.mp4", testing::IsoMediaHeader("isom", {"isom", "mp41"}));
+  WriteBytes(root + "/notes.txt", "just text\n");
+  const WalkResult w = ListImageFiles(root, {});
+  const std::string abs = AbsolutePath(root);
+  EXPECT_EQ(w.files, (std::vector<std::string>{abs + "/anim.gif", abs + "/drawing.jxl",
+                                               abs + "/gif_without_extension", abs + "/photo.heic",
+                                               abs + "/picture.avif"}));
+  EXPECT_EQ(w.ignored, 2);  // film.mp4, notes.txt
+  EXPECT_TRUE(w.errors.empty());
+}
+
 TEST(FileWalkerTest, RootMustBeADirectory) {
   TempDir tmp;
   EXPECT_THROW(ListImageFiles(tmp / "missing", {}), std::runtime_error);
