@@ -482,7 +482,8 @@ async function showDuplicates() {
   applyGroupFilter();
   selectionChanged();
   const marked = d.groups.filter((g) => g.not_duplicates).length;
-  setStatus('dup-status', d.groups.length + ' groups of near-duplicates among ' + d.images + ' images' +
+  setStatus('dup-status', d.groups.length + (d.groups.length === 1 ? ' group' : ' groups') +
+    ' of near-duplicates among ' + d.images + ' images' +
     (marked ? ', ' + marked + ' marked not duplicates' : '') +
     '. Choose what to remove, then export the list or a script to read and run.' +
     (d.review_error ? ' Review marks could not be read: ' + d.review_error : ''), !!d.review_error);
