@@ -13,27 +13,16 @@
 #include <system_error>
 #include <vector>
 
-#include "storage/store.h"
-#include "storage/store_impl.h"
+#include "storage/schema.h"
+#include "storage/store_error.h"
 
 namespace lookalike {
 namespace fs = std::filesystem;
-using store_detail::ParentFolder;
 
 namespace {
 
 // Put into the replaced original before anything of it is removed.
 constexpr char kRemovalMarker[] = "LOOKALIKE-REMOVING";
-
-// The schema of the lookalike database at `path`; nullopt when there is none
-// or it cannot be read.
-std::optional<uint32_t> SchemaOf(const std::string& path) {
-  try {
-    return Store::Open(path, Store::Mode::kReadOnly)->schema_version();
-  } catch (const StoreError&) {
-    return std::nullopt;
-  }
-}
 
 void SyncPath(const fs::path& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
@@ -62,9 +51,9 @@ Sibling InspectSibling(const std::string& db_path, uint32_t copy_schema) {
   if (!fs::is_directory(st)) return Sibling::kForeign;
   const bool marked = fs::exists(sibling / kRemovalMarker, ec);
   const bool empty = fs::is_empty(sibling, ec) && !ec;
-  const std::optional<uint32_t> schema = SchemaOf(db_path);
+  const std::optional<uint32_t> schema = StoredSchema(db_path);
   const std::optional<uint32_t> sibling_schema =
-      marked || empty ? std::nullopt : SchemaOf(sibling.string());
+      marked || empty ? std::nullopt : StoredSchema(sibling.string());
   if (schema && *schema >= copy_schema)
     return marked || empty || (sibling_schema && *sibling_schema < copy_schema) ? Sibling::kOriginal
                                                                                 : Sibling::kForeign;

@@ -7,9 +7,15 @@
 // a later run which step was reached (InspectSibling).
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace lookalike {
+
+// The folder a database folder lives in ("." for a bare name).
+inline std::filesystem::path ParentFolder(const std::filesystem::path& target) {
+  return target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+}
 
 // "<db>.migrating": where the copy is built, and where the original lies
 // between the exchange and its removal.

@@ -26,19 +26,6 @@ namespace fs = std::filesystem;
 using namespace store_detail;
 using encoding::Reader;
 
-HashKind HashKindForSchema(uint32_t schema_version) {
-  return schema_version >= 2 ? HashKind::kXxh3_64 : HashKind::kFnv1a64;
-}
-
-const char* HashKindName(HashKind kind) {
-  return kind == HashKind::kXxh3_64 ? "xxh3-64" : "fnv1a-64";
-}
-
-uint64_t Hash64(HashKind kind, const void* data, size_t size) {
-  if (kind == HashKind::kXxh3_64) return XXH3_64bits(data, size);
-  return encoding::Fnv1a64(data, size);
-}
-
 namespace {
 
 // `totals` after replacing `before` (if any) by `after` (if any).

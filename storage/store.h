@@ -17,79 +17,11 @@
 #include <vector>
 
 #include "storage/model_record.h"
+#include "storage/records.h"
+#include "storage/schema.h"
+#include "storage/store_error.h"
 
 namespace lookalike {
-
-// Schema version this build writes for new databases; it reads and writes
-// kOldestSchemaVersion..kSchemaVersion.
-inline constexpr uint32_t kSchemaVersion = 3;
-inline constexpr uint32_t kOldestSchemaVersion = 1;
-
-// The 64-bit hash of a database's per-image values (vector, local features,
-// thumbnail) and of the file contents in its records, fixed by its schema.
-enum class HashKind : uint8_t {
-  kFnv1a64,  // schema 1: FNV-1a 64, byte at a time
-  kXxh3_64,  // schema 2: XXH3-64 (libxxhash)
-};
-HashKind HashKindForSchema(uint32_t schema_version);
-const char* HashKindName(HashKind kind);  // "fnv1a-64" | "xxh3-64"
-uint64_t Hash64(HashKind kind, const void* data, size_t size);
-
-// Failure to open or write a database. kind() lets the CLI choose the exit
-// code and message; what() already says what to do.
-class StoreError : public std::runtime_error {
- public:
-  enum class Kind {
-    kNotFound,
-    kNotADatabase,
-    kLocked,
-    kSchema,
-    kModel,
-    kCorrupt,
-    kIo,
-    kConflict,  // merge: an image path held by two inputs
-  };
-  StoreError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
-  Kind kind() const { return kind_; }
-
- private:
-  Kind kind_;
-};
-
-// How each image ended up in the index.
-enum class ImageStatus : uint8_t {
-  kOk = 0,          // encoded from >= 1 descriptor
-  kNoFeatures = 1,  // decoded but no keypoints: stored as the zero vector
-};
-
-// Sums over a database's records, kept up to date by every write (schema 3).
-struct ImageTotals {
-  uint64_t descriptors = 0;
-  uint64_t without_features = 0;  // records of status kNoFeatures
-  // Bumped by every write that adds or removes an image or changes its
-  // content hash or status: a reader that saw generation g and sees g again
-  // knows which images there are without reading a record.
-  uint64_t generation = 0;
-  bool operator==(const ImageTotals& o) const {
-    return descriptors == o.descriptors && without_features == o.without_features &&
-           generation == o.generation;
-  }
-};
-
-struct ImageRecord {
-  uint64_t id = 0;            // assigned by the store; 0 = not yet stored
-  std::string path;           // absolute path, raw bytes as the file system gave them
-  uint64_t size_bytes = 0;    // file size when indexed
-  int64_t mtime_ns = 0;       // modification time when indexed (ns since epoch)
-  uint64_t content_hash = 0;  // Store::ContentHash of the file bytes that were decoded
-  uint32_t width = 0;         // decoded size before downscaling, pixels
-  uint32_t height = 0;
-  uint32_t num_descriptors = 0;
-  ImageStatus status = ImageStatus::kOk;
-  // Colour histogram (indexer/colour.h, 288 bytes); empty when unknown
-  // (schema-1 databases, which do not store it).
-  std::vector<uint8_t> colour;
-};
 
 // Held by the one process building a new database (sampling, k-means,
 // creation), so a second `index` on the same path is refused at once instead
@@ -125,26 +57,6 @@ class ShardReadLock {
 
  private:
   int fd_ = -1;
-};
-
-// What Store::MergeShards did with each shard.
-struct ShardMerge {
-  std::string path;             // the shard's folder
-  uint64_t images = 0;          // images it holds
-  bool already_merged = false;  // every one of its images was in the database already
-};
-struct MergeSummary {
-  std::vector<ShardMerge> shards;  // in the order given
-  uint64_t added = 0;              // images added
-  uint64_t sst_bytes = 0;          // bytes of the ingested table files
-};
-// What Store::PutSearchIndex writes of the word index (search/
-// stored_word_index.h encodes the values; the store adds a checksum to each).
-struct WordIndexCommit {
-  std::string table;       // w:t
-  std::string vocabulary;  // w:v; empty = keep the stored one
-  // The segments `table` lists: every w:s key of another segment is deleted.
-  std::vector<uint32_t> segments;
 };
 
 // Judges one image's local-features blob (without its checksum) for

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/folder_swap.h"
 #include "storage/store.h"
 
 namespace lookalike {
@@ -86,11 +87,6 @@ inline StoreError IoError(const std::string& path, const rocksdb::Status& s,
     return StoreError(StoreError::Kind::kCorrupt,
                       "database " + path + " is corrupt (" + msg + ") while " + doing);
   return StoreError(StoreError::Kind::kIo, "cannot " + doing + " database " + path + ": " + msg);
-}
-
-// The folder a database folder lives in ("." for a bare name).
-inline fs::path ParentFolder(const fs::path& target) {
-  return target.has_parent_path() ? target.parent_path() : fs::path(".");
 }
 
 // The creation lock beside a database: "<parent>/.<name>.lock".

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "storage/keys.h"
+#include "storage/store_error.h"
 
 namespace lookalike {
 namespace store_detail {

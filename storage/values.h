@@ -11,7 +11,9 @@
 #include <string>
 
 #include "storage/encoding.h"
-#include "storage/store.h"
+#include "storage/model_record.h"
+#include "storage/records.h"
+#include "storage/schema.h"
 
 namespace lookalike {
 namespace store_detail {
