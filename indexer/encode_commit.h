@@ -10,7 +10,7 @@
 
 #include "indexer/descriptor_quantizer.h"
 #include "indexer/file_processing.h"
-#include "indexer/pipeline.h"
+#include "indexer/index_summary.h"
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
 #include "storage/store.h"

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "indexer/grey_thumbnail.h"
+#include "indexer/local_features.h"
 #include "util/timing.h"
 
 namespace lookalike {

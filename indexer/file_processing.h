@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "indexer/descriptor_quantizer.h"
 #include "indexer/extractor.h"
 #include "indexer/image_file.h"
-#include "indexer/pipeline.h"
+#include "indexer/index_summary.h"
 #include "storage/store.h"
 
 namespace lookalike {

@@ -24,7 +24,8 @@
 #include <string>
 
 #include "indexer/descriptor_quantizer.h"
-#include "indexer/pipeline.h"
+#include "indexer/index_options.h"
+#include "indexer/index_summary.h"
 #include "storage/store.h"
 
 namespace lookalike {
@@ -33,7 +34,7 @@ struct MigrationOptions {
   std::string db_path;  // the database to convert
   // Images whose stored descriptors the descriptor quantizer learns from,
   // chosen by the model's seed; as `index --train-images` at creation; >= 1.
-  int train_images = IndexOptions().train_images;
+  int train_images = ModelOptions().train_images;
   // Bytes per descriptor code; must divide the descriptor dimension and be
   // > 0 (0 would be the older layout). Its seed is replaced by the model's.
   QuantizerOptions quantizer;

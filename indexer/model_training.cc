@@ -31,15 +31,15 @@ struct TrainingSample {
 
 // The schema a new database is created in: the compact one unless the
 // options ask for the older layout (no descriptor quantisation).
-uint32_t NewSchema(const IndexOptions& options) {
+uint32_t NewSchema(const ModelOptions& options) {
   return options.quantizer.bytes > 0 ? kSchemaVersion : 2;
 }
 
-FileProcessing TrainingProcessing(const IndexOptions& options) {
+FileProcessing TrainingProcessing(const ModelOptions& options, const ImageFileLimits& limits) {
   FileProcessing how;
   how.max_side = options.encoding.max_side;
   how.extractor = options.encoding.extractor;
-  how.limits = options.limits;
+  how.limits = limits;
   // Hashes of the reused training images are taken before the database
   // exists, with the hash of the schema it is created in.
   how.hash_kind = HashKindForSchema(NewSchema(options));
@@ -50,8 +50,9 @@ FileProcessing TrainingProcessing(const IndexOptions& options) {
 // Reads the sample; keeps up to `quota` descriptors per image for k-means and
 // whole results for reuse within options.training_cache_bytes.
 TrainingSample CollectTrainingSample(const std::vector<FileTask>& sample,
-                                     const IndexOptions& options, int threads,
-                                     IndexObserver* observer, const std::atomic<bool>* cancel) {
+                                     const ModelOptions& options, const ImageFileLimits& limits,
+                                     int threads, IndexObserver* observer,
+                                     const std::atomic<bool>* cancel) {
   const int64_t n = static_cast<int64_t>(sample.size());
   const int64_t quota = DescriptorQuota(options.codebook, n);
   const int dim = DescriptorDim(options.encoding.extractor);
@@ -59,24 +60,25 @@ TrainingSample CollectTrainingSample(const std::vector<FileTask>& sample,
   std::vector<std::vector<float>> per_image(sample.size());
   size_t cached_bytes = 0;
   int64_t sampled = 0;
-  ProcessFiles(sample, threads, TrainingProcessing(options), cancel, [&](ProcessedFile&& p) {
-    if (observer) observer->OnProgress(++sampled, n);
-    if (p.error) {
-      out.errors.push_back(*p.error);
-      return;
-    }
-    out.images_with_features += p.descriptors.num > 0;
-    SampleDescriptors(p.descriptors, quota,
-                      options.codebook.seed ^ encoding::Fnv1a64(p.path.data(), p.path.size()),
-                      &per_image[p.task_index]);
-    const size_t bytes = p.descriptors.values.size() * sizeof(float) +
-                         p.descriptors.keypoints.size() * sizeof(Keypoint) + p.features.size();
-    if (cached_bytes + bytes <= options.training_cache_bytes) {
-      cached_bytes += bytes;
-      std::string path = p.path;
-      out.reusable.emplace(std::move(path), std::move(p));
-    }
-  });
+  ProcessFiles(
+      sample, threads, TrainingProcessing(options, limits), cancel, [&](ProcessedFile&& p) {
+        if (observer) observer->OnProgress(++sampled, n);
+        if (p.error) {
+          out.errors.push_back(*p.error);
+          return;
+        }
+        out.images_with_features += p.descriptors.num > 0;
+        SampleDescriptors(p.descriptors, quota,
+                          options.codebook.seed ^ encoding::Fnv1a64(p.path.data(), p.path.size()),
+                          &per_image[p.task_index]);
+        const size_t bytes = p.descriptors.values.size() * sizeof(float) +
+                             p.descriptors.keypoints.size() * sizeof(Keypoint) + p.features.size();
+        if (cached_bytes + bytes <= options.training_cache_bytes) {
+          cached_bytes += bytes;
+          std::string path = p.path;
+          out.reusable.emplace(std::move(path), std::move(p));
+        }
+      });
   for (auto& v : per_image) {  // in sample order, so k-means sees a fixed order
     out.descriptors.insert(out.descriptors.end(), v.begin(), v.end());
     std::vector<float>().swap(v);
@@ -86,7 +88,7 @@ TrainingSample CollectTrainingSample(const std::vector<FileTask>& sample,
 }
 
 Codebook TrainCodebook(const TrainingSample& sample, size_t num_sampled, const std::string& root,
-                       const IndexOptions& options, int threads, IndexSummary* summary,
+                       const ModelOptions& options, int threads, IndexSummary* summary,
                        IndexObserver* observer) {
   const int k = options.codebook.num_clusters;
   if (sample.num_descriptors < k) {
@@ -135,8 +137,8 @@ std::vector<FileTask> ImagesToExtractAgain(const std::vector<FileTask>& sample,
 // when the sample is too small or the run was cancelled.
 std::optional<ProjectionRecord> LearnSampleProjection(
     const Codebook& codebook, const std::vector<FileTask>& sample, const TrainingSample& training,
-    int64_t collection_images, const IndexOptions& options, int threads, IndexObserver* observer,
-    const std::atomic<bool>* cancel) {
+    int64_t collection_images, const ModelOptions& options, const ImageFileLimits& limits,
+    Backend backend, int threads, IndexObserver* observer, const std::atomic<bool>* cancel) {
   auto encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
   const int64_t vlad_dim = encoder->vlad_dim();
   ProjectionOptions projection = options.projection;
@@ -151,7 +153,7 @@ std::optional<ProjectionRecord> LearnSampleProjection(
             [](const ProcessedFile* a, const ProcessedFile* b) { return a->path < b->path; });
   const std::vector<FileTask> again =
       ImagesToExtractAgain(sample, training, static_cast<int64_t>(held.size()), want);
-  if (observer && ResolveBackend(options.backend) == Backend::kCuda)
+  if (observer && ResolveBackend(backend) == Backend::kCuda)
     observer->OnPhase("PCA sample encoded on the CPU (a one-off of at most " +
                       std::to_string(want) + " images)");
   if (observer)
@@ -175,7 +177,7 @@ std::optional<ProjectionRecord> LearnSampleProjection(
     ++num;
   };
   for (const ProcessedFile* p : held) add(p->descriptors);
-  ProcessFiles(again, threads, TrainingProcessing(options), cancel, [&](ProcessedFile&& p) {
+  ProcessFiles(again, threads, TrainingProcessing(options, limits), cancel, [&](ProcessedFile&& p) {
     if (!p.error) add(p.descriptors);
   });
   if ((cancel && cancel->load()) || !ShouldLearnProjection(options.projection, num))
@@ -220,7 +222,7 @@ void SampleDescriptors(const Descriptors& d, int64_t quota, uint64_t seed,
 }
 
 std::vector<FileTask> SeededSample(const std::vector<std::string>& files,
-                                   const IndexOptions& options) {
+                                   const ModelOptions& options) {
   std::vector<FileTask> sample;
   for (size_t i : SeededIndices(files.size(), options.codebook.seed, options.train_images))
     sample.push_back(FileTask{files[i], std::nullopt});
@@ -228,7 +230,8 @@ std::vector<FileTask> SeededSample(const std::vector<std::string>& files,
 }
 
 TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std::string& root,
-                               const std::string& db_path, const IndexOptions& options, int threads,
+                               const std::string& db_path, const ModelOptions& options,
+                               const ImageFileLimits& limits, Backend backend, int threads,
                                IndexSummary* summary, IndexObserver* observer,
                                const std::atomic<bool>* cancel) {
   const std::vector<FileTask> sample = SeededSample(files, options);
@@ -238,7 +241,8 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
     observer->OnStart(static_cast<int64_t>(sample.size()));
   }
   TrainedDatabase out;
-  TrainingSample training = CollectTrainingSample(sample, options, threads, observer, cancel);
+  TrainingSample training =
+      CollectTrainingSample(sample, options, limits, threads, observer, cancel);
   if (cancel && cancel->load()) return out;
   const Codebook codebook =
       TrainCodebook(training, sample.size(), root, options, threads, summary, observer);
@@ -273,7 +277,7 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
     const auto t = Clock::now();
     projection =
         LearnSampleProjection(codebook, sample, training, static_cast<int64_t>(files.size()),
-                              options, threads, observer, cancel);
+                              options, limits, backend, threads, observer, cancel);
     if (cancel && cancel->load()) return out;
     summary->stages.pca = SecondsBetween(t, Clock::now());
   }

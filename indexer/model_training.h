@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "indexer/file_processing.h"
-#include "indexer/pipeline.h"
+#include "indexer/index_options.h"
+#include "indexer/index_summary.h"
 #include "storage/store.h"
 
 namespace lookalike {
@@ -38,16 +39,18 @@ void SampleDescriptors(const Descriptors& d, int64_t quota, uint64_t seed, std::
 // The training sample: up to options.train_images of `files`, chosen by
 // options.codebook.seed, in listing order.
 std::vector<FileTask> SeededSample(const std::vector<std::string>& files,
-                                   const IndexOptions& options);
+                                   const ModelOptions& options);
 
-// Learns the model from a seeded sample of `files` (listed under `root`) and
-// creates the database at `db_path` with it. The caller holds the
+// Learns the model from a seeded sample of `files` (listed under `root`),
+// read within `limits` (`backend` is only named in progress), and creates
+// the database at `db_path` with it. The caller holds the
 // CreationLock. Fills summary->stages.train and .pca; returns a null store if
 // *cancel became true. Throws std::runtime_error when the sample has too few
 // descriptors for the codebook (after reporting the sample's unusable files),
 // StoreError when the database cannot be created.
 TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std::string& root,
-                               const std::string& db_path, const IndexOptions& options, int threads,
+                               const std::string& db_path, const ModelOptions& options,
+                               const ImageFileLimits& limits, Backend backend, int threads,
                                IndexSummary* summary, IndexObserver* observer,
                                const std::atomic<bool>* cancel);
 

@@ -17,42 +17,6 @@
 
 namespace lookalike {
 
-void IndexOptions::Validate() const {
-  if (image_dir.empty()) throw std::invalid_argument("image folder must be given");
-  if (db_path.empty()) throw std::invalid_argument("--db must be given");
-  encoding.Validate();
-  codebook.Validate();
-  projection.Validate();
-  quantizer.Validate(DescriptorDim(encoding.extractor));
-  if (train_images < 1)
-    throw std::invalid_argument("train images must be >= 1, got " + std::to_string(train_images));
-  if (threads < 0 || threads > 1024)
-    throw std::invalid_argument("threads must be in 0..1024 (0 = all cores), got " +
-                                std::to_string(threads));
-  if (!(limits.max_seconds > 0))
-    throw std::invalid_argument("seconds per file must be > 0, got " +
-                                std::to_string(limits.max_seconds));
-  if (num_shards > 0 && shard_index >= num_shards)
-    throw std::invalid_argument("shard must be I/N with 0 <= I < N, got " +
-                                std::to_string(shard_index) + "/" + std::to_string(num_shards));
-  if (num_shards > kMaxShards)
-    throw std::invalid_argument("shards must be at most " + std::to_string(kMaxShards) + ", got " +
-                                std::to_string(num_shards));
-  if (num_shards > 0 && model_from.empty())
-    throw std::invalid_argument(
-        "--shard needs --model-from BASE: shards merge only when they share one model "
-        "(make BASE with 'lookalike train')");
-  if (batch_images < 1 || batch_images > 4096)
-    throw std::invalid_argument("batch images must be in 1..4096, got " +
-                                std::to_string(batch_images));
-}
-
-int64_t IndexSummary::total_skipped() const {
-  int64_t n = 0;
-  for (const auto& kv : skipped) n += kv.second;
-  return n;
-}
-
 namespace {
 
 using Clock = SteadyClock;
@@ -102,7 +66,8 @@ std::unique_ptr<Store> OpenOrCreate(const WalkResult& walk, const std::string& r
         return CreateFromModel(*base, db_path);
       }
       TrainedDatabase trained =
-          TrainAndCreate(walk.files, root, db_path, options, threads, summary, observer, cancel);
+          TrainAndCreate(walk.files, root, db_path, options.model, options.limits, options.backend,
+                         threads, summary, observer, cancel);
       // A run cancelled while training created nothing.
       summary->created = trained.store != nullptr;
       *reusable = std::move(trained.reusable);
@@ -171,7 +136,8 @@ IndexSummary TrainModel(const IndexOptions& options, IndexObserver* observer,
     CreationLock lock(db_path);
     if (!Store::IsDatabase(db_path)) {
       TrainedDatabase trained =
-          TrainAndCreate(walk.files, root, db_path, options, threads, &summary, observer, cancel);
+          TrainAndCreate(walk.files, root, db_path, options.model, options.limits, options.backend,
+                         threads, &summary, observer, cancel);
       summary.created = trained.store != nullptr;
       summary.cancelled = !summary.created;
     }
@@ -231,8 +197,8 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
   if (!summary.cancelled && options.model_from.empty()) {
     const auto t = Clock::now();
     SetLibraryThreads(threads);  // the sample's Gram matrix and the projection
-    const GrownProjection grown =
-        LearnProjectionIfGrown(store.get(), options.projection, options.train_images, cancel);
+    const GrownProjection grown = LearnProjectionIfGrown(store.get(), options.model.projection,
+                                                         options.model.train_images, cancel);
     SetLibraryThreads(1);
     if (grown.learned) {
       summary.projection_learned = grown.components;
@@ -250,7 +216,7 @@ IndexSummary BuildIndex(const IndexOptions& options, IndexObserver* observer,
             "PCA: " + std::to_string(grown.components) + " components at " +
             std::to_string(grown.bits) + " bits learned from the stored features of " +
             std::to_string(grown.sample) + " images (the collection has reached --pca-min-images " +
-            std::to_string(options.projection.min_images) + "); search now reads one " +
+            std::to_string(options.model.projection.min_images) + "); search now reads one " +
             std::to_string(grown.components) + "-d vector per image");
     }
     summary.cancelled = cancel && cancel->load();

@@ -118,7 +118,7 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
   c.backend_name = BackendName(c.index.backend);
   FlagGroup run("run"), model("model (used when the database is created; stored in it)");
   DeclareRunFlags(&run, &c);
-  DeclareModelFlags(&model, &c.index);
+  DeclareModelFlags(&model, &c.index.model);
   boost::program_options::options_description hidden;
   hidden.add_options()("dir", boost::program_options::value(&c.index.image_dir));
   const ParsedArgs parsed = ParseArgs(args, {&run, &model}, hidden, {{"dir", 1}});

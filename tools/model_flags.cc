@@ -2,8 +2,8 @@
 
 namespace lookalike {
 
-void DeclareModelFlags(FlagGroup* g, IndexOptions* o) {
-  const IndexOptions d;  // --help shows a default-constructed struct's values
+void DeclareModelFlags(FlagGroup* g, ModelOptions* o) {
+  const ModelOptions d;  // --help shows a default-constructed struct's values
   g->Value("clusters", &o->codebook.num_clusters, d.codebook.num_clusters,
            "K, number of visual words of the codebook");
   g->Value("max-side", &o->encoding.max_side, d.encoding.max_side,

@@ -2,12 +2,12 @@
 // normalisation), declared once for both.
 #pragma once
 
-#include "indexer/pipeline.h"
+#include "indexer/index_options.h"
 #include "tools/flags.h"
 
 namespace lookalike {
 
 // Declares the flags that set the model of a new database in `o`.
-void DeclareModelFlags(FlagGroup* g, IndexOptions* o);
+void DeclareModelFlags(FlagGroup* g, ModelOptions* o);
 
 }  // namespace lookalike

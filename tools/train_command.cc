@@ -36,7 +36,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
             "decode/extract threads (0 = all cores)");
   run.Switch("verbose,v", &verbose, "print phases and timings");
   run.Switch("quiet,q", &quiet, "no progress bar");
-  DeclareModelFlags(&model, &o);
+  DeclareModelFlags(&model, &o.model);
   boost::program_options::options_description hidden;
   hidden.add_options()("dir", boost::program_options::value(&o.image_dir));
   const ParsedArgs parsed = ParseArgs(args, {&run, &model}, hidden, {{"dir", 1}});

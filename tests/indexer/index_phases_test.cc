@@ -62,7 +62,7 @@ TEST(ShardTest, StableHashOfTheRelativePath) {
 }
 
 TEST(SeededSampleTest, DeterministicSubsetInListingOrder) {
-  IndexOptions o;
+  ModelOptions o;
   o.train_images = 10;
   const std::vector<std::string> files = Paths(50);
   const std::vector<FileTask> a = SeededSample(files, o);

@@ -49,7 +49,7 @@ TEST(MigrationTest, AStoppedRunIsContinuedAfterTheDatabaseChanged) {
   const auto paths = testing::WriteSyntheticSet(tmp / "photos", 14, 70, 320, 240);
   const std::string db = tmp / "db";
   IndexOptions index = testing::SmallIndexOptions(tmp / "photos", db);
-  index.quantizer.bytes = 0;  // schema 2
+  index.model.quantizer.bytes = 0;  // schema 2
   ASSERT_EQ(BuildIndex(index, nullptr).indexed, 14);
   const auto before = PathsById(db);
 

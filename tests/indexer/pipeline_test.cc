@@ -369,7 +369,7 @@ TEST(PipelineTest, TrainingAndEncodingAreDeterministic) {
 
   // A different seed gives a different codebook (the seed is used).
   IndexOptions other = testing::SmallIndexOptions(dir, tmp / "d", 2);
-  other.codebook.seed = 99;
+  other.model.codebook.seed = 99;
   BuildIndex(other, nullptr);
   EXPECT_NE(Store::Open(tmp / "d", Store::Mode::kReadOnly)->model().codebook_hash, hash_a);
 }
@@ -408,7 +408,7 @@ TEST(PipelineTest, ValidationAndFatalErrors) {
   fs::create_directories(tmp / "tiny");
   testing::WriteImage(tmp / "tiny/a.png", testing::MakeSyntheticImage(1, 64, 48));
   o = testing::SmallIndexOptions(tmp / "tiny", tmp / "db");
-  o.codebook.num_clusters = 5000;
+  o.model.codebook.num_clusters = 5000;
   try {
     BuildIndex(o, nullptr);
     FAIL() << "learned 5000 clusters from one tiny image";

@@ -519,8 +519,8 @@ TEST(ProjectionPipelineTest, ProjectedSearchFindsOriginals) {
   const int kImages = 14;
   const std::vector<std::string> paths = testing::WriteSyntheticSet(dir, kImages, 21, 320, 240);
   IndexOptions o = testing::SmallIndexOptions(dir, db);
-  o.projection.out_dim = 8;
-  o.projection.min_images = 0;
+  o.model.projection.out_dim = 8;
+  o.model.projection.min_images = 0;
   const IndexSummary s = BuildIndex(o, nullptr);
   ASSERT_EQ(s.indexed, kImages);
   EXPECT_GT(s.stages.pca, 0.0);
@@ -553,7 +553,7 @@ TEST(ProjectionPipelineTest, ProjectedSearchFindsOriginals) {
   EXPECT_EQ(r[0].hits[0].path, AbsolutePath(paths[6]));
   EXPECT_LT(r[0].hits[0].score, 0.9999f) << "a copy is not bit-identical";
   // Re-indexing the same folder keeps the projection (the model is fixed).
-  o.projection.out_dim = 4;
+  o.model.projection.out_dim = 4;
   BuildIndex(o, nullptr);
   EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->GetProjection()->out_dim, 8u);
 }
@@ -566,10 +566,10 @@ TEST(ProjectionPipelineTest, ReExtractedSampleAndMinImages) {
   testing::WriteSyntheticSet(dir, 10, 40, 320, 240);
   auto build = [&](const std::string& db, size_t cache_bytes, int min_images) {
     IndexOptions o = testing::SmallIndexOptions(dir, db);
-    o.training_cache_bytes = cache_bytes;
-    o.projection.out_dim = 6;
-    o.projection.min_images = min_images;
-    o.projection.component_bits = 32;  // compares the learned components
+    o.model.training_cache_bytes = cache_bytes;
+    o.model.projection.out_dim = 6;
+    o.model.projection.min_images = min_images;
+    o.model.projection.component_bits = 32;  // compares the learned components
     EXPECT_EQ(BuildIndex(o, nullptr).indexed, 10);
     return Store::Open(db, Store::Mode::kReadOnly)->GetProjection();
   };
@@ -617,8 +617,8 @@ TEST(ProjectionPipelineTest, AGrownCollectionLearnsItsProjection) {
   const std::string dir = tmp / "photos", db = tmp / "db";
   std::vector<std::string> paths = testing::WriteSyntheticSet(dir + "/a", 6, 60, 320, 240);
   IndexOptions o = testing::SmallIndexOptions(dir, db);
-  o.projection.out_dim = 8;
-  o.projection.min_images = 10;
+  o.model.projection.out_dim = 8;
+  o.model.projection.min_images = 10;
   EXPECT_EQ(BuildIndex(o, nullptr).indexed, 6);
   {
     auto store = Store::Open(db, Store::Mode::kReadOnly);
@@ -669,11 +669,11 @@ TEST(ProjectionPipelineTest, AutomaticBitsAreLearnedAgainAsTheCollectionGrows) {
   const std::string dir = tmp / "photos", db = tmp / "db";
   std::vector<std::string> paths = testing::WriteSyntheticSet(dir + "/a", 3, 120, 320, 240);
   IndexOptions o = testing::SmallIndexOptions(dir, db);
-  o.projection.out_dim = 8;
-  o.projection.min_images = 2;
+  o.model.projection.out_dim = 8;
+  o.model.projection.min_images = 2;
   // An 8 x 2,048 matrix: 8 KiB at 4 bits, so 4 bits from 8 images, 2 from 4.
-  o.projection.matrix_bytes_per_image = 1024;
-  ASSERT_EQ(o.projection.component_bits, 0);
+  o.model.projection.matrix_bytes_per_image = 1024;
+  ASSERT_EQ(o.model.projection.component_bits, 0);
   // One index run as `lookalike index` does it: images, then the persisted index.
   auto run = [&] {
     const IndexSummary s = BuildIndex(o, nullptr);
@@ -697,14 +697,14 @@ TEST(ProjectionPipelineTest, AutomaticBitsAreLearnedAgainAsTheCollectionGrows) {
     }
     ExpectEachFindsItselfFirst(db, paths);
   };
-  o.projection.power_alpha = 0.5f;
+  o.model.projection.power_alpha = 0.5f;
   const IndexSummary created = run();
   EXPECT_EQ(created.projection_learned, 0) << "learned at creation, not grown";
   expect_state(1, 3);
   // Later runs' own PCA settings do not change the model: it is learned
   // again with the stored ones (its components were capped by its 3-image
   // sample, so the run's --pca-dim sets them, within the larger sample's cap).
-  o.projection.power_alpha = 1.0f;
+  o.model.projection.power_alpha = 1.0f;
 
   for (const auto& p : testing::WriteSyntheticSet(dir + "/b", 2, 130, 320, 240)) paths.push_back(p);
   const uint64_t generation = Store::Open(db, Store::Mode::kReadOnly)->totals()->generation;
@@ -718,11 +718,11 @@ TEST(ProjectionPipelineTest, AutomaticBitsAreLearnedAgainAsTheCollectionGrows) {
 
   // A run that names its bits keeps the stored 2 bits at 8 images.
   for (const auto& p : testing::WriteSyntheticSet(dir + "/c", 3, 140, 320, 240)) paths.push_back(p);
-  o.projection.component_bits = 2;
+  o.model.projection.component_bits = 2;
   EXPECT_EQ(run().projection_learned, 0);
   expect_state(2, 5);
   // The next automatic one learns it at 4 bits, and the one after keeps them.
-  o.projection.component_bits = 0;
+  o.model.projection.component_bits = 0;
   const IndexSummary four = run();
   EXPECT_EQ(four.indexed, 0);
   EXPECT_EQ(four.projection_bits, 4);
@@ -737,10 +737,10 @@ TEST(ProjectionPipelineTest, NoProjectionAskedNoneLearned) {
   const std::string dir = tmp / "photos", db = tmp / "db";
   testing::WriteSyntheticSet(dir + "/a", 4, 100, 320, 240);
   IndexOptions o = testing::SmallIndexOptions(dir, db);
-  o.projection.min_images = 6;
+  o.model.projection.min_images = 6;
   BuildIndex(o, nullptr);
   testing::WriteSyntheticSet(dir + "/b", 4, 110, 320, 240);
-  o.projection.out_dim = 0;
+  o.model.projection.out_dim = 0;
   EXPECT_EQ(BuildIndex(o, nullptr).indexed, 4);
   EXPECT_FALSE(Store::Open(db, Store::Mode::kReadOnly)->GetProjection().has_value());
 }

@@ -14,7 +14,7 @@ inline IndexOptions SmallIndexOptions(const std::string& dir, const std::string&
   IndexOptions o;
   o.image_dir = dir;
   o.db_path = db;
-  o.codebook.num_clusters = 16;
+  o.model.codebook.num_clusters = 16;
   o.threads = threads;
   o.backend = Backend::kCpu;
   return o;

@@ -90,7 +90,7 @@ class DedupTest : public ::testing::Test {
     IndexOptions o;
     o.image_dir = photos;
     o.db_path = *tmp_ / "db";
-    o.codebook.num_clusters = 32;
+    o.model.codebook.num_clusters = 32;
     o.threads = 2;
     o.backend = Backend::kCpu;
     const IndexSummary s = BuildIndex(o, nullptr);
@@ -113,9 +113,9 @@ class DedupTest : public ::testing::Test {
       IndexOptions o;
       o.image_dir = *tmp_ / "photos";
       o.db_path = db;
-      o.codebook.num_clusters = 32;
-      o.projection.out_dim = 16;
-      o.projection.min_images = 0;
+      o.model.codebook.num_clusters = 32;
+      o.model.projection.out_dim = 16;
+      o.model.projection.min_images = 0;
       o.threads = 2;
       o.backend = Backend::kCpu;
       BuildIndex(o, nullptr);
@@ -460,7 +460,7 @@ TEST(DedupEmptyTest, EmptyDatabaseHasNoGroups) {
   IndexOptions o;
   o.image_dir = tmp / "photos";
   o.db_path = tmp / "db";
-  o.codebook.num_clusters = 8;
+  o.model.codebook.num_clusters = 8;
   o.threads = 1;
   o.backend = Backend::kCpu;
   BuildIndex(o, nullptr);

@@ -57,7 +57,7 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
     IndexOptions o;
     o.image_dir = dir();
     o.db_path = db();
-    o.codebook.num_clusters = 16;
+    o.model.codebook.num_clusters = 16;
     o.threads = 2;
     o.backend = Backend::kCpu;
     const IndexSummary summary = BuildIndex(o, observer);

@@ -42,7 +42,7 @@ class SearcherTest : public ::testing::Test {
     IndexOptions o;
     o.image_dir = dir();
     o.db_path = db();
-    o.codebook.num_clusters = 16;
+    o.model.codebook.num_clusters = 16;
     o.threads = 2;
     o.backend = Backend::kCpu;
     const IndexSummary s = BuildIndex(o, nullptr);
@@ -509,7 +509,7 @@ TEST(SearcherColourTest, ColourSeparatesImagesThatLookAlikeInGrey) {
   IndexOptions io;
   io.image_dir = dir;
   io.db_path = tmp / "db";
-  io.codebook.num_clusters = 16;
+  io.model.codebook.num_clusters = 16;
   io.backend = Backend::kCpu;
   ASSERT_EQ(BuildIndex(io, nullptr).indexed, 8);
   // The query: the blue picture, slightly shifted so it is not a file copy.

@@ -129,14 +129,15 @@ TEST(CliTest, HelpOnEverySubcommandShowsDefaults) {
   EXPECT_EQ(index.code, kExitOk);
   EXPECT_TRUE(index.err.empty());
   EXPECT_TRUE(Contains(index.out, "usage: lookalike index"));
+  EXPECT_TRUE(Contains(index.out,
+                       "--clusters arg (=" + std::to_string(d.model.codebook.num_clusters) + ")"))
+      << index.out;
   EXPECT_TRUE(
-      Contains(index.out, "--clusters arg (=" + std::to_string(d.codebook.num_clusters) + ")"))
+      Contains(index.out, "--max-side arg (=" + std::to_string(d.model.encoding.max_side) + ")"))
       << index.out;
-  EXPECT_TRUE(Contains(index.out, "--max-side arg (=" + std::to_string(d.encoding.max_side) + ")"))
-      << index.out;
-  EXPECT_TRUE(Contains(index.out, "--descriptor arg (=" + d.encoding.extractor.type + ")"));
+  EXPECT_TRUE(Contains(index.out, "--descriptor arg (=" + d.model.encoding.extractor.type + ")"));
   EXPECT_TRUE(Contains(index.out, "--threads arg (=" + std::to_string(d.threads) + ")"));
-  EXPECT_TRUE(Contains(index.out, "--seed arg (=" + std::to_string(d.codebook.seed) + ")"));
+  EXPECT_TRUE(Contains(index.out, "--seed arg (=" + std::to_string(d.model.codebook.seed) + ")"));
   EXPECT_TRUE(Contains(index.out, "--backend arg (=auto)"));
   EXPECT_TRUE(Contains(index.out, "--intra-norm arg (=on)"));
 
