@@ -16,8 +16,13 @@
 #include <unordered_map>
 #include <utility>
 
+#include "indexer/file_walker.h"
+#include "indexer/grey_thumbnail.h"
 #include "indexer/local_features.h"
 #include "indexer/search_vectors.h"
+#include "search/dedup_groups.h"
+#include "search/image_traits.h"
+#include "search/match_evidence.h"
 #include "search/search_index.h"
 #include "search/vector_index.h"
 #include "util/threads.h"
@@ -46,7 +51,29 @@ void DedupOptions::Validate() const {
                                 std::to_string(min_spread));
   if (threads < 0)
     throw std::invalid_argument("threads must be >= 0, got " + std::to_string(threads));
+  if (level == MatchLevel::kNone)
+    throw std::invalid_argument(
+        "--level none would group unrelated images: use identical, copy, part or view");
+  for (const std::string& dir : keep_in)
+    if (dir.empty() || dir[0] != '/' || (dir.size() > 1 && dir.back() == '/'))
+      throw std::invalid_argument(
+          "--keep-in folders must be absolute paths without a trailing "
+          "'/', got '" +
+          dir + "'");
   verify.Validate();
+  levels.Validate();
+}
+
+const char* MemberRoleName(MemberRole role) {
+  switch (role) {
+    case MemberRole::kKeep:
+      return "keep";
+    case MemberRole::kReference:
+      return "reference";
+    case MemberRole::kDuplicate:
+      return "duplicate";
+  }
+  return "duplicate";
 }
 
 namespace {
@@ -71,23 +98,6 @@ float InlierSpread(const LocalFeatures& f, const std::vector<std::pair<int, int>
   const double area = cv::contourArea(hull);
   return static_cast<float>(std::min(1.0, area / (static_cast<double>(f.width) * f.height)));
 }
-
-class UnionFind {
- public:
-  explicit UnionFind(size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
-  size_t Find(size_t x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  void Union(size_t a, size_t b) {
-    a = Find(a);
-    b = Find(b);
-    if (a != b) parent_[std::max(a, b)] = std::min(a, b);
-  }
-
- private:
-  std::vector<size_t> parent_;
-};
 
 // Record positions (first < second) of a candidate pair.
 using PairKey = std::pair<size_t, size_t>;
@@ -235,23 +245,30 @@ std::map<PairKey, float> FindCandidates(const SearchVectors& vectors, const Vect
   return candidates;
 }
 
-// Byte-identical files (same non-zero content hash): each with the first
-// record of its hash. Duplicates whatever their features.
+// Byte-identical files (same non-zero content hash): every two of a hash's
+// first kMaxIdenticalClique files, and each further one with the first, so
+// that any of them can keep the group. Duplicates whatever their features.
 std::set<PairKey> IdenticalPairs(const std::vector<ImageRecord>& records) {
+  constexpr size_t kMaxIdenticalClique = 64;
   std::set<PairKey> identical;
-  std::unordered_map<uint64_t, size_t> first_with_hash;
+  std::unordered_map<uint64_t, std::vector<size_t>> with_hash;
   for (size_t i = 0; i < records.size(); ++i) {
     if (records[i].content_hash == 0) continue;
-    const auto [it, inserted] = first_with_hash.emplace(records[i].content_hash, i);
-    if (!inserted) identical.insert({it->second, i});
+    std::vector<size_t>& same = with_hash[records[i].content_hash];
+    const size_t partners = same.size() < kMaxIdenticalClique ? same.size() : 1;
+    for (size_t j = 0; j < partners; ++j) identical.insert({same[j], i});
+    same.push_back(i);
   }
   return identical;
 }
 
-// The evidence of a searched pair from its two images' local features, the
-// first prepared for all its pairs.
+// The evidence of a searched pair from its two images' local features (the
+// first prepared for all its pairs) and thumbnails (empty when not stored),
+// and their records' original sizes.
 void Verify(const LocalFeatures& first, const PreparedQuery& prepared_first,
-            const LocalFeatures& second, DedupPair* pair) {
+            const GreyThumbnail& first_thumbnail, const ImageRecord& first_record,
+            const LocalFeatures& second, const GreyThumbnail& second_thumbnail,
+            const ImageRecord& second_record, int min_inliers, DedupPair* pair) {
   const Verification v = prepared_first.Verify(second);
   pair->matches = v.matches;
   pair->inliers = v.inliers;
@@ -260,6 +277,30 @@ void Verify(const LocalFeatures& first, const PreparedQuery& prepared_first,
     pair->score = std::min(1.0f, static_cast<float>(v.inliers) / static_cast<float>(fewer));
   pair->spread =
       std::max(InlierSpread(first, v.inlier_pairs, 0), InlierSpread(second, v.inlier_pairs, 1));
+  pair->evidence = MeasureMatch(v, first, second, min_inliers);
+  if (!v.homography || !pair->evidence.homography) return;
+  PairGeometry& g = pair->geometry;
+  g.valid = true;
+  g.homography = *v.homography;
+  g.width_a = static_cast<int>(first.width);
+  g.height_a = static_cast<int>(first.height);
+  g.width_b = static_cast<int>(second.width);
+  g.height_b = static_cast<int>(second.height);
+  // Feature-frame scale to original pixels: b's per a's.
+  if (first_record.width > 0 && second_record.width > 0 && first.width > 0 && second.width > 0)
+    g.scale = pair->evidence.scale * (static_cast<double>(first.width) / first_record.width) /
+              (static_cast<double>(second.width) / second_record.width);
+  if (pair->evidence.verified)
+    pair->evidence.aligned_correlation =
+        AlignedCorrelation(first_thumbnail, g.width_a, g.height_a, second_thumbnail, g.width_b,
+                           g.height_b, g.homography);
+}
+
+// A stored grey thumbnail, empty when the image has none.
+GreyThumbnail ReadThumbnail(const Store& store, uint64_t id) {
+  if (!store.keeps_thumbnails()) return {};
+  const auto value = store.GetThumbnails({id});
+  return value[0] ? DecodeGreyThumbnail(*value[0]) : GreyThumbnail();
 }
 
 // The candidate and identical pairs with their evidence, in key order: one
@@ -283,6 +324,7 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
     try {
       std::optional<LocalFeatures> first;
       std::optional<PreparedQuery> prepared_first;  // borrows `first`
+      GreyThumbnail first_thumbnail;
       bool first_loaded = false;
       for (size_t p = task_begin[t]; p < task_begin[t + 1]; ++p) {
         const auto [a, b] = keys[p];
@@ -301,17 +343,26 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
           if (!first_loaded) {
             first_loaded = true;
             first = stored_features.Read(records[a].id, stored_features.matching_frame());
-            if (first) prepared_first.emplace(*first, options.verify);
+            if (first) {
+              prepared_first.emplace(*first, options.verify);
+              first_thumbnail = ReadThumbnail(store, records[a].id);
+            }
           }
           if (first)
             if (const auto second =
                     stored_features.Read(records[b].id, stored_features.matching_frame()))
-              Verify(*first, *prepared_first, *second, &pair);
+              Verify(*first, *prepared_first, first_thumbnail, records[a], *second,
+                     ReadThumbnail(store, records[b].id), records[b], options.min_inliers, &pair);
         }
         if (pair.identical) pair.score = 1;
-        pair.duplicate = pair.identical ||
-                         (pair.inliers >= options.min_inliers && pair.score >= options.threshold &&
-                          pair.spread >= options.min_spread);
+        // Verified: enough inliers, explaining enough of the poorer image,
+        // spread over one of them (dedup's own bar, above search's).
+        pair.evidence.verified = pair.inliers >= options.min_inliers &&
+                                 pair.score >= options.threshold &&
+                                 pair.spread >= options.min_spread;
+        pair.evidence.identical = pair.identical;
+        pair.level = ClassifyMatch(pair.evidence, options.levels);
+        pair.duplicate = pair.level >= options.level;
       }
     } catch (...) {
 #pragma omp critical(lookalike_dedup_failure)
@@ -322,49 +373,221 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
   return pairs;
 }
 
+// Components of the pairs at the level up to this size are completed: every
+// pair inside is verified (at most 1,128 pairs for one component).
+constexpr size_t kMaxCompletedComponent = 48;
+
+// The pairs inside the components (of kMaxCompletedComponent images or
+// fewer) of the verified pairs (any level: a crop at part can link a copy to
+// its original) that are not among `keys`, sorted.
+std::vector<PairKey> MissingPairs(size_t num_records, const std::vector<PairKey>& keys,
+                                  const std::vector<DedupPair>& pairs) {
+  std::vector<size_t> parent(num_records);
+  std::iota(parent.begin(), parent.end(), 0);
+  auto find = [&](size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  std::vector<bool> linked(num_records, false);
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    if (pairs[p].level == MatchLevel::kNone) continue;
+    const size_t a = find(keys[p].first), b = find(keys[p].second);
+    parent[std::max(a, b)] = std::min(a, b);
+    linked[keys[p].first] = linked[keys[p].second] = true;
+  }
+  std::map<size_t, std::vector<size_t>> components;
+  for (size_t i = 0; i < num_records; ++i)
+    if (linked[i]) components[find(i)].push_back(i);
+  const std::set<PairKey> known(keys.begin(), keys.end());
+  std::vector<PairKey> missing;
+  for (const auto& [root, nodes] : components) {
+    if (nodes.size() < 3 || nodes.size() > kMaxCompletedComponent) continue;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (size_t j = i + 1; j < nodes.size(); ++j)
+        if (!known.count({nodes[i], nodes[j]})) missing.push_back({nodes[i], nodes[j]});
+  }
+  std::sort(missing.begin(), missing.end());
+  return missing;
+}
+
+// The search-vector cosine similarity of each pair (0 when an image has no
+// features).
+std::map<PairKey, float> Similarities(const SearchVectors& vectors,
+                                      const std::vector<ImageRecord>& records,
+                                      const std::vector<PairKey>& keys) {
+  std::map<PairKey, float> out;
+  const int64_t dim = vectors.dim();
+  std::vector<float> va(static_cast<size_t>(dim)), vb(static_cast<size_t>(dim));
+  for (const PairKey& key : keys) {
+    float similarity = 0;
+    if (records[key.first].status != ImageStatus::kNoFeatures &&
+        records[key.second].status != ImageStatus::kNoFeatures) {
+      vectors.Read({records[key.first].id}, va.data());
+      vectors.Read({records[key.second].id}, vb.data());
+      double dot = 0, na = 0, nb = 0;
+      for (int64_t d = 0; d < dim; ++d) {
+        dot += double{va[d]} * vb[d];
+        na += double{va[d]} * va[d];
+        nb += double{vb[d]} * vb[d];
+      }
+      if (na > 0 && nb > 0) similarity = static_cast<float>(dot / std::sqrt(na * nb));
+    }
+    out[key] = similarity;
+  }
+  return out;
+}
+
 bool ByIds(const DedupPair& x, const DedupPair& y) {
   return std::make_pair(x.a, x.b) < std::make_pair(y.a, y.b);
 }
 
-// The connected components of the duplicate pairs with 2 or more images,
-// ordered as DedupResult::groups says. pairs[p] is the pair of keys[p].
+// Whether `path` lies under one of the reference folders.
+bool InReferenceFolder(const std::string& path, const std::vector<std::string>& folders) {
+  for (const std::string& dir : folders)
+    if (IsUnder(path, dir)) return true;
+  return false;
+}
+
+// The traits of the images the `original` rule compares by their files:
+// those with a duplicate pair that is not byte-identical. An image whose file
+// cannot be read, or no longer holds the indexed bytes, gets none (counted
+// in *num_unread).
+std::vector<std::optional<ImageTraits>> ReadTraits(const Store& store,
+                                                   const std::vector<ImageRecord>& records,
+                                                   const std::vector<PairKey>& keys,
+                                                   const std::vector<DedupPair>& pairs, int threads,
+                                                   int64_t* num_unread) {
+  std::vector<size_t> wanted;
+  {
+    std::vector<bool> want(records.size(), false);
+    for (size_t p = 0; p < pairs.size(); ++p)
+      if (pairs[p].duplicate && !pairs[p].identical)
+        want[keys[p].first] = want[keys[p].second] = true;
+    for (size_t i = 0; i < records.size(); ++i)
+      if (want[i]) wanted.push_back(i);
+  }
+  std::vector<std::optional<ImageTraits>> traits(records.size());
+  int64_t unread = 0;
+  const ImageFileLimits limits;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) reduction(+ : unread)
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    const ImageRecord& r = records[wanted[w]];
+    const ReadResult file = ReadImageBytes(r.path, limits);
+    if (file.error || store.ContentHash(file.bytes.data(), file.bytes.size()) != r.content_hash) {
+      ++unread;
+      continue;
+    }
+    ImageTraits t = AnalyseImageBytes(file.bytes);
+    if (!t.read) {
+      ++unread;
+      continue;
+    }
+    traits[wanted[w]] = std::move(t);
+  }
+  *num_unread = unread;
+  return traits;
+}
+
+// The same geometry seen from b's side.
+PairGeometry Reversed(const PairGeometry& g) {
+  PairGeometry r = g;
+  if (!g.valid) return r;
+  const cv::Matx33d inverse = cv::Matx33d(g.homography.data()).inv();
+  for (int i = 0; i < 9; ++i) r.homography[static_cast<size_t>(i)] = inverse.val[i];
+  std::swap(r.width_a, r.width_b);
+  std::swap(r.height_a, r.height_b);
+  r.scale = g.scale > 0 ? 1 / g.scale : 1;
+  return r;
+}
+
+// The groups: stars around keepers over the pairs at the level
+// (search/dedup_groups.h), ordered as DedupResult::groups says. pairs[p] is
+// the pair of keys[p].
 std::vector<DedupGroup> GroupDuplicates(const std::vector<ImageRecord>& records,
                                         const std::vector<PairKey>& keys,
-                                        const std::vector<DedupPair>& pairs) {
-  UnionFind components(records.size());
-  std::vector<float> best_score(records.size(), 0.0f);
+                                        const std::vector<DedupPair>& pairs,
+                                        const std::vector<std::optional<ImageTraits>>& traits,
+                                        const DedupOptions& options) {
+  std::vector<std::pair<size_t, size_t>> edges;
+  std::map<PairKey, size_t> pair_of;
   for (size_t p = 0; p < pairs.size(); ++p) {
     if (!pairs[p].duplicate) continue;
-    components.Union(keys[p].first, keys[p].second);
-    for (size_t r : {keys[p].first, keys[p].second})
-      best_score[r] = std::max(best_score[r], pairs[p].score);
+    edges.push_back(keys[p]);
+    pair_of[keys[p]] = p;
   }
-  std::map<size_t, std::vector<size_t>> members_of;  // root -> record positions
-  for (size_t i = 0; i < records.size(); ++i) members_of[components.Find(i)].push_back(i);
+  std::vector<bool> reference(records.size(), false);
+  std::vector<KeepCandidate> candidates(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    reference[i] = InReferenceFolder(records[i].path, options.keep_in);
+    candidates[i] = KeepCandidate{&records[i], traits[i] ? &*traits[i] : nullptr, reference[i]};
+  }
+  auto compare_edge = [&](size_t x, size_t y) {
+    const DedupPair& pair = pairs[pair_of.at({std::min(x, y), std::max(x, y)})];
+    const PairGeometry geometry = x < y ? pair.geometry : Reversed(pair.geometry);
+    return CompareForKeeping(options.keep, candidates[x], candidates[y], &geometry, pair.identical);
+  };
+  auto records_first = [&](size_t x, size_t y) {
+    const KeepCandidate bare_x{&records[x], nullptr, reference[x]};
+    const KeepCandidate bare_y{&records[y], nullptr, reference[y]};
+    const int prefer = CompareForKeeping(options.keep, bare_x, bare_y, nullptr, false).prefer;
+    return prefer != 0 ? prefer < 0 : x < y;
+  };
+  const std::vector<Star> stars =
+      FormStars(records.size(), edges, reference, options.keep == KeepRule::kOriginal, compare_edge,
+                records_first);
+
   std::vector<DedupGroup> groups;
-  std::map<size_t, size_t> group_of_root;
-  for (auto& [root, positions] : members_of) {
-    if (positions.size() < 2) continue;
+  for (const Star& star : stars) {
     DedupGroup group;
-    for (size_t i : positions) {
-      const ImageRecord& r = records[i];
-      group.members.push_back(
-          DedupMember{r.id, r.path, r.width, r.height, r.size_bytes, best_score[i]});
+    group.level = MatchLevel::kIdentical;
+    std::set<KeepCriterion> won_by;
+    const size_t keeper = star.members[0];
+    for (size_t i = 0; i < star.members.size(); ++i) {
+      const size_t m = star.members[i];
+      const ImageRecord& r = records[m];
+      DedupMember member;
+      member.id = r.id;
+      member.path = r.path;
+      member.width = r.width;
+      member.height = r.height;
+      member.size_bytes = r.size_bytes;
+      member.mtime_ns = r.mtime_ns;
+      if (i == 0) {
+        member.role = MemberRole::kKeep;
+        member.score = 1;
+      } else {
+        const DedupPair& with_keeper =
+            pairs[pair_of.at({std::min(keeper, m), std::max(keeper, m)})];
+        member.role = reference[m] ? MemberRole::kReference : MemberRole::kDuplicate;
+        member.level = with_keeper.level;
+        member.score = with_keeper.score;
+        group.level = std::min(group.level, with_keeper.level);
+        const KeepVerdict& v = star.verdicts[i];
+        if (reference[m]) {
+          member.reason = "in a reference folder (--keep-in): kept";
+        } else if (v.prefer < 0) {
+          member.reason = v.reason;
+          won_by.insert(v.criterion);
+        } else if (v.prefer == 0) {
+          member.reason = "indistinguishable from the keeper";
+        } else {
+          member.reason = "not the keeper, though preferred to it (" + v.reason +
+                          "), as it is not directly at the level with every other member";
+        }
+      }
+      group.members.push_back(std::move(member));
     }
-    std::sort(group.members.begin(), group.members.end(),
-              [](const DedupMember& x, const DedupMember& y) {
-                const uint64_t px = uint64_t{x.width} * x.height, py = uint64_t{y.width} * y.height;
-                if (px != py) return px > py;
-                if (x.size_bytes != y.size_bytes) return x.size_bytes > y.size_bytes;
-                return x.path < y.path;
-              });
-    group_of_root[root] = groups.size();
+    if (reference[keeper]) won_by = {KeepCriterion::kReference};
+    if (won_by.empty()) won_by.insert(KeepCriterion::kNone);
+    for (KeepCriterion c : won_by)
+      group.keep_reason += (group.keep_reason.empty() ? "" : "; ") + std::string(KeeperStrength(c));
+    group.members[0].reason = group.keep_reason;
+    std::set<size_t> inside(star.members.begin(), star.members.end());
+    for (const auto& [key, p] : pair_of)
+      if (inside.count(key.first) && inside.count(key.second)) group.pairs.push_back(pairs[p]);
+    std::sort(group.pairs.begin(), group.pairs.end(), ByIds);
     groups.push_back(std::move(group));
   }
-  for (size_t p = 0; p < pairs.size(); ++p)
-    if (pairs[p].duplicate)
-      groups[group_of_root.at(components.Find(keys[p].first))].pairs.push_back(pairs[p]);
-  for (DedupGroup& g : groups) std::sort(g.pairs.begin(), g.pairs.end(), ByIds);
   auto smallest_path = [](const DedupGroup& g) {
     const std::string* best = &g.members[0].path;
     for (const DedupMember& m : g.members)
@@ -387,8 +610,8 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
   const auto search_start = Clock::now();
   const std::vector<ImageRecord> records = ReadRecords(store, &result.num_without_features);
   std::map<PairKey, float> candidates;
+  const SearchVectors vectors(store);
   {
-    const SearchVectors vectors(store);
     const NeighbourIndex loaded = LoadIndex(store, vectors, options);
     result.index_description = loaded.index->Describe();
     result.index_bytes = loaded.index->MemoryBytes();
@@ -407,11 +630,44 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
   std::sort(keys.begin(), keys.end());
   std::vector<DedupPair> pairs =
       VerifyPairs(store, records, keys, candidates, identical, options, threads);
+  // Completing small groups: every pair inside a small component of the
+  // verified pairs that the neighbours did not bring (an original with
+  // eight copies is not among each copy's five nearest), so that stars
+  // around keepers miss no member for want of a candidate.
+  const std::vector<PairKey> missing = MissingPairs(records.size(), keys, pairs);
+  if (!missing.empty()) {
+    std::map<PairKey, float> added = Similarities(vectors, records, missing);
+    std::vector<DedupPair> more =
+        VerifyPairs(store, records, missing, added, identical, options, threads);
+    for (DedupPair& pair : more) pair.completing = true;
+    candidates.insert(added.begin(), added.end());
+    keys.insert(keys.end(), missing.begin(), missing.end());
+    pairs.insert(pairs.end(), std::make_move_iterator(more.begin()),
+                 std::make_move_iterator(more.end()));
+    std::vector<size_t> order(keys.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return keys[x] < keys[y]; });
+    std::vector<PairKey> sorted_keys;
+    std::vector<DedupPair> sorted_pairs;
+    for (size_t i : order) {
+      sorted_keys.push_back(keys[i]);
+      sorted_pairs.push_back(std::move(pairs[i]));
+    }
+    keys = std::move(sorted_keys);
+    pairs = std::move(sorted_pairs);
+  }
   result.verify_seconds = Seconds(verify_start);
   for (size_t p = 0; p < pairs.size(); ++p)
     result.num_unverified += pairs[p].inliers < 0 && candidates.count(keys[p]) > 0;
 
-  result.groups = GroupDuplicates(records, keys, pairs);
+  const auto keep_start = Clock::now();
+  std::vector<std::optional<ImageTraits>> traits(records.size());
+  if (options.keep == KeepRule::kOriginal)
+    traits = ReadTraits(store, records, keys, pairs, threads, &result.num_unread);
+  result.groups = GroupDuplicates(records, keys, pairs, traits, options);
+  result.keep_seconds = Seconds(keep_start);
+  result.level = options.level;
+  result.keep = options.keep;
   std::sort(pairs.begin(), pairs.end(), ByIds);
   result.candidates = std::move(pairs);
   return result;

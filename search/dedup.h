@@ -1,27 +1,29 @@
-// Near-duplicate groups across a whole collection: every image is a query
+// Duplicate groups across a whole collection: every image is a query
 // against an index of the search vectors (exact by default, or the
 // database's persisted approximate index), its k nearest neighbours are its
 // candidate pairs, each candidate pair is spatially verified with the stored
-// local features (PreparedQuery, the verifier search re-ranks with), and
-// verified pairs are joined into groups by connected components
-// (union-find). Byte-identical files (same content hash) are always grouped,
-// with or without features.
+// local features (PreparedQuery, the verifier search re-ranks with) and
+// given a match level from its evidence (ClassifyMatch, as search levels its
+// hits: search/match_level.h). Byte-identical files (same content hash) are
+// `identical`, with or without features.
 //
-// "Near-duplicate" means the same picture after re-encoding, resizing,
-// cropping, rotation, a perspective warp, colour changes or an overlay: one
-// image maps onto the other by a homography that explains a large share of
-// its features, spread over the picture. Two photos of the same scene from
-// different viewpoints are not near-duplicates: the coverage score below
-// separates most of them, but photos taken from nearly the same place
-// (consecutive video frames, a stereo pair) verify like copies and are
-// grouped. Defaults measured by tools/eval_dedup.sh and bench/dedup_scale.sh
-// (search/README.md, "dedup").
+// A group is a star: a keeper, chosen by the keep rule (search/keep_rule.h),
+// and images each directly at the requested level with it
+// (search/dedup_groups.h), never a chain of pairs in which two members need
+// not be the same picture. At the default level, `copy`, a group holds the
+// same picture re-encoded, resized, cropped a little, rotated, mirrored or
+// recoloured; other shots of one scene (a stereo pair, a burst, consecutive
+// video frames) are `view` pairs, grouped only when `view` is asked for
+// ("similar shots"). Defaults measured by tools/eval_dedup.sh and
+// bench/dedup_scale.sh (search/README.md, "dedup").
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "search/keep_rule.h"
+#include "search/match_level.h"
 #include "search/vector_index.h"
 #include "search/verifier.h"
 #include "storage/store.h"
@@ -50,14 +52,28 @@ struct DedupOptions {
   // Lists an ivfsq index visits per query, 0..65536; 0 = as stored with the
   // index (the searcher's default, about 30 % of the lists). Ignored by flat.
   int64_t nprobe = 0;
-  // A verified pair is a duplicate when its score (see DedupPair::score)
-  // reaches threshold, in (0, 1], it has at least min_inliers inliers ...
+  // The weakest level a pair needs to join a group: identical (the same
+  // bytes), copy (the same picture edited; the default), part (one shows a
+  // part of the other) or view (another shot of the same scene: "similar
+  // shots"). Not none.
+  MatchLevel level = MatchLevel::kCopy;
+  // How a verified pair is levelled (ClassifyMatch's thresholds).
+  MatchLevelOptions levels;
+  // A pair is verified (a level above none) with at least min_inliers
+  // inliers, a score (see DedupPair::score) of at least threshold, in
+  // (0, 1] ...
   float threshold = 0.10f;
   int min_inliers = 12;
   // ... and its inliers spread over at least this share of one image's area
   // (DedupPair::spread), in [0, 1]: a shared logo, watermark or caption
   // verifies with dozens of inliers packed into a corner.
   float min_spread = 0.20f;
+  // Which member of a group to keep (search/keep_rule.h).
+  KeepRule keep = KeepRule::kOriginal;
+  // Reference folders (absolute, normalised, no trailing '/'): their images
+  // are always kept, never offered for removal, and keep a group before any
+  // other member.
+  std::vector<std::string> keep_in;
   // How a pair is verified: each image's features prepared once for all its
   // pairs (PreparedQuery), matched in 32 principal components and fitted by
   // LO-RANSAC; `--match-dims 0 --ransac classic` is the exact matching and
@@ -74,8 +90,11 @@ struct DedupPair {
   uint64_t a = 0, b = 0;
   std::string path_a, path_b;  // their absolute paths as indexed
   float similarity = 0;        // search-vector cosine similarity, [-1, 1]
-  int matches = 0;             // one-to-one ratio-test matches
-  int inliers = 0;             // RANSAC homography inliers; -1 = not verified
+  // Not a neighbour found by the search: verified to complete a small group
+  // (every pair inside a component of up to 48 images at the level is).
+  bool completing = false;
+  int matches = 0;  // one-to-one ratio-test matches
+  int inliers = 0;  // RANSAC homography inliers; -1 = not verified
   // Coverage: inliers / (keypoints of the image with fewer keypoints), in
   // [0, 1]: the share of the poorer image that the other explains. 1 for
   // byte-identical files.
@@ -84,32 +103,69 @@ struct DedupPair {
   // the image where it is larger, in [0, 1]; 0 when not verified.
   float spread = 0;
   bool identical = false;  // same content hash: a copy of the same bytes
-  // identical, or score >= threshold, inliers >= min_inliers and
-  // spread >= min_spread
+  // What verification measured (overlaps, scale, rotation, aligned pixels:
+  // search/match_level.h), a = the pair's first image.
+  MatchEvidence evidence;
+  // The homography and feature frames, for the keep rule (valid when
+  // verification fitted one).
+  PairGeometry geometry;
+  // ClassifyMatch of the evidence: identical for the same bytes; none when
+  // not verified (too few inliers, score under threshold, spread under
+  // min_spread).
+  MatchLevel level = MatchLevel::kNone;
+  // level >= the requested level: the pair may join a group.
   bool duplicate = false;
 };
+
+// What a member is in its group.
+enum class MemberRole {
+  kKeep,       // the keeper: the one to keep
+  kReference,  // in a reference folder (--keep-in): kept, never offered for removal
+  kDuplicate,  // a duplicate of the keeper: may be removed
+};
+// "keep", "reference", "duplicate".
+const char* MemberRoleName(MemberRole role);
 
 struct DedupMember {
   uint64_t id = 0;
   std::string path;  // absolute path as indexed
   uint32_t width = 0, height = 0;
   uint64_t size_bytes = 0;
-  // Best score of a duplicate pair joining this image to its group.
+  int64_t mtime_ns = 0;  // modification time when indexed
+  MemberRole role = MemberRole::kDuplicate;
+  // The level and score (DedupPair::score) of its pair with the keeper; the
+  // keeper's own are kNone and 1.
+  MatchLevel level = MatchLevel::kNone;
   float score = 0;
+  // The keeper: why it is kept (DedupGroup::keep_reason); the others: why
+  // not, compared with the keeper ("a crop of the keeper (shows 60 % of its
+  // picture)", "JPEG quality 50, the keeper's 90", "modified later than the
+  // keeper").
+  std::string reason;
 };
 
-// A connected component of duplicate pairs (2 or more images). Members are
-// ordered by pixel count, then file size (both descending), then path: the
-// first member is the natural one to keep.
+// A star of 2 or more images: the keeper (members[0]) and images each at the
+// requested level with it (search/dedup_groups.h). The others follow the
+// keeper in the keep rule's order.
 struct DedupGroup {
   std::vector<DedupMember> members;
-  std::vector<DedupPair> pairs;  // the duplicate pairs inside the group, by (a, b)
+  // Every pair at the level inside the group (not only the keeper's), by
+  // (a, b).
+  std::vector<DedupPair> pairs;
+  // The weakest level of a member's pair with the keeper.
+  MatchLevel level = MatchLevel::kNone;
+  // What the keeper won by, "; "-joined in the keep rule's order ("shows the
+  // most of the picture (the others are crops of it); the highest JPEG
+  // quality"), or "in a reference folder (--keep-in)".
+  std::string keep_reason;
 };
 
 struct DedupResult {
   // Ordered by the smallest path among their members (byte order), so the
   // output does not depend on ids or threads.
   std::vector<DedupGroup> groups;
+  MatchLevel level = MatchLevel::kCopy;  // the level asked for
+  KeepRule keep = KeepRule::kOriginal;   // the keep rule used
   // Every candidate pair considered, by (a, b): the duplicates and the pairs
   // that failed verification (for calibration and explaining results).
   std::vector<DedupPair> candidates;
@@ -124,17 +180,21 @@ struct DedupResult {
   // Candidate pairs left unverified because an image has no stored local
   // features (a database indexed before they were kept): never duplicates.
   int64_t num_unverified = 0;
+  // Grouped images whose file could not be read for the keep rule, or no
+  // longer holds the bytes that were indexed: compared by their records
+  // only (pixels, modification time, path).
+  int64_t num_unread = 0;
+  double keep_seconds = 0;  // reading files for the keep rule and forming groups
 };
 
-// Finds the near-duplicate groups of a database. Reads only (works on a
+// Finds the duplicate groups of a database. Reads only (works on a
 // read-only store; a stale persisted index is reconciled in memory, as search
-// does). Validates `options` here, once (std::invalid_argument naming the
-// flag); nothing behind checks them again. Memory: the search index (flat
-// 4·d + 8, ivfsq d + ~10 bytes per image: 456 or ~122 at the default 112-d
-// PCA; without a PCA projection, which only small collections lack, the
-// derived full VLAD vectors, 256 KiB each), each image's record, one query
-// batch per thread, and the candidate pairs with their paths (about
-// `neighbours` per image). Throws StoreError (corrupt vector or features) or
+// does); the `original` keep rule also reads the grouped images' files. Validates `options` here,
+// once (std::invalid_argument naming the flag); nothing behind checks them again. Memory: the
+// search index (flat 4·d + 8, ivfsq d + ~10 bytes per image: 456 or ~122 at the default 112-d PCA;
+// without a PCA projection, which only small collections lack, the derived full VLAD vectors, 256
+// KiB each), each image's record, one query batch per thread, and the candidate pairs with their
+// paths (about `neighbours` per image). Throws StoreError (corrupt vector or features) or
 // std::invalid_argument (options).
 DedupResult FindDuplicates(const Store& store, const DedupOptions& options);
 

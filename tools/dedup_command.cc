@@ -1,9 +1,10 @@
-// `lookalike dedup`: near-duplicate groups of a database.
+// `lookalike dedup`: duplicate groups of a database.
 #include <cstdio>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 
+#include "indexer/file_walker.h"
 #include "search/dedup.h"
 #include "storage/store.h"
 #include "tools/cli.h"
@@ -17,23 +18,24 @@ namespace lookalike {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: lookalike dedup --db DB [--threshold T] [--neighbours K]\n"
-    "                           [--format tsv|json|pairs|html]\n\n"
-    "Finds groups of near-duplicate images in a database: the same picture re-encoded,\n"
-    "resized, cropped, rotated, recoloured or with an overlay (not other photos of the\n"
-    "same scene). Each image's nearest neighbours by search vector are its\n"
-    "candidates, each candidate pair is verified with a RANSAC homography over the\n"
-    "stored keypoints, and verified pairs are joined into groups. Byte-identical\n"
-    "files always group.\n"
-    "Only groups of two or more images are printed; groups are ordered by their\n"
-    "smallest path, members by pixels, then file size (largest first: the first\n"
-    "member is the one to keep), then path. A member's score is the best score of a\n"
-    "duplicate pair joining it to its group (1 = byte-identical).\n\n";
+    "usage: lookalike dedup --db DB [--level copy] [--keep original] [--keep-in DIR]...\n"
+    "                           [--format table|tsv|json|pairs|html]\n\n"
+    "Finds groups of duplicate images in a database. Each image's nearest neighbours\n"
+    "by search vector are its candidates; each candidate pair is verified with a\n"
+    "RANSAC homography over the stored keypoints and given a match level: identical\n"
+    "(the same bytes), copy (the same picture edited: re-encoded, resized, cropped a\n"
+    "little, rotated, mirrored, recoloured), part (one shows a part of the other) or\n"
+    "view (another shot of the same scene). A group is a keeper and the images each\n"
+    "directly at --level or above with it, never a chain of pairs. --level view\n"
+    "finds similar shots (bursts, stereo pairs, video frames), not duplicates.\n"
+    "The keeper is chosen by --keep (original: the image the others are edits of;\n"
+    "files under --keep-in folders are always kept); every member shows its role\n"
+    "(keep, reference, duplicate), its level with the keeper and why it is not kept.\n\n";
 
 struct DedupCommandOptions {
   DedupOptions dedup;
   std::string db;
-  OutputFormat format = OutputFormat::kTsv;
+  OutputFormat format = OutputFormat::kTable;
   bool verbose = false;
 };
 
@@ -42,9 +44,35 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
   DedupOptions* o = &c->dedup;
   g->Help();
   g->Path("db", &c->db, "database folder built by 'lookalike index'");
+  g->Text("level", MatchLevelName(d.level),
+          "weakest match level of a group's pairs: identical (the same bytes) | copy (the same "
+          "picture edited) | part (one shows a part of the other) | view (another shot of the "
+          "same scene: similar shots, not duplicates)",
+          [o](const std::string& v) {
+            try {
+              o->level = ParseMatchLevel(v);
+            } catch (const std::invalid_argument& e) {
+              throw std::invalid_argument(std::string("--level: ") + e.what());
+            }
+          });
+  g->Text("keep", KeepRuleName(d.keep),
+          "which member of a group to keep: original (the one the others are edits of: "
+          "the most picture, then resolution, colour, tones, EXIF, the least lossy encoding; "
+          "then pixels, the oldest, the shortest path) | newest | oldest (modification time) | "
+          "largest (pixels, then file size) | path (the shortest path)",
+          [o](const std::string& v) {
+            try {
+              o->keep = ParseKeepRule(v);
+            } catch (const std::invalid_argument& e) {
+              throw std::invalid_argument(std::string("--keep: ") + e.what());
+            }
+          });
+  g->Paths("keep-in", &o->keep_in,
+           "reference folder (repeatable): its images are always kept, keep their group, and are "
+           "never offered for removal or moved");
   g->Number("threshold", &o->threshold, d.threshold,
             "pair score (share of the poorer image's keypoints that are homography inliers) a "
-            "verified pair needs to count as a duplicate, (0, 1]");
+            "pair needs to be verified, (0, 1]");
   g->Value("neighbours", &o->neighbours, d.neighbours,
            "candidates of each image: its N nearest neighbours by search vector, 1..1000 "
            "(more finds copies ranked behind look-alikes, costs more verifications)");
@@ -65,19 +93,22 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
   g->Value("nprobe", &o->nprobe, d.nprobe,
            "lists an ivfsq index visits per image (0 = as stored with the index; fewer is "
            "faster and may miss copies)");
-  g->Value("min-inliers", &o->min_inliers, d.min_inliers, "RANSAC inliers a duplicate pair needs");
+  g->Value("min-inliers", &o->min_inliers, d.min_inliers, "RANSAC inliers a verified pair needs");
   DeclareVerifyFlags(g, &o->verify, d.verify);
   g->Number("min-spread", &o->min_spread, d.min_spread,
             "share of one image's area the inliers' convex hull must cover (a shared logo or "
             "caption covers little)");
-  g->Text("format", "tsv",
-          "tsv (group<TAB>path<TAB>score, one line per member) | json (one object per group per "
-          "line) | pairs (one line per candidate pair, tab-separated: path a, path b, "
-          "similarity, matches, inliers, score, spread, duplicate 0/1) | html (one self-contained "
-          "page of thumbnails, the member to keep marked)",
+  g->Text("format", "table",
+          "table (one block per group) | tsv (group<TAB>path<TAB>score<TAB>role<TAB>level<TAB>"
+          "reason, one line per member) | json (one object per group per line) | pairs (one "
+          "line per candidate pair, tab-separated: path a, path b, similarity, matches, "
+          "inliers, score, spread, duplicate 0/1, level, aligned correlation, overlap a, overlap "
+          "b) | html (one self-contained page of "
+          "thumbnails, the keeper marked)",
           [c](const std::string& v) {
-            c->format = ParseFormat(v, {OutputFormat::kTsv, OutputFormat::kJson,
-                                        OutputFormat::kPairs, OutputFormat::kHtml});
+            c->format =
+                ParseFormat(v, {OutputFormat::kTable, OutputFormat::kTsv, OutputFormat::kJson,
+                                OutputFormat::kPairs, OutputFormat::kHtml});
           });
   g->Switch("verbose,v", &c->verbose, "print counts and timings on stderr");
 }
@@ -94,6 +125,7 @@ int RunDedupCommand(const std::vector<std::string>& args, std::ostream& out, std
     return kExitOk;
   }
   if (c.db.empty()) throw UsageError("missing --db DB: the database to deduplicate");
+  for (std::string& dir : c.dedup.keep_in) dir = AbsolutePath(dir);
   auto store =
       Store::Open(c.db, Store::Mode::kReadOnly);  // read-only: a usage error changes nothing
   DedupResult r;
@@ -111,12 +143,16 @@ int RunDedupCommand(const std::vector<std::string>& args, std::ostream& out, std
     err << "lookalike: warning: " << r.num_unverified
         << " candidate pairs could not be verified (images indexed without stored keypoints); "
            "index the folder into a new --db to check them\n";
+  if (r.num_unread > 0)
+    err << "lookalike: note: " << r.num_unread
+        << " grouped images could not be read or changed since they were indexed; their keeper "
+           "was chosen from the database's records (pixels, time, path)\n";
   if (c.verbose) {
     size_t grouped = 0;
     for (const DedupGroup& group : r.groups) grouped += group.members.size();
-    char timing[96];
-    std::snprintf(timing, sizeof timing, "search %.4f s, verification %.4f s", r.search_seconds,
-                  r.verify_seconds);
+    char timing[128];
+    std::snprintf(timing, sizeof timing, "search %.4f s, verification %.4f s, keepers %.4f s",
+                  r.search_seconds, r.verify_seconds, r.keep_seconds);
     char index_mib[32];
     std::snprintf(index_mib, sizeof index_mib, "%.1f MiB",
                   static_cast<double>(r.index_bytes) / (1 << 20));

@@ -66,6 +66,11 @@ void FlagGroup::Path(const char* name, std::string* field, const char* help) {
   names_.push_back(LongName(name));
 }
 
+void FlagGroup::Paths(const char* name, std::vector<std::string>* field, const char* help) {
+  desc_.add_options()(name, po::value(field)->composing(), help);
+  names_.push_back(LongName(name));
+}
+
 void FlagGroup::Help() { desc_.add_options()("help,h", "show this help"); }
 
 void FlagGroup::Switch(const char* name, bool* field, const char* help) {

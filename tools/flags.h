@@ -48,6 +48,8 @@ class FlagGroup {
             std::function<void(const std::string&)> parse);
   // --name VALUE without a default (a path); empty when not given.
   void Path(const char* name, std::string* field, const char* help);
+  // --name VALUE, repeatable: every value in order; empty when not given.
+  void Paths(const char* name, std::vector<std::string>* field, const char* help);
   // --help/-h; ParsedArgs::help tells whether it was given.
   void Help();
   // A flag without a value (--verbose); true when given.

@@ -139,23 +139,34 @@ void WriteSearchHtml(std::ostream& out, const std::vector<QueryResult>& results,
 
 void WriteDedupHtml(std::ostream& out, const DedupResult& r, const Store& store,
                     const ImageFileLimits& limits) {
-  Begin(out, "lookalike dedup: " + std::to_string(r.groups.size()) + " groups among " +
-                 std::to_string(r.num_images) + " images");
-  out << "<p>The member marked <span class=\"badge\">keep</span> has the most pixels, then the "
-         "largest file; a member's score is the best score of a duplicate pair joining it to "
-         "its group (1 = byte-identical).</p>\n";
+  Begin(out, "lookalike dedup: " + std::to_string(r.groups.size()) + " groups of " +
+                 DedupModeName(r.level) + " among " + std::to_string(r.num_images) + " images");
+  out << "<p>Groups of images at level <b>" << MatchLevelName(r.level) << "</b> or above"
+      << (r.level == MatchLevel::kView
+              ? " (similar shots: other photos of the same scene, not only copies)"
+              : "")
+      << ", each around its keeper (marked <span class=\"badge\">keep</span>, chosen by the "
+      << KeepRuleName(r.keep)
+      << " rule). Every other member shows its level with the keeper and why it is not kept; "
+         "<span class=\"badge\">reference</span> members are in a reference folder and kept "
+         "too.</p>\n";
   for (size_t g = 0; g < r.groups.size(); ++g) {
     const DedupGroup& group = r.groups[g];
-    out << "<h2>group " << g + 1 << " &middot; " << group.members.size()
-        << " images</h2>\n<div class=\"row\">\n";
-    for (size_t i = 0; i < group.members.size(); ++i) {
-      const DedupMember& m = group.members[i];
+    out << "<h2>group " << g + 1 << " &middot; " << MatchLevelName(group.level) << " &middot; "
+        << group.members.size() << " images &middot; kept: " << EscapeHtml(group.keep_reason)
+        << "</h2>\n<div class=\"row\">\n";
+    for (const DedupMember& m : group.members) {
       std::vector<std::string> lines;
-      if (i == 0) lines.push_back("<span class=\"badge\">keep</span>");
+      if (m.role != MemberRole::kDuplicate)
+        lines.push_back("<span class=\"badge\">" + std::string(MemberRoleName(m.role)) + "</span>");
+      else
+        lines.push_back(std::string(MatchLevelName(m.level)) + " &middot; score " +
+                        Number(m.score, 3));
       lines.push_back(std::to_string(m.width) + "&times;" + std::to_string(m.height) +
                       " px &middot; " + EscapeHtml(FormatBytes(m.size_bytes)));
-      if (i > 0) lines.push_back("score " + Number(m.score, 3));
-      Card(out, i == 0 ? "keep" : "", Picture(OfRecord(store, m.id, limits)), lines, m.path);
+      if (m.role != MemberRole::kKeep) lines.push_back(EscapeHtml(m.reason));
+      Card(out, m.role == MemberRole::kKeep ? "keep" : "", Picture(OfRecord(store, m.id, limits)),
+           lines, m.path);
     }
     out << "</div>\n";
   }

@@ -68,6 +68,33 @@ std::string EscapeField(const std::string& s) {
   return out;
 }
 
+std::string UnescapeField(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\') {
+      out += s[i];
+      continue;
+    }
+    const char c = i + 1 < s.size() ? s[i + 1] : '\0';
+    auto hex = [](char h) {
+      if (h >= '0' && h <= '9') return h - '0';
+      if (h >= 'a' && h <= 'f') return h - 'a' + 10;
+      return -1;
+    };
+    if (c == '\\' || c == 't' || c == 'n' || c == 'r') {
+      out += c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : '\\';
+      ++i;
+    } else if (c == 'x' && i + 3 < s.size() && hex(s[i + 2]) >= 0 && hex(s[i + 3]) >= 0) {
+      out += static_cast<char>(hex(s[i + 2]) * 16 + hex(s[i + 3]));
+      i += 3;
+    } else {
+      throw std::invalid_argument("malformed escape at byte " + std::to_string(i));
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // Length of the valid UTF-8 sequence at s[i], 0 if the byte there starts none.
@@ -427,15 +454,23 @@ void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat form
 Json DedupGroupJson(size_t number, const DedupGroup& group, bool with_ids) {
   Json j;
   j["group"] = number;
+  j["level"] = MatchLevelName(group.level);
+  PutPath(&j, "keeper", group.members.front().path);
+  if (with_ids) j["keeper_id"] = group.members.front().id;
+  j["keep_reason"] = Utf8ForJson(group.keep_reason);
   j["members"] = Json::array();
   for (const DedupMember& m : group.members) {
     Json member;
     if (with_ids) member["id"] = m.id;
     PutPath(&member, "path", m.path);
+    member["role"] = MemberRoleName(m.role);
+    member["level"] = m.role == MemberRole::kKeep ? Json(nullptr) : Json(MatchLevelName(m.level));
+    member["score"] = Rounded(m.score, 4);
+    member["reason"] = Utf8ForJson(m.reason);
     member["width"] = m.width;
     member["height"] = m.height;
     member["bytes"] = m.size_bytes;
-    member["score"] = Rounded(m.score, 4);
+    member["mtime"] = m.mtime_ns / 1000000000;
     j["members"].push_back(std::move(member));
   }
   j["pairs"] = Json::array();
@@ -447,6 +482,7 @@ Json DedupGroupJson(size_t number, const DedupGroup& group, bool with_ids) {
     }
     PutPath(&pair, "a", p.path_a);
     PutPath(&pair, "b", p.path_b);
+    pair["level"] = MatchLevelName(p.level);
     pair["similarity"] = Rounded(p.similarity, 4);
     pair["inliers"] = p.inliers;
     pair["score"] = Rounded(p.score, 4);
@@ -457,13 +493,50 @@ Json DedupGroupJson(size_t number, const DedupGroup& group, bool with_ids) {
   return j;
 }
 
+std::string DedupModeName(MatchLevel level) {
+  return level == MatchLevel::kView ? "similar shots" : "duplicates";
+}
+
+namespace {
+
+void WriteDedupTable(std::ostream& out, const DedupResult& r) {
+  out << DedupModeName(r.level) << " at level " << MatchLevelName(r.level) << " or above"
+      << (r.level == MatchLevel::kView ? " (other shots of the same scene too, not only copies)"
+                                       : "")
+      << ": " << r.groups.size() << " groups among " << r.num_images << " images; keep rule "
+      << KeepRuleName(r.keep) << "\n";
+  for (size_t g = 0; g < r.groups.size(); ++g) {
+    const DedupGroup& group = r.groups[g];
+    out << "\ngroup " << g + 1 << ": " << MatchLevelName(group.level) << ", "
+        << group.members.size() << " images; keep: " << EscapeField(group.keep_reason) << "\n";
+    for (const DedupMember& m : group.members) {
+      char line[96];
+      std::snprintf(line, sizeof line, "  %-9s  %-9s  %.3f  %11s  ", MemberRoleName(m.role),
+                    m.role == MemberRole::kKeep ? "" : MatchLevelName(m.level), m.score,
+                    (std::to_string(m.width) + "x" + std::to_string(m.height)).c_str());
+      out << line << EscapeField(m.path);
+      if (m.role != MemberRole::kKeep) out << "  (" << EscapeField(m.reason) << ")";
+      out << "\n";
+    }
+  }
+}
+
+}  // namespace
+
 void WriteDedup(std::ostream& out, const DedupResult& r, OutputFormat format) {
   if (format == OutputFormat::kPairs) {
     for (const DedupPair& p : r.candidates)
       out << EscapeField(p.path_a) << '\t' << EscapeField(p.path_b) << '\t'
           << Fixed(p.similarity, 4) << '\t' << p.matches << '\t' << p.inliers << '\t'
           << Fixed(p.score, 4) << '\t' << Fixed(p.spread, 4) << '\t' << (p.duplicate ? 1 : 0)
+          << '\t' << MatchLevelName(p.level) << '\t'
+          << (p.evidence.aligned_correlation ? Fixed(*p.evidence.aligned_correlation, 4) : "-")
+          << '\t' << Fixed(p.evidence.overlap_a, 4) << '\t' << Fixed(p.evidence.overlap_b, 4)
           << '\n';
+    return;
+  }
+  if (format == OutputFormat::kTable) {
+    WriteDedupTable(out, r);
     return;
   }
   for (size_t g = 0; g < r.groups.size(); ++g) {
@@ -472,7 +545,10 @@ void WriteDedup(std::ostream& out, const DedupResult& r, OutputFormat format) {
       continue;
     }
     for (const DedupMember& m : r.groups[g].members)
-      out << g + 1 << '\t' << EscapeField(m.path) << '\t' << Fixed(m.score, 4) << '\n';
+      out << g + 1 << '\t' << EscapeField(m.path) << '\t' << Fixed(m.score, 4) << '\t'
+          << MemberRoleName(m.role) << '\t'
+          << (m.role == MemberRole::kKeep ? "-" : MatchLevelName(m.level)) << '\t'
+          << EscapeField(m.reason) << '\n';
   }
 }
 

@@ -38,6 +38,9 @@ OutputFormat ParseFormat(const std::string& text, const std::vector<OutputFormat
 // carriage return and other control bytes become \\, \t, \n, \r, \xHH. Other
 // bytes (UTF-8 or not) pass as they are.
 std::string EscapeField(const std::string& s);
+// The inverse of EscapeField. Throws std::invalid_argument naming the
+// position of a malformed escape.
+std::string UnescapeField(const std::string& s);
 
 // `bytes` as a valid UTF-8 string for JSON: valid UTF-8 sequences (RFC 3629:
 // no overlong forms, surrogates or code points above U+10FFFF) are kept, every
@@ -91,11 +94,18 @@ void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat form
 Json QueryResultJson(const QueryResult& r, bool with_ids = false);
 void WriteQueryError(std::ostream& out, const QueryResult& r, OutputFormat format);
 
-// `dedup`'s groups (TSV, JSON) or every candidate pair (pairs).
+// `dedup`'s groups (table, TSV, JSON) or every candidate pair (pairs). TSV:
+// group, path, score, role, level, reason (one line per member); pairs: path
+// a, path b, similarity, matches, inliers, score, spread, duplicate 0/1,
+// level, aligned correlation ("-" when not measured), overlap a, overlap b.
 void WriteDedup(std::ostream& out, const DedupResult& r, OutputFormat format);
-// The JSON object of group `number` (from 1) that --format json writes;
-// with_ids adds the image ids of members and pairs.
+// The JSON object of group `number` (from 1) that --format json writes (its
+// fields: README, "dedup"); with_ids adds the image ids of the keeper,
+// members and pairs.
 Json DedupGroupJson(size_t number, const DedupGroup& group, bool with_ids);
+// "similar shots" for level view, "duplicates" otherwise: how the output
+// names what its groups are.
+std::string DedupModeName(MatchLevel level);
 
 // What `info` reports about a database.
 struct InfoReport {

@@ -1,7 +1,8 @@
 // End-to-end: the real `lookalike` binary indexes generated photos with
 // re-encoded, resized and cropped copies plus distinct photos, then `dedup`
-// prints the expected groups as TSV and as JSON; usage errors exit 2; a file
-// name with a tab and a newline is escaped and round-trips through JSON.
+// prints the expected groups as a table, TSV and JSON, each member with its
+// role, level and reason; usage errors exit 2; a file name with a tab and a
+// newline is escaped and round-trips through JSON.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -38,9 +39,10 @@ class DedupCliTest : public ::testing::Test {
     const std::string photos = fs::canonical(tmp_->path()).string() + "/photos";
     const std::vector<std::string> originals = testing::WriteSyntheticSet(photos, 7, 300);
     expected_ = new std::set<std::set<std::string>>;
+    expected_copy_ = new std::set<std::set<std::string>>;
     for (int i = 0; i < 2; ++i) {
       const cv::Mat image = cv::imread(originals[i], cv::IMREAD_COLOR);
-      std::set<std::string> group = {originals[i]};
+      std::set<std::string> group = {originals[i]}, copies = group;
       for (Transform t : {Transform::kJpeg, Transform::kScale, Transform::kCrop}) {
         // The first group's cropped copy has a tab and a newline in its name.
         std::string name = "copy" + std::to_string(i) + "_" + testing::TransformName(t);
@@ -48,8 +50,10 @@ class DedupCliTest : public ::testing::Test {
         const std::string path = photos + "/" + name + ".jpg";
         testing::WriteImage(path, testing::ApplyTransform(image, t));
         group.insert(path);
+        if (t != Transform::kCrop) copies.insert(path);  // 49 % of the picture: a part
       }
       expected_->insert(group);
+      expected_copy_->insert(copies);
     }
     const testing::ProcessResult index =
         Lookalike({"index", photos, "--db", *tmp_ / "db", "--clusters", "32", "--quiet"});
@@ -57,37 +61,65 @@ class DedupCliTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     delete expected_;
+    delete expected_copy_;
     delete tmp_;
   }
   static TempDir* tmp_;
+  // The groups at level part (with the crops) and at copy (without).
   static std::set<std::set<std::string>>* expected_;
+  static std::set<std::set<std::string>>* expected_copy_;
 };
 
 TempDir* DedupCliTest::tmp_ = nullptr;
 std::set<std::set<std::string>>* DedupCliTest::expected_ = nullptr;
+std::set<std::set<std::string>>* DedupCliTest::expected_copy_ = nullptr;
 
 TEST_F(DedupCliTest, TsvListsEachGroupOnceWithEscapedPaths) {
-  const testing::ProcessResult run = Lookalike({"dedup", "--db", *tmp_ / "db", "-v"});
+  const testing::ProcessResult run =
+      Lookalike({"dedup", "--db", *tmp_ / "db", "--level", "part", "--format", "tsv", "-v"});
   ASSERT_EQ(run.exit_code, 0) << run.Describe();
   std::map<std::string, std::set<std::string>> groups;
+  std::map<std::string, int> keepers;
   std::vector<std::string> order;
   for (const std::string& line : testing::SplitLines(run.out)) {
     const std::vector<std::string> f = testing::SplitOn(line, '\t');
-    ASSERT_EQ(f.size(), 3u) << "group<TAB>path<TAB>score, got: " << line;
+    ASSERT_EQ(f.size(), 6u) << "group, path, score, role, level, reason; got: " << line;
     const double score = std::stod(f[2]);
     EXPECT_GT(score, 0.0);
     EXPECT_LE(score, 1.0);
     if (groups.find(f[0]) == groups.end()) order.push_back(f[0]);
     EXPECT_TRUE(groups[f[0]].insert(testing::UnescapeField(f[1])).second)
         << "listed twice: " << f[1];
+    if (f[3] == "keep") {
+      ++keepers[f[0]];
+      EXPECT_EQ(f[4], "-");
+      EXPECT_EQ(groups[f[0]].size(), 1u) << "the keeper comes first";
+    } else {
+      EXPECT_EQ(f[3], "duplicate");
+      EXPECT_TRUE(f[4] == "part" || f[4] == "copy" || f[4] == "identical") << f[4];
+    }
+    EXPECT_FALSE(f[5].empty()) << "every member says why it is (not) kept";
   }
   EXPECT_EQ(order, (std::vector<std::string>{"1", "2"})) << "groups numbered from 1, in order";
+  EXPECT_EQ(keepers, (std::map<std::string, int>{{"1", 1}, {"2", 1}}));
   std::set<std::set<std::string>> got;
   for (const auto& [id, members] : groups) got.insert(members);
   EXPECT_EQ(got, *expected_) << run.out;
   EXPECT_NE(run.err.find("2 groups holding 8 images"), std::string::npos) << run.err;
   // Deterministic: a second run prints the same bytes.
-  EXPECT_EQ(Lookalike({"dedup", "--db", *tmp_ / "db"}).out, run.out);
+  EXPECT_EQ(Lookalike({"dedup", "--db", *tmp_ / "db", "--level", "part", "--format", "tsv"}).out,
+            run.out);
+}
+
+TEST_F(DedupCliTest, TableIsTheDefault) {
+  const testing::ProcessResult run = Lookalike({"dedup", "--db", *tmp_ / "db"});
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  EXPECT_EQ(run.out.rfind("duplicates at level copy or above: 2 groups among 13 images", 0), 0u)
+      << run.out;
+  EXPECT_NE(run.out.find("\ngroup 2: copy, 3 images; keep: "), std::string::npos) << run.out;
+  const testing::ProcessResult view = Lookalike({"dedup", "--db", *tmp_ / "db", "--level", "view"});
+  ASSERT_EQ(view.exit_code, 0) << view.Describe();
+  EXPECT_EQ(view.out.rfind("similar shots at level view or above", 0), 0u) << view.out;
 }
 
 TEST_F(DedupCliTest, JsonHasOneObjectPerGroup) {
@@ -99,29 +131,42 @@ TEST_F(DedupCliTest, JsonHasOneObjectPerGroup) {
   for (size_t i = 0; i < lines.size(); ++i) {
     const testing::Json group = JsonParser::Parse(lines[i]);
     EXPECT_EQ(group["group"].number, static_cast<double>(i + 1));
+    EXPECT_EQ(group["level"].str, "copy");
+    EXPECT_FALSE(group["keep_reason"].str.empty());
     std::set<std::string> members;
-    for (const testing::Json& m : group["members"].items) {
-      members.insert(m["path"].str);
-      EXPECT_GT(m["width"].number, 0);
-      EXPECT_GT(m["score"].number, 0);
+    for (size_t m = 0; m < group["members"].items.size(); ++m) {
+      const testing::Json& member = group["members"].items[m];
+      members.insert(member["path"].str);
+      EXPECT_GT(member["width"].number, 0);
+      EXPECT_GT(member["score"].number, 0);
+      EXPECT_GT(member["mtime"].number, 1e9);
+      EXPECT_EQ(member["role"].str, m == 0 ? "keep" : "duplicate");
+      if (m == 0) {
+        EXPECT_EQ(member["path"].str, group["keeper"].str);
+        EXPECT_EQ(member["reason"].str, group["keep_reason"].str);
+      } else {
+        EXPECT_EQ(member["level"].str, "copy");
+        EXPECT_FALSE(member["reason"].str.empty());
+      }
     }
     got.insert(members);
     ASSERT_FALSE(group["pairs"].items.empty());
     for (const testing::Json& p : group["pairs"].items) {
       EXPECT_TRUE(members.count(p["a"].str) && members.count(p["b"].str));
+      EXPECT_EQ(p["level"].str, "copy");
       EXPECT_GE(p["inliers"].number, 12);
       EXPECT_GE(p["score"].number, 0.10);
       EXPECT_GE(p["spread"].number, 0.20);
       EXPECT_FALSE(p["identical"].boolean);
     }
   }
-  EXPECT_EQ(got, *expected_) << run.out;
+  EXPECT_EQ(got, *expected_copy_) << run.out;
 }
 
 TEST_F(DedupCliTest, ThresholdAndPairsFormat) {
   // Nothing but byte-identical files reaches a score of 1.
   const testing::ProcessResult strict =
-      Lookalike({"dedup", "--db", *tmp_ / "db", "--threshold", "1"});
+      Lookalike({"dedup", "--db", *tmp_ / "db", "--threshold", "1", "--format", "tsv"});
   ASSERT_EQ(strict.exit_code, 0) << strict.Describe();
   EXPECT_EQ(strict.out, "");
   // Every verified candidate pair, with its evidence and verdict.
@@ -131,10 +176,11 @@ TEST_F(DedupCliTest, ThresholdAndPairsFormat) {
   int duplicates = 0, rejected = 0;
   for (const std::string& line : testing::SplitLines(pairs.out)) {
     const std::vector<std::string> f = testing::SplitOn(line, '\t');
-    ASSERT_EQ(f.size(), 8u) << line;
+    ASSERT_EQ(f.size(), 12u) << line;
     (f[7] == "1" ? duplicates : rejected)++;
+    EXPECT_EQ(f[7] == "1", f[8] == "copy" || f[8] == "identical") << line;
   }
-  EXPECT_GE(duplicates, 6);  // two groups of four need at least 3 + 3 edges
+  EXPECT_GE(duplicates, 6);  // two groups of three, complete
   EXPECT_GT(rejected, 0);
 }
 
@@ -143,7 +189,10 @@ TEST_F(DedupCliTest, UsageErrorsExitTwo) {
            {"dedup"},
            {"dedup", "--db", *tmp_ / "db", "--threshold", "0"},
            {"dedup", "--db", *tmp_ / "db", "--threshold", "1.5"},
-           {"dedup", "--db", *tmp_ / "db", "--format", "table"},
+           {"dedup", "--db", *tmp_ / "db", "--format", "xml"},
+           {"dedup", "--db", *tmp_ / "db", "--level", "none"},
+           {"dedup", "--db", *tmp_ / "db", "--level", "similar"},
+           {"dedup", "--db", *tmp_ / "db", "--keep", "biggest"},
            {"dedup", "--db", *tmp_ / "db", "--min-inliers", "3"},
            {"dedup", "--db", *tmp_ / "db", "--min-spread", "1.5"},
            {"dedup", "--db", *tmp_ / "db", "--neighbours", "0"},
@@ -161,6 +210,8 @@ TEST_F(DedupCliTest, UsageErrorsExitTwo) {
   EXPECT_NE(help.out.find("--threshold arg (=0.1)"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("--min-spread arg (=0.2)"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("--neighbours arg (=5)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--level arg (=copy)"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--keep arg (=original)"), std::string::npos) << help.out;
 }
 
 }  // namespace

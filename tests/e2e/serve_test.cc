@@ -294,8 +294,16 @@ TEST_F(ServeApiTest, DedupGroupsTheByteIdenticalCopyWithTheKeeperFirst) {
     if (paths == std::set<std::string>{photos_->at(0), copy}) {
       found = true;
       EXPECT_TRUE(g["pairs"][0]["identical"]);
-      // Same pixels, same size: the keeper is the smaller path.
-      EXPECT_EQ(g["members"][0]["path"], std::min(photos_->at(0), copy));
+      EXPECT_EQ(g["level"], "identical");
+      // The same bytes: the older file (the copy was made after it) keeps
+      // the group; its copy is the duplicate, with the reason.
+      EXPECT_EQ(g["members"][0]["path"], photos_->at(0));
+      EXPECT_EQ(g["keeper"], photos_->at(0));
+      EXPECT_EQ(g["members"][0]["role"], "keep");
+      EXPECT_EQ(g["members"][1]["role"], "duplicate");
+      EXPECT_EQ(g["members"][1]["level"], "identical");
+      EXPECT_NE(g["members"][1]["reason"].get<std::string>().find("the same bytes"),
+                std::string::npos);
     }
   }
   EXPECT_TRUE(found) << d.dump();

@@ -1,6 +1,7 @@
 // Tests of FindDuplicates over a generated collection: originals with
-// re-encoded, resized, cropped, rotated and brightened copies form exactly
-// the expected groups; distinct images stay out of every group; byte-
+// re-encoded, resized, rotated and brightened copies form exactly the
+// expected groups at level copy, each around its original, and with the
+// large crops at level part; distinct images stay out of every group; byte-
 // identical files group even without features; output order does not
 // depend on threads; neighbours from an approximate index (and from the
 // PCA-whitened search vectors) give the groups exact search gives; and
@@ -55,26 +56,35 @@ class DedupTest : public ::testing::Test {
     const std::vector<std::string> originals =
         testing::WriteSyntheticSet(photos, kOriginals + kDistinct, 100);
     expected_ = new std::set<std::set<std::string>>;
+    expected_copy_ = new std::set<std::set<std::string>>;
+    originals_ = new std::set<std::string>;
     for (int i = 0; i < kOriginals; ++i) {
-      std::set<std::string> group = {AbsolutePath(originals[i])};
+      std::set<std::string> group = {AbsolutePath(originals[i])}, copies = group;
+      originals_->insert(AbsolutePath(originals[i]));
       const cv::Mat image = cv::imread(originals[i], cv::IMREAD_COLOR);
       for (Transform t : CopiesOf(i)) {
         const std::string path =
             photos + "/copy_" + std::to_string(i) + "_" + testing::TransformName(t) + ".jpg";
         testing::WriteImage(path, testing::ApplyTransform(image, t));
         group.insert(AbsolutePath(path));
+        // The central 49 % of the picture is a part of it, not a copy.
+        if (t != Transform::kCrop) copies.insert(AbsolutePath(path));
       }
       expected_->insert(group);
+      expected_copy_->insert(copies);
     }
     // Byte-identical files: a flat image (no keypoints, zero vector) twice,
     // and one distinct photo copied byte for byte.
     const cv::Mat flat(240, 320, CV_8UC3, cv::Scalar(40, 90, 200));
     testing::WriteImage(photos + "/flat_a.png", flat);
     fs::copy_file(photos + "/flat_a.png", photos + "/flat_b.png");
-    expected_->insert({AbsolutePath(photos + "/flat_a.png"), AbsolutePath(photos + "/flat_b.png")});
+    for (auto* expected : {expected_, expected_copy_}) {
+      expected->insert(
+          {AbsolutePath(photos + "/flat_a.png"), AbsolutePath(photos + "/flat_b.png")});
+      expected->insert(
+          {AbsolutePath(originals[kOriginals]), AbsolutePath(photos + "/same_bytes.png")});
+    }
     fs::copy_file(originals[kOriginals], photos + "/same_bytes.png");
-    expected_->insert(
-        {AbsolutePath(originals[kOriginals]), AbsolutePath(photos + "/same_bytes.png")});
 
     // Two different pictures sharing a logo: plain backgrounds with a few
     // soft shapes (few keypoints) and the same textured badge in a corner.
@@ -99,6 +109,8 @@ class DedupTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     delete expected_;
+    delete expected_copy_;
+    delete originals_;
     delete tmp_;
   }
 
@@ -136,11 +148,17 @@ class DedupTest : public ::testing::Test {
   }
 
   static TempDir* tmp_;
+  // The groups at level part (originals with all their copies) and at copy
+  // (without the large crops), with the byte-identical files.
   static std::set<std::set<std::string>>* expected_;
+  static std::set<std::set<std::string>>* expected_copy_;
+  static std::set<std::string>* originals_;  // the four photos with copies
 };
 
 TempDir* DedupTest::tmp_ = nullptr;
 std::set<std::set<std::string>>* DedupTest::expected_ = nullptr;
+std::set<std::set<std::string>>* DedupTest::expected_copy_ = nullptr;
+std::set<std::string>* DedupTest::originals_ = nullptr;
 
 TEST_F(DedupTest, CopiesFormExactlyTheExpectedGroups) {
   auto store = OpenStore();
@@ -148,29 +166,50 @@ TEST_F(DedupTest, CopiesFormExactlyTheExpectedGroups) {
   EXPECT_EQ(r.num_images, static_cast<int64_t>(store->num_images()));
   EXPECT_EQ(r.num_without_features, 2);
   EXPECT_EQ(r.num_unverified, 0);
-  EXPECT_EQ(Groups(r), *expected_);
+  EXPECT_EQ(r.num_unread, 0);
+  EXPECT_EQ(r.level, MatchLevel::kCopy);
+  EXPECT_EQ(Groups(r), *expected_copy_);
 
-  std::set<std::string> grouped;
   for (const DedupGroup& g : r.groups) {
     ASSERT_GE(g.members.size(), 2u);
     ASSERT_FALSE(g.pairs.empty());
-    // Largest first, so the first member is the one to keep.
-    for (size_t i = 1; i < g.members.size(); ++i)
-      EXPECT_GE(uint64_t{g.members[i - 1].width} * g.members[i - 1].height,
-                uint64_t{g.members[i].width} * g.members[i].height);
+    EXPECT_GE(g.level, MatchLevel::kCopy);
+    EXPECT_FALSE(g.keep_reason.empty());
+    // The keeper first: an original when the group has one.
+    const DedupMember& keeper = g.members[0];
+    EXPECT_EQ(keeper.role, MemberRole::kKeep);
+    EXPECT_EQ(keeper.reason, g.keep_reason);
+    for (const DedupMember& m : g.members)
+      if (originals_->count(m.path)) {
+        EXPECT_EQ(keeper.path, m.path) << "kept " << keeper.path << ": " << g.keep_reason;
+      }
     std::set<uint64_t> ids;
-    for (const DedupMember& m : g.members) {
+    for (size_t i = 0; i < g.members.size(); ++i) {
+      const DedupMember& m = g.members[i];
       ids.insert(m.id);
-      grouped.insert(m.path);
       EXPECT_GT(m.score, 0.0f);
       EXPECT_LE(m.score, 1.0f);
+      if (i == 0) continue;
+      EXPECT_EQ(m.role, MemberRole::kDuplicate);
+      EXPECT_GE(m.level, MatchLevel::kCopy);
+      EXPECT_FALSE(m.reason.empty()) << m.path;
+    }
+    // A star: every member is paired with the keeper at the level.
+    for (size_t i = 1; i < g.members.size(); ++i) {
+      const uint64_t a = std::min(keeper.id, g.members[i].id),
+                     b = std::max(keeper.id, g.members[i].id);
+      bool paired = false;
+      for (const DedupPair& p : g.pairs) paired |= p.a == a && p.b == b;
+      EXPECT_TRUE(paired) << g.members[i].path << " is not paired with its keeper";
     }
     for (const DedupPair& p : g.pairs) {
       EXPECT_LT(p.a, p.b);
       EXPECT_TRUE(ids.count(p.a) && ids.count(p.b)) << "a group's pair joins its own members";
       EXPECT_TRUE(p.duplicate);
+      EXPECT_GE(p.level, MatchLevel::kCopy);
       if (p.identical) {
         EXPECT_EQ(p.score, 1.0f);
+        EXPECT_EQ(p.level, MatchLevel::kIdentical);
       } else {
         EXPECT_GE(p.inliers, DedupOptions().min_inliers);
         EXPECT_GE(p.score, DedupOptions().threshold);
@@ -179,12 +218,29 @@ TEST_F(DedupTest, CopiesFormExactlyTheExpectedGroups) {
       }
     }
   }
-  // Every candidate pair that failed verification joins two different
-  // groups or singletons (or was joined through other pairs).
   for (const DedupPair& p : r.candidates) {
     EXPECT_LT(p.a, p.b);
-    EXPECT_GE(p.similarity, DedupOptions().min_similarity - 1e-6f);
+    if (!p.completing && !p.identical) {
+      EXPECT_GE(p.similarity, DedupOptions().min_similarity - 1e-6f);
+    }
   }
+}
+
+// At level part the large crops join their originals' groups too; at
+// identical only the byte-identical files group.
+TEST_F(DedupTest, LevelsChooseWhatGroups) {
+  auto store = OpenStore();
+  DedupOptions part;
+  part.level = MatchLevel::kPart;
+  EXPECT_EQ(Groups(FindDuplicates(*store, part)), *expected_);
+  DedupOptions identical;
+  identical.level = MatchLevel::kIdentical;
+  std::set<std::set<std::string>> same_bytes;
+  for (const auto& g : *expected_)
+    if (g.size() == 2) same_bytes.insert(g);
+  const DedupResult r = FindDuplicates(*store, identical);
+  EXPECT_EQ(Groups(r), same_bytes);
+  for (const DedupGroup& g : r.groups) EXPECT_EQ(g.level, MatchLevel::kIdentical);
 }
 
 // The default verification (each image prepared once, 32 principal
@@ -199,8 +255,8 @@ TEST_F(DedupTest, CheaperAndExactVerificationGiveTheSameGroups) {
   exact.verify = VerifyOptions();
   ASSERT_EQ(exact.verify.match_dims, 0);
   const DedupResult c = FindDuplicates(*store, cheaper), e = FindDuplicates(*store, exact);
-  EXPECT_EQ(Groups(c), *expected_);
-  EXPECT_EQ(Groups(e), *expected_);
+  EXPECT_EQ(Groups(c), *expected_copy_);
+  EXPECT_EQ(Groups(e), *expected_copy_);
   ASSERT_EQ(c.candidates.size(), e.candidates.size());
   for (size_t i = 0; i < c.candidates.size(); ++i)
     EXPECT_EQ(c.candidates[i].duplicate, e.candidates[i].duplicate)
@@ -246,6 +302,7 @@ TEST_F(DedupTest, SharedLogoIsNotADuplicate) {
   DedupOptions no_spread;
   no_spread.min_spread = 0;
   no_spread.threshold = 0.01f;
+  no_spread.level = MatchLevel::kView;  // verified, whatever its level
   const DedupResult loose_result = FindDuplicates(*store, no_spread);
   const DedupPair* loose = find_pair(loose_result);
   ASSERT_NE(loose, nullptr);
@@ -316,12 +373,18 @@ TEST_F(DedupTest, ResultDoesNotDependOnThreads) {
     EXPECT_LT(smallest(a.groups[g - 1]), smallest(a.groups[g]));
 }
 
-TEST_F(DedupTest, FewerCandidatesStillConnectGroupsThroughTheirMembers) {
+// Two neighbours per image link each group into a chain or a tree only; the
+// pairs inside such small components are verified too, so every group is
+// still a whole star around its original.
+TEST_F(DedupTest, FewerCandidatesAreCompletedInsideSmallComponents) {
   auto store = OpenStore();
   DedupOptions o;
-  o.neighbours = 2;  // below the group sizes (4 and 5 images)
+  o.neighbours = 2;  // below the group sizes (3 to 5 images at level part)
   const DedupResult r = FindDuplicates(*store, o);
-  EXPECT_EQ(Groups(r), *expected_);
+  EXPECT_EQ(Groups(r), *expected_copy_);
+  int completing = 0;
+  for (const DedupPair& p : r.candidates) completing += p.completing;
+  EXPECT_GT(completing, 0);
 }
 
 // The neighbours of the database's own index are those of the exact one, and
@@ -335,7 +398,7 @@ TEST_F(DedupTest, ApproximateIndexFindsTheGroupsExactSearchFinds) {
     auto store = pca ? OpenPcaStore() : OpenStore();
     const DedupResult e = FindDuplicates(*store, DedupOptions());  // exact: flat
     EXPECT_EQ(e.index_description.rfind("flat", 0), 0u) << e.index_description;
-    EXPECT_EQ(Groups(e), *expected_);
+    EXPECT_EQ(Groups(e), *expected_copy_);
     // The database's own (persisted, flat at this size) index: the same pairs.
     DedupOptions persisted;
     persisted.index_kind = VectorIndexKind::kAuto;
@@ -385,7 +448,7 @@ TEST_F(DedupTest, IvfsqIsBuiltOverACurrentPersistedFlatIndex) {
   approximate.index_kind = VectorIndexKind::kIvfSq;
   const DedupResult a = FindDuplicates(*store, approximate);
   EXPECT_EQ(a.index_description.rfind("ivfsq", 0), 0u) << a.index_description;
-  EXPECT_EQ(Groups(a), *expected_);
+  EXPECT_EQ(Groups(a), *expected_copy_);
 }
 
 // nprobe reaches the index; each image gets at most `neighbours` candidates
@@ -400,7 +463,7 @@ TEST_F(DedupTest, NprobeAndNeighboursAreHonoured) {
   EXPECT_NE(r.index_description.find("nprobe 1,"), std::string::npos) << r.index_description;
   const int64_t with_features = r.num_images - r.num_without_features;
   int64_t searched = 0;
-  for (const DedupPair& p : r.candidates) searched += !p.identical;
+  for (const DedupPair& p : r.candidates) searched += !p.identical && !p.completing;
   EXPECT_LE(searched, with_features) << "one neighbour per image at most";
   EXPECT_GT(searched, 0);
 }

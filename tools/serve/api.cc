@@ -228,17 +228,15 @@ std::vector<ReviewMember> GroupMembers(const Snapshot& s, const DedupGroup& g) {
   return members;
 }
 
-// The keeper of a group: its first member (dedup's order).
+// The keeper of a group: its first member (dedup's order), and why dedup
+// keeps it.
 const DedupMember& Keeper(const DedupGroup& g) { return g.members.front(); }
-std::string KeeperReason(const DedupGroup&) { return "the most pixels, then the largest file"; }
+std::string KeeperReason(const DedupGroup& g) { return g.keep_reason; }
 
-// The match level of `member` with its group's keeper: "identical" for the
-// same bytes; "" when dedup does not say.
+// The match level of `member` with its group's keeper ("" for the keeper).
 std::string LevelWithKeeper(const DedupGroup& g, uint64_t member) {
-  const uint64_t keeper = Keeper(g).id;
-  const uint64_t a = std::min(keeper, member), b = std::max(keeper, member);
-  for (const DedupPair& p : g.pairs)
-    if (p.a == a && p.b == b && p.identical) return "identical";
+  for (const DedupMember& m : g.members)
+    if (m.id == member && m.role != MemberRole::kKeep) return MatchLevelName(m.level);
   return "";
 }
 
@@ -373,6 +371,9 @@ void RegisterApi(HttpServer* server, Catalog* catalog) {
                 Json j;
                 j["images"] = r.num_images;
                 j["images_without_features"] = r.num_without_features;
+                j["level"] = MatchLevelName(r.level);
+                j["mode"] = DedupModeName(r.level);
+                j["keep_rule"] = KeepRuleName(r.keep);
                 j["groups"] = Json::array();
                 const ReviewStore& review = catalog->review();
                 if (!review.error().empty()) j["review_error"] = review.error();
