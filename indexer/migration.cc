@@ -13,6 +13,7 @@
 #include "indexer/projection.h"
 #include "storage/encoding.h"
 #include "storage/folder_swap.h"
+#include "util/test_hooks.h"
 #include "util/timing.h"
 
 namespace lookalike {

@@ -10,6 +10,7 @@
 #include "indexer/model_training.h"
 #include "indexer/search_vectors.h"
 #include "storage/folder_swap.h"
+#include "util/test_hooks.h"
 
 namespace lookalike {
 

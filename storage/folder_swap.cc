@@ -15,6 +15,7 @@
 
 #include "storage/schema.h"
 #include "storage/store_error.h"
+#include "util/test_hooks.h"
 
 namespace lookalike {
 namespace fs = std::filesystem;
@@ -134,11 +135,6 @@ void RemoveSibling(const std::string& db_path) {
   TestStopPoint("emptied");
   fs::remove(marker, ec);
   fs::remove(sibling, ec);
-}
-
-void TestStopPoint(const char* point) {
-  const char* at = std::getenv("LOOKALIKE_TEST_STOP_AT");
-  if (at && std::strcmp(at, point) == 0) ::raise(SIGSTOP);
 }
 
 }  // namespace lookalike

@@ -68,9 +68,4 @@ void ExchangeFolders(const std::string& a, const std::string& b);
 // finished by the next run. Errors are ignored (the next run retries).
 void RemoveSibling(const std::string& db_path);
 
-// Test hook: when the environment variable LOOKALIKE_TEST_STOP_AT equals
-// `point`, the process stops itself (SIGSTOP) there, so that a crash test can
-// kill it in exactly that state. No-op otherwise.
-void TestStopPoint(const char* point);
-
 }  // namespace lookalike
