@@ -43,7 +43,7 @@ void WriteRemovalScript(std::ostream& out, const std::vector<Removal>& removals,
       out << "# this is the group's keeper\n";
     else
       out << "# level " << (r.level.empty() ? "unknown" : EscapeField(r.level))
-          << " with the keeper\n";
+          << " with the keeper" << (r.note.empty() ? "" : ": " + EscapeField(r.note)) << "\n";
     if (r.path.find_first_of("\n\r") != std::string::npos)
       out << "# not listed: its name holds a line break; remove it by hand: " << EscapeField(r.path)
           << '\n';

@@ -18,6 +18,7 @@ struct Removal {
   std::string keeper;  // its group's keeper (the path itself if the keeper was chosen)
   std::string level;   // match level with the keeper ("identical", "copy", ...); "" = unknown
   std::string reason;  // why the keeper is kept; "" = not given
+  std::string note;    // why this file is not the keeper; "" = not given
 };
 
 // `s` as one POSIX shell word: in single quotes, each ' written as '\''.
@@ -31,7 +32,7 @@ void WriteRemovalList(std::ostream& out, const std::vector<Removal>& removals);
 
 // A /bin/sh script: a header saying what it is (`source`: where the list
 // came from), then per group a comment naming the keeper and its reason,
-// and per file a comment with its level and a commented-out
+// and per file a comment with its level (and note) and a commented-out
 // `#rm -- 'path'`. Comments hold escaped text only, so no name can end a
 // comment line; a path with a line break gets no rm line (it could not be
 // commented out), only a note to remove it by hand.

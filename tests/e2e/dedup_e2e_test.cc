@@ -2,10 +2,16 @@
 // re-encoded, resized and cropped copies plus distinct photos, then `dedup`
 // prints the expected groups as a table, TSV and JSON, each member with its
 // role, level and reason; usage errors exit 2; a file name with a tab and a
-// newline is escaped and round-trips through JSON.
+// newline is escaped and round-trips through JSON. Then acting on the
+// groups: the remove lists and the review script (which removes nothing
+// until its lines are uncommented), --move-to with its manifest, re-run and
+// --undo, never moving a keeper, a reference folder's file or over an
+// existing file.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -24,6 +30,11 @@ namespace fs = std::filesystem;
 using testing::JsonParser;
 using testing::TempDir;
 using testing::Transform;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 testing::ProcessResult Lookalike(std::vector<std::string> args) {
   testing::ProcessOptions o;
@@ -193,6 +204,7 @@ TEST_F(DedupCliTest, UsageErrorsExitTwo) {
            {"dedup", "--db", *tmp_ / "db", "--level", "none"},
            {"dedup", "--db", *tmp_ / "db", "--level", "similar"},
            {"dedup", "--db", *tmp_ / "db", "--keep", "biggest"},
+           {"dedup", "--db", *tmp_ / "db", "--undo", *tmp_ / "moved"},
            {"dedup", "--db", *tmp_ / "db", "--min-inliers", "3"},
            {"dedup", "--db", *tmp_ / "db", "--min-spread", "1.5"},
            {"dedup", "--db", *tmp_ / "db", "--neighbours", "0"},
@@ -212,6 +224,139 @@ TEST_F(DedupCliTest, UsageErrorsExitTwo) {
   EXPECT_NE(help.out.find("--neighbours arg (=5)"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("--level arg (=copy)"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("--keep arg (=original)"), std::string::npos) << help.out;
+}
+
+// Acting on the groups, on a collection of its own per test (the tests
+// remove and move its files): three originals, each with a re-encoded and a
+// resized copy, the first's in copies/, the second's in the reference
+// folder ref/ (so that they keep their group, and the original is the
+// duplicate), the third's beside it, one of them named with a tab and a
+// newline; and three distinct photos.
+class DedupActTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    photos_ = fs::canonical(tmp_.path()).string() + "/photos";
+    const std::vector<std::string> originals = testing::WriteSyntheticSet(photos_, 6, 500);
+    const std::vector<std::string> folders = {photos_ + "/copies", photos_ + "/ref", photos_};
+    for (int i = 0; i < 3; ++i) {
+      // The second original's copies are in the reference folder: they keep
+      // the group, and it is their duplicate.
+      (i == 1 ? duplicates_ : keepers_).insert(originals[i]);
+      const cv::Mat image = cv::imread(originals[i], cv::IMREAD_COLOR);
+      fs::create_directories(folders[i]);
+      for (Transform t : {Transform::kJpeg, Transform::kScale}) {
+        std::string path = folders[i] + "/copy" + std::to_string(i) + "_" +
+                           testing::TransformName(t) +
+                           (i == 2 && t == Transform::kJpeg ? "\tand\nbreak" : "") + ".jpg";
+        testing::WriteImage(path, testing::ApplyTransform(image, t));
+        (i == 1 ? references_ : duplicates_).insert(path);
+      }
+    }
+    const testing::ProcessResult index =
+        Lookalike({"index", photos_, "--db", tmp_ / "db", "--clusters", "32", "--quiet"});
+    ASSERT_EQ(index.exit_code, 0) << index.Describe();
+  }
+  // Every regular file under the photos and the move-to folder.
+  std::set<std::string> Files(const std::string& dir) const {
+    std::set<std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) files.insert(e.path().string());
+    return files;
+  }
+  testing::ProcessResult Dedup(std::vector<std::string> args) {
+    std::vector<std::string> all = {"dedup", "--db", tmp_ / "db", "--keep-in", photos_ + "/ref"};
+    all.insert(all.end(), args.begin(), args.end());
+    return Lookalike(all);
+  }
+
+  TempDir tmp_;
+  std::string photos_;
+  std::set<std::string> keepers_, duplicates_, references_;
+};
+
+TEST_F(DedupActTest, ListsAndTheReviewScript) {
+  const testing::ProcessResult run =
+      Dedup({"--format", "json", "--remove-list", tmp_ / "list", "--remove-list0", tmp_ / "list0",
+             "--remove-script", tmp_ / "review.sh"});
+  // The name with a newline cannot be a line of the list: left out, named.
+  EXPECT_EQ(run.exit_code, 1) << run.Describe();
+  EXPECT_NE(run.err.find("--remove-list0"), std::string::npos) << run.err;
+  const std::string lines = Read(tmp_ / "list"), nul_separated = Read(tmp_ / "list0");
+  std::set<std::string> listed;
+  for (const std::string& p : testing::SplitOn(nul_separated, '\0'))
+    if (!p.empty()) listed.insert(p);
+  EXPECT_EQ(listed, duplicates_) << "only duplicates, never a keeper or a reference file";
+  std::set<std::string> without_newline;
+  for (const std::string& p : duplicates_)
+    if (p.find('\n') == std::string::npos) without_newline.insert(p);
+  std::set<std::string> line_set;
+  for (const std::string& p : testing::SplitLines(lines)) line_set.insert(p);
+  EXPECT_EQ(line_set, without_newline);
+
+  // The script as written is valid and removes nothing.
+  const std::set<std::string> before = Files(photos_);
+  testing::ProcessOptions check;
+  check.argv = {"/bin/sh", "-n", tmp_ / "review.sh"};
+  ASSERT_EQ(testing::RunProcess(check).exit_code, 0);
+  testing::ProcessOptions as_written;
+  as_written.argv = {"/bin/sh", tmp_ / "review.sh"};
+  const testing::ProcessResult nothing = testing::RunProcess(as_written);
+  ASSERT_EQ(nothing.exit_code, 0) << nothing.Describe();
+  EXPECT_EQ(Files(photos_), before);
+  const std::string script = Read(tmp_ / "review.sh");
+  EXPECT_NE(script.find("# level copy with the keeper: "), std::string::npos) << script;
+  // Every rm line uncommented: exactly the duplicates go, but the one whose
+  // name holds a line break (named in a comment, to remove by hand).
+  testing::ProcessOptions uncomment;
+  uncomment.argv = {"/bin/sed", "-i", "s/^#rm /rm /", tmp_ / "review.sh"};
+  ASSERT_EQ(testing::RunProcess(uncomment).exit_code, 0);
+  const testing::ProcessResult removed = testing::RunProcess(as_written);
+  ASSERT_EQ(removed.exit_code, 0) << removed.Describe();
+  std::set<std::string> expected = before;
+  for (const std::string& p : duplicates_)
+    if (p.find('\n') == std::string::npos) expected.erase(p);
+  EXPECT_EQ(Files(photos_), expected);
+}
+
+TEST_F(DedupActTest, MoveToAndUndo) {
+  const std::set<std::string> before = Files(photos_);
+  const std::string moved = tmp_ / "moved";
+  // A file already where one duplicate would go: never overwritten.
+  const std::string taken = *duplicates_.begin();
+  const std::string taken_at = moved + taken.substr(photos_.size());
+  fs::create_directories(fs::path(taken_at).parent_path());
+  std::ofstream(taken_at) << "not a photo";
+  const testing::ProcessResult run = Dedup({"--move-to", moved});
+  EXPECT_EQ(run.exit_code, 1) << run.Describe();
+  EXPECT_NE(run.err.find("exists already"), std::string::npos) << run.err;
+  EXPECT_EQ(Read(taken_at), "not a photo");
+  std::set<std::string> expected_left = before;
+  for (const std::string& p : duplicates_)
+    if (p != taken) {
+      EXPECT_FALSE(fs::exists(p)) << p;
+      EXPECT_TRUE(fs::exists(moved + p.substr(photos_.size()))) << p;
+      expected_left.erase(p);
+    }
+  EXPECT_EQ(Files(photos_), expected_left) << "keepers and reference files stay";
+  EXPECT_TRUE(fs::exists(moved + "/lookalike-moves.tsv"));
+
+  // Again: nothing more to do but the taken place.
+  fs::remove(taken_at);
+  const testing::ProcessResult again = Dedup({"--move-to", moved});
+  EXPECT_EQ(again.exit_code, 0) << again.Describe();
+  EXPECT_NE(again.err.find("1 files moved, " + std::to_string(duplicates_.size() - 1) +
+                           " found done by an earlier run"),
+            std::string::npos)
+      << again.err;
+  for (const std::string& p : duplicates_) EXPECT_FALSE(fs::exists(p)) << p;
+
+  // Undo puts every file back and leaves the folder holding the manifest only.
+  for (int round = 0; round < 2; ++round) {
+    const testing::ProcessResult undo = Lookalike({"dedup", "--undo", moved});
+    EXPECT_EQ(undo.exit_code, 0) << undo.Describe();
+    EXPECT_EQ(Files(photos_), before);
+    EXPECT_EQ(Files(moved), (std::set<std::string>{moved + "/lookalike-moves.tsv"}));
+  }
 }
 
 }  // namespace

@@ -63,10 +63,11 @@ TEST(RemovalScriptTest, NothingRunsUntilALineIsUncommented) {
   TempDir tmp;
   std::vector<Removal> removals;
   for (const std::string& name : HostileNames())
-    removals.push_back({2, name, "/photos/keep 'me'.jpg", "copy", "the original; no border"});
-  removals.push_back({2, "/photos/keep 'me'.jpg", "/photos/keep 'me'.jpg", "", "the original"});
+    removals.push_back(
+        {2, name, "/photos/keep 'me'.jpg", "copy", "the original; no border", "a crop"});
+  removals.push_back({2, "/photos/keep 'me'.jpg", "/photos/keep 'me'.jpg", "", "the original", ""});
   removals.push_back({5, "/photos/line\nbreak.jpg", "/photos/k\neeper.jpg", "identical",
-                      "reason with a\nline break"});
+                      "reason with a\nline break", "note with a\nline break"});
   std::ostringstream out;
   WriteRemovalScript(out, removals, "a test\nwith a line break");
   const std::string script = out.str();
@@ -83,7 +84,8 @@ TEST(RemovalScriptTest, NothingRunsUntilALineIsUncommented) {
   EXPECT_NE(script.find("# group 2: keep /photos/keep 'me'.jpg (the original; no border)"),
             std::string::npos)
       << script;
-  EXPECT_NE(script.find("# level copy with the keeper"), std::string::npos);
+  EXPECT_NE(script.find("# level copy with the keeper: a crop\n"), std::string::npos);
+  EXPECT_NE(script.find("with the keeper: note with a\\nline break\n"), std::string::npos);
   EXPECT_NE(script.find("# this is the group's keeper"), std::string::npos);
   // The name with a line break could not be commented out: no rm line.
   EXPECT_NE(script.find("remove it by hand: /photos/line\\nbreak.jpg"), std::string::npos);
@@ -102,8 +104,8 @@ TEST(RemovalScriptTest, NothingRunsUntilALineIsUncommented) {
 
 TEST(RemovalScriptTest, ListHasOneEscapedPathPerLine) {
   std::ostringstream out;
-  WriteRemovalList(out, {{1, "/a/b c.jpg", "/a/k.jpg", "", ""},
-                         {1, "/a/line\nbreak\\.jpg", "/a/k.jpg", "", ""}});
+  WriteRemovalList(out, {{1, "/a/b c.jpg", "/a/k.jpg", "", "", ""},
+                         {1, "/a/line\nbreak\\.jpg", "/a/k.jpg", "", "", ""}});
   EXPECT_EQ(out.str(), "/a/b c.jpg\n/a/line\\nbreak\\\\.jpg\n");
   std::ostringstream none;
   WriteRemovalScript(none, {}, "nothing");

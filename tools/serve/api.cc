@@ -265,6 +265,7 @@ std::string Export(const Snapshot& s, const std::vector<ImageRecord>& records,
     removal.keeper = Keeper(g).path;
     removal.level = LevelWithKeeper(g, r.id);
     removal.reason = KeeperReason(g);
+    removal.note = g.members[it->second.second].reason;
     chosen.push_back({it->second, std::move(removal)});
   }
   std::sort(chosen.begin(), chosen.end(),
