@@ -448,30 +448,19 @@ bool InReferenceFolder(const std::string& path, const std::vector<std::string>& 
   return false;
 }
 
-// The traits of the images the `original` rule compares by their files:
-// those with a duplicate pair that is not byte-identical. An image whose file
-// cannot be read, or no longer holds the indexed bytes, gets none (counted
-// in *num_unread).
+// The traits of the images at `positions` (the `original` rule compares
+// them by their files), in that order. An image whose file cannot be read,
+// or no longer holds the indexed bytes, gets none (counted in *num_unread).
 std::vector<std::optional<ImageTraits>> ReadTraits(const Store& store,
                                                    const std::vector<ImageRecord>& records,
-                                                   const std::vector<PairKey>& keys,
-                                                   const std::vector<DedupPair>& pairs, int threads,
-                                                   int64_t* num_unread) {
-  std::vector<size_t> wanted;
-  {
-    std::vector<bool> want(records.size(), false);
-    for (size_t p = 0; p < pairs.size(); ++p)
-      if (pairs[p].duplicate && !pairs[p].identical)
-        want[keys[p].first] = want[keys[p].second] = true;
-    for (size_t i = 0; i < records.size(); ++i)
-      if (want[i]) wanted.push_back(i);
-  }
-  std::vector<std::optional<ImageTraits>> traits(records.size());
+                                                   const std::vector<size_t>& positions,
+                                                   int threads, int64_t* num_unread) {
+  std::vector<std::optional<ImageTraits>> traits(positions.size());
   int64_t unread = 0;
   const ImageFileLimits limits;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) reduction(+ : unread)
-  for (size_t w = 0; w < wanted.size(); ++w) {
-    const ImageRecord& r = records[wanted[w]];
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(+ : unread)
+  for (size_t w = 0; w < positions.size(); ++w) {
+    const ImageRecord& r = records[positions[w]];
     const ReadResult file = ReadImageBytes(r.path, limits);
     if (file.error || store.ContentHash(file.bytes.data(), file.bytes.size()) != r.content_hash) {
       ++unread;
@@ -482,9 +471,9 @@ std::vector<std::optional<ImageTraits>> ReadTraits(const Store& store,
       ++unread;
       continue;
     }
-    traits[wanted[w]] = std::move(t);
+    traits[w] = std::move(t);
   }
-  *num_unread = unread;
+  *num_unread += unread;
   return traits;
 }
 
@@ -500,93 +489,167 @@ PairGeometry Reversed(const PairGeometry& g) {
   return r;
 }
 
+// One star as a group: its members with their roles, levels and reasons,
+// the pairs at the level among them, the keep reason. `pairs_of` lists the
+// component's pairs at the level (indices into `pairs`).
+DedupGroup ToGroup(const Star& star, const std::vector<ImageRecord>& records,
+                   const std::vector<DedupPair>& pairs, const std::map<PairKey, size_t>& pair_of,
+                   const std::vector<bool>& reference) {
+  DedupGroup group;
+  group.level = MatchLevel::kIdentical;
+  std::set<KeepCriterion> won_by;
+  const size_t keeper = star.members[0];
+  for (size_t i = 0; i < star.members.size(); ++i) {
+    const size_t m = star.members[i];
+    const ImageRecord& r = records[m];
+    DedupMember member;
+    member.id = r.id;
+    member.path = r.path;
+    member.width = r.width;
+    member.height = r.height;
+    member.size_bytes = r.size_bytes;
+    member.mtime_ns = r.mtime_ns;
+    if (i == 0) {
+      member.role = MemberRole::kKeep;
+      member.score = 1;
+    } else {
+      const DedupPair& with_keeper = pairs[pair_of.at({std::min(keeper, m), std::max(keeper, m)})];
+      member.role = reference[m] ? MemberRole::kReference : MemberRole::kDuplicate;
+      member.level = with_keeper.level;
+      member.score = with_keeper.score;
+      group.level = std::min(group.level, with_keeper.level);
+      const KeepVerdict& v = star.verdicts[i];
+      if (reference[m]) {
+        member.reason = "in a reference folder (--keep-in): kept";
+      } else if (v.prefer < 0) {
+        member.reason = v.reason;
+        won_by.insert(v.criterion);
+      } else if (v.prefer == 0) {
+        member.reason = "indistinguishable from the keeper";
+      } else {
+        member.reason = "not the keeper, though preferred to it (" + v.reason +
+                        "), as it is not directly at the level with every other member";
+      }
+    }
+    group.members.push_back(std::move(member));
+  }
+  if (reference[keeper]) won_by = {KeepCriterion::kReference};
+  if (won_by.empty()) won_by.insert(KeepCriterion::kNone);
+  for (KeepCriterion c : won_by)
+    group.keep_reason += (group.keep_reason.empty() ? "" : "; ") + std::string(KeeperStrength(c));
+  group.members[0].reason = group.keep_reason;
+  for (size_t i = 0; i < star.members.size(); ++i)
+    for (size_t j = i + 1; j < star.members.size(); ++j) {
+      const auto it = pair_of.find(
+          {std::min(star.members[i], star.members[j]), std::max(star.members[i], star.members[j])});
+      if (it != pair_of.end()) group.pairs.push_back(pairs[it->second]);
+    }
+  std::sort(group.pairs.begin(), group.pairs.end(), ByIds);
+  return group;
+}
+
+// Images whose traits a batch of components reads at once: enough for both
+// threads, few enough that their masks (about 60 KiB each) stay small.
+constexpr size_t kTraitsBatch = 256;
+
 // The groups: stars around keepers over the pairs at the level
-// (search/dedup_groups.h), ordered as DedupResult::groups says. pairs[p] is
+// (search/dedup_groups.h), formed component by component of those pairs, so
+// that the files' traits are read (in parallel) and held for a batch of
+// components at a time. Ordered as DedupResult::groups says. pairs[p] is
 // the pair of keys[p].
-std::vector<DedupGroup> GroupDuplicates(const std::vector<ImageRecord>& records,
+std::vector<DedupGroup> GroupDuplicates(const Store& store, const std::vector<ImageRecord>& records,
                                         const std::vector<PairKey>& keys,
                                         const std::vector<DedupPair>& pairs,
-                                        const std::vector<std::optional<ImageTraits>>& traits,
-                                        const DedupOptions& options) {
-  std::vector<std::pair<size_t, size_t>> edges;
-  std::map<PairKey, size_t> pair_of;
+                                        const DedupOptions& options, int threads,
+                                        int64_t* num_unread) {
+  std::map<PairKey, size_t> pair_of;  // the pairs at the level
+  std::vector<size_t> parent(records.size());
+  std::iota(parent.begin(), parent.end(), 0);
+  auto find = [&](size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
   for (size_t p = 0; p < pairs.size(); ++p) {
     if (!pairs[p].duplicate) continue;
-    edges.push_back(keys[p]);
     pair_of[keys[p]] = p;
+    const size_t a = find(keys[p].first), b = find(keys[p].second);
+    parent[std::max(a, b)] = std::min(a, b);
+  }
+  // Components in the order of their smallest image; each with its pairs.
+  std::map<size_t, std::vector<size_t>> nodes_of;
+  std::map<size_t, std::vector<PairKey>> edges_of;
+  for (const auto& [key, p] : pair_of) edges_of[find(key.first)].push_back(key);
+  for (const auto& [root, edges] : edges_of) {
+    std::set<size_t> nodes;
+    for (const PairKey& e : edges) nodes.insert({e.first, e.second});
+    nodes_of[root].assign(nodes.begin(), nodes.end());
   }
   std::vector<bool> reference(records.size(), false);
-  std::vector<KeepCandidate> candidates(records.size());
-  for (size_t i = 0; i < records.size(); ++i) {
+  for (size_t i = 0; i < records.size(); ++i)
     reference[i] = InReferenceFolder(records[i].path, options.keep_in);
-    candidates[i] = KeepCandidate{&records[i], traits[i] ? &*traits[i] : nullptr, reference[i]};
-  }
-  auto compare_edge = [&](size_t x, size_t y) {
-    const DedupPair& pair = pairs[pair_of.at({std::min(x, y), std::max(x, y)})];
-    const PairGeometry geometry = x < y ? pair.geometry : Reversed(pair.geometry);
-    return CompareForKeeping(options.keep, candidates[x], candidates[y], &geometry, pair.identical);
-  };
   auto records_first = [&](size_t x, size_t y) {
     const KeepCandidate bare_x{&records[x], nullptr, reference[x]};
     const KeepCandidate bare_y{&records[y], nullptr, reference[y]};
     const int prefer = CompareForKeeping(options.keep, bare_x, bare_y, nullptr, false).prefer;
     return prefer != 0 ? prefer < 0 : x < y;
   };
-  const std::vector<Star> stars =
-      FormStars(records.size(), edges, reference, options.keep == KeepRule::kOriginal, compare_edge,
-                records_first);
 
   std::vector<DedupGroup> groups;
-  for (const Star& star : stars) {
-    DedupGroup group;
-    group.level = MatchLevel::kIdentical;
-    std::set<KeepCriterion> won_by;
-    const size_t keeper = star.members[0];
-    for (size_t i = 0; i < star.members.size(); ++i) {
-      const size_t m = star.members[i];
-      const ImageRecord& r = records[m];
-      DedupMember member;
-      member.id = r.id;
-      member.path = r.path;
-      member.width = r.width;
-      member.height = r.height;
-      member.size_bytes = r.size_bytes;
-      member.mtime_ns = r.mtime_ns;
-      if (i == 0) {
-        member.role = MemberRole::kKeep;
-        member.score = 1;
-      } else {
-        const DedupPair& with_keeper =
-            pairs[pair_of.at({std::min(keeper, m), std::max(keeper, m)})];
-        member.role = reference[m] ? MemberRole::kReference : MemberRole::kDuplicate;
-        member.level = with_keeper.level;
-        member.score = with_keeper.score;
-        group.level = std::min(group.level, with_keeper.level);
-        const KeepVerdict& v = star.verdicts[i];
-        if (reference[m]) {
-          member.reason = "in a reference folder (--keep-in): kept";
-        } else if (v.prefer < 0) {
-          member.reason = v.reason;
-          won_by.insert(v.criterion);
-        } else if (v.prefer == 0) {
-          member.reason = "indistinguishable from the keeper";
-        } else {
-          member.reason = "not the keeper, though preferred to it (" + v.reason +
-                          "), as it is not directly at the level with every other member";
-        }
+  auto component = nodes_of.begin();
+  while (component != nodes_of.end()) {
+    // A batch of components, and the traits of their images that have a
+    // pair at the level that is not byte-identical.
+    const auto batch_begin = component;
+    std::vector<size_t> wanted;
+    while (component != nodes_of.end() && (wanted.empty() || wanted.size() < kTraitsBatch)) {
+      if (options.keep == KeepRule::kOriginal) {
+        std::set<size_t> want;
+        for (const PairKey& e : edges_of.at(component->first))
+          if (!pairs[pair_of.at(e)].identical) want.insert({e.first, e.second});
+        wanted.insert(wanted.end(), want.begin(), want.end());
       }
-      group.members.push_back(std::move(member));
+      ++component;
     }
-    if (reference[keeper]) won_by = {KeepCriterion::kReference};
-    if (won_by.empty()) won_by.insert(KeepCriterion::kNone);
-    for (KeepCriterion c : won_by)
-      group.keep_reason += (group.keep_reason.empty() ? "" : "; ") + std::string(KeeperStrength(c));
-    group.members[0].reason = group.keep_reason;
-    std::set<size_t> inside(star.members.begin(), star.members.end());
-    for (const auto& [key, p] : pair_of)
-      if (inside.count(key.first) && inside.count(key.second)) group.pairs.push_back(pairs[p]);
-    std::sort(group.pairs.begin(), group.pairs.end(), ByIds);
-    groups.push_back(std::move(group));
+    std::vector<std::optional<ImageTraits>> traits =
+        ReadTraits(store, records, wanted, threads, num_unread);
+    std::map<size_t, const ImageTraits*> traits_of;
+    for (size_t w = 0; w < wanted.size(); ++w)
+      if (traits[w]) traits_of[wanted[w]] = &*traits[w];
+    for (auto c = batch_begin; c != component; ++c) {
+      // The component with local node numbers 0..n-1 (its images in order).
+      const std::vector<size_t>& nodes = c->second;
+      auto local = [&](size_t global) {
+        return static_cast<size_t>(std::lower_bound(nodes.begin(), nodes.end(), global) -
+                                   nodes.begin());
+      };
+      std::vector<std::pair<size_t, size_t>> edges;
+      for (const PairKey& e : edges_of.at(c->first))
+        edges.push_back({local(e.first), local(e.second)});
+      std::vector<bool> local_reference(nodes.size());
+      std::vector<KeepCandidate> candidates(nodes.size());
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        local_reference[i] = reference[nodes[i]];
+        const auto t = traits_of.find(nodes[i]);
+        candidates[i] = KeepCandidate{
+            &records[nodes[i]], t == traits_of.end() ? nullptr : t->second, reference[nodes[i]]};
+      }
+      auto compare_edge = [&](size_t x, size_t y) {
+        const size_t gx = nodes[x], gy = nodes[y];
+        const DedupPair& pair = pairs[pair_of.at({std::min(gx, gy), std::max(gx, gy)})];
+        const PairGeometry geometry = gx < gy ? pair.geometry : Reversed(pair.geometry);
+        return CompareForKeeping(options.keep, candidates[x], candidates[y], &geometry,
+                                 pair.identical);
+      };
+      auto local_records_first = [&](size_t x, size_t y) {
+        return records_first(nodes[x], nodes[y]);
+      };
+      for (Star star :
+           FormStars(nodes.size(), edges, local_reference, options.keep == KeepRule::kOriginal,
+                     compare_edge, local_records_first)) {
+        for (size_t& m : star.members) m = nodes[m];
+        groups.push_back(ToGroup(star, records, pairs, pair_of, reference));
+      }
+    }
   }
   auto smallest_path = [](const DedupGroup& g) {
     const std::string* best = &g.members[0].path;
@@ -661,10 +724,8 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
     result.num_unverified += pairs[p].inliers < 0 && candidates.count(keys[p]) > 0;
 
   const auto keep_start = Clock::now();
-  std::vector<std::optional<ImageTraits>> traits(records.size());
-  if (options.keep == KeepRule::kOriginal)
-    traits = ReadTraits(store, records, keys, pairs, threads, &result.num_unread);
-  result.groups = GroupDuplicates(records, keys, pairs, traits, options);
+  result.groups =
+      GroupDuplicates(store, records, keys, pairs, options, threads, &result.num_unread);
   result.keep_seconds = Seconds(keep_start);
   result.level = options.level;
   result.keep = options.keep;
