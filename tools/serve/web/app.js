@@ -109,6 +109,7 @@ function card(o) {
   c.append(el('a', { className: 'thumb', href: '#/similar/' + o.id, title: 'search by ' + baseName(o.path) }, thumb(o.id, o.path)));
   const badges = el('div', { className: 'badges' });
   if (o.keeper) badges.append(el('span', { className: 'keep', textContent: 'keep' }));
+  if (o.reference) badges.append(el('span', { className: 'reference', textContent: 'reference', title: 'in a reference folder: always kept' }));
   if (o.level) badges.append(levelBadge(o.level));
   if (badges.childElementCount) c.append(badges);
   for (const l of o.lines || []) c.append(l);
@@ -361,6 +362,11 @@ function groupLevel(g) {
   return weakest;
 }
 
+// A member in a reference folder (`--keep-in`): kept, never offered for
+// removal.
+function isReference(m) { return m.role === 'reference'; }
+function removable(g, m) { return m.id !== g.keep && !isReference(m); }
+
 function keepReason(g) {
   const keeper = g.members.find((m) => m.id === g.keep) || {};
   return keeper.keep_reason || keeper.reason || g.keep_reason || '';
@@ -369,24 +375,27 @@ function keepReason(g) {
 function memberCard(g, m) {
   const isKeeper = m.id === g.keep;
   const name = baseName(m.path);
-  const box = el('input', { type: 'checkbox', className: 'select', checked: state.selected.has(m.id), disabled: !!g.not_duplicates });
+  const box = el('input', { type: 'checkbox', className: 'select', checked: state.selected.has(m.id),
+    disabled: !!g.not_duplicates || isReference(m) });
   box.dataset.id = m.id;
   box.setAttribute('aria-label', 'choose ' + name + ' for removal' + (isKeeper ? ' (the keeper)' : ''));
   box.addEventListener('change', () => {
     if (box.checked) state.selected.add(m.id); else state.selected.delete(m.id);
     selectionChanged();
   });
-  const choose = el('label', { className: 'choose' }, box, isKeeper ? ' remove (the keeper)' : ' remove');
+  const choose = el('label', { className: 'choose' }, box,
+    isReference(m) ? ' kept: in a reference folder' : isKeeper ? ' remove (the keeper)' : ' remove');
   const lines = [el('div', { className: 'meta', textContent: m.width + '×' + m.height + ' px · ' + fileSize(m.bytes) })];
   if (isKeeper) {
     const reason = keepReason(g);
     lines.push(el('div', { className: 'keep-reason', textContent: 'kept' + (reason ? ': ' + reason : '') }));
   } else {
+    if (m.reason) lines.push(el('div', { className: 'member-reason', textContent: m.reason }));
     lines.push(el('div', { className: 'meta', textContent: 'score ' + fixed(m.score, 3) }));
     lines.push(el('a', { className: 'match-link', href: '#/match/' + g.keep + '/' + m.id, textContent: 'why? matches with the keeper' }));
   }
   return card({ id: m.id, path: m.path, level: isKeeper ? undefined : memberLevel(g, m.id),
-    lines, keeper: isKeeper, cls: isKeeper ? 'keeper' : '', before: choose });
+    lines, keeper: isKeeper, reference: isReference(m), cls: isKeeper ? 'keeper' : '', before: choose });
 }
 
 function groupElement(g) {
@@ -395,7 +404,7 @@ function groupElement(g) {
   if (level) title.append(' · ', levelBadge(level));
   const but = el('button', { type: 'button', className: 'select-but-keeper', textContent: 'Select all but the keeper', disabled: !!g.not_duplicates });
   but.addEventListener('click', () => {
-    for (const m of g.members) if (m.id !== g.keep) state.selected.add(m.id); else state.selected.delete(m.id);
+    for (const m of g.members) if (removable(g, m)) state.selected.add(m.id); else state.selected.delete(m.id);
     refreshGroup(g, '.select-but-keeper');
   });
   const dismiss = el('button', { type: 'button', className: 'not-duplicates',
@@ -454,7 +463,7 @@ function applyGroupFilter() {
 function selection() {
   const ids = [];
   for (const g of visibleGroups())
-    if (!g.not_duplicates) for (const m of g.members) if (state.selected.has(m.id)) ids.push(m.id);
+    if (!g.not_duplicates) for (const m of g.members) if (state.selected.has(m.id) && !isReference(m)) ids.push(m.id);
   return ids;
 }
 
@@ -472,6 +481,7 @@ async function showDuplicates() {
     setStatus('dup-status', 'Comparing every image with its most similar ones…');
     try {
       state.dedup = await api('/api/dedup');
+      for (const g of state.dedup.groups) if (g.keep === undefined) g.keep = g.keeper_id;
     } catch (e) {
       setStatus('dup-status', 'Failed: ' + e.message, true);
       return;
@@ -482,8 +492,10 @@ async function showDuplicates() {
   applyGroupFilter();
   selectionChanged();
   const marked = d.groups.filter((g) => g.not_duplicates).length;
+  const what = d.mode ? d.mode + (d.level ? ' (level ' + d.level + ' or above)' : '') : 'near-duplicates';
+  const rule = d.keep_rule ? '; the keeper chosen by the rule "' + d.keep_rule + '"' : '';
   setStatus('dup-status', d.groups.length + (d.groups.length === 1 ? ' group' : ' groups') +
-    ' of near-duplicates among ' + d.images + ' images' +
+    ' of ' + what + ' among ' + d.images + ' images' + rule +
     (marked ? ', ' + marked + ' marked not duplicates' : '') +
     '. Choose what to remove, then export the list or a script to read and run.' +
     (d.review_error ? ' Review marks could not be read: ' + d.review_error : ''), !!d.review_error);
@@ -492,7 +504,7 @@ async function showDuplicates() {
 function selectAllButKeepers() {
   for (const g of visibleGroups()) {
     if (g.not_duplicates) continue;
-    for (const m of g.members) if (m.id !== g.keep) state.selected.add(m.id); else state.selected.delete(m.id);
+    for (const m of g.members) if (removable(g, m)) state.selected.add(m.id); else state.selected.delete(m.id);
   }
   for (const c of document.querySelectorAll('#groups input.select')) c.checked = state.selected.has(+c.dataset.id);
   selectionChanged();
