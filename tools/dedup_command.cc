@@ -15,6 +15,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/dedup_export.h"
+#include "tools/dedup_flags.h"
 #include "tools/dedup_move.h"
 #include "tools/flags.h"
 #include "tools/html_report.h"
@@ -60,32 +61,7 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
   DedupOptions* o = &c->dedup;
   g->Help();
   g->Path("db", &c->db, "database folder built by 'lookalike index'");
-  g->Text("level", MatchLevelName(d.level),
-          "weakest match level of a group's pairs: identical (the same bytes) | copy (the same "
-          "picture edited) | part (one shows a part of the other) | view (another shot of the "
-          "same scene: similar shots, not duplicates)",
-          [o](const std::string& v) {
-            try {
-              o->level = ParseMatchLevel(v);
-            } catch (const std::invalid_argument& e) {
-              throw std::invalid_argument(std::string("--level: ") + e.what());
-            }
-          });
-  g->Text("keep", KeepRuleName(d.keep),
-          "which member of a group to keep: original (the one the others are edits of: "
-          "the most picture, then resolution, colour, tones, EXIF, the least lossy encoding; "
-          "then pixels, the oldest, the shortest path) | newest | oldest (modification time) | "
-          "largest (pixels, then file size) | path (the shortest path)",
-          [o](const std::string& v) {
-            try {
-              o->keep = ParseKeepRule(v);
-            } catch (const std::invalid_argument& e) {
-              throw std::invalid_argument(std::string("--keep: ") + e.what());
-            }
-          });
-  g->Paths("keep-in", &o->keep_in,
-           "reference folder (repeatable): its images are always kept, keep their group, and are "
-           "never offered for removal or moved");
+  DeclareDedupGroupFlags(g, o);
   g->Number("threshold", &o->threshold, d.threshold,
             "pair score (share of the poorer image's keypoints that are homography inliers) a "
             "pair needs to be verified, (0, 1]");

@@ -5,8 +5,10 @@
 #include <ostream>
 #include <thread>
 
+#include "indexer/file_walker.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/dedup_flags.h"
 #include "tools/flags.h"
 #include "tools/serve/api.h"
 #include "tools/serve/catalog.h"
@@ -16,7 +18,8 @@ namespace lookalike {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: lookalike serve --db DB [--bind 127.0.0.1] [--port 8080] [--threads N]\n\n"
+    "usage: lookalike serve --db DB [--bind 127.0.0.1] [--port 8080] [--threads N]\n"
+    "                           [--level copy] [--keep original] [--keep-in DIR]...\n\n"
     "A local web app over a database: search by uploading an image or clicking an\n"
     "indexed one, see why two images match, review duplicate groups, browse the\n"
     "collection; and the JSON API the page uses (README, \"serve\"). The database is\n"
@@ -51,6 +54,8 @@ void DeclareFlags(FlagGroup* g, ServeCommandOptions* c) {
             "seconds of silence that end a connection");
   g->Number("reload-seconds", &c->catalog.reload_seconds, dc.reload_seconds,
             "how often to look for images 'lookalike index' added meanwhile");
+  // The Duplicates page's groups, as `dedup` forms them.
+  DeclareDedupGroupFlags(g, &c->catalog.dedup);
 }
 
 }  // namespace
@@ -66,6 +71,7 @@ int RunServeCommand(const std::vector<std::string>& args, std::ostream& out, std
     return kExitOk;
   }
   if (c.catalog.db.empty()) throw UsageError("missing --db DB: the database to serve");
+  for (std::string& dir : c.catalog.dedup.keep_in) dir = AbsolutePath(dir);
   if (!(c.max_file_mb > 0)) throw UsageError("--max-file-mb must be > 0");
   c.catalog.limits.max_file_bytes = static_cast<uint64_t>(c.max_file_mb * (1 << 20));
   // Searches are asked for up to kMaxApiK hits, and one more that

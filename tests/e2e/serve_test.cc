@@ -945,6 +945,30 @@ TEST_F(ServeReviewTest, ADamagedReviewFileIsReportedAndNeverOverwritten) {
   EXPECT_EQ(Group(client, group_)["not_duplicates"], true);
 }
 
+TEST_F(ServeReviewTest, ReferenceFoldersAreKeptAndNeverExported) {
+  // Every image in a reference folder: the group's second member is a
+  // reference, never offered for removal.
+  ServeProcess server(db_, {"--keep-in", root_ + "/photos", "--level", "identical"});
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = ClientOf(server);
+  auto res = client.Get("/api/dedup");
+  ASSERT_TRUE(res);
+  const json d = json::parse(res->body);
+  EXPECT_EQ(d["level"], "identical");
+  const json g = GroupOf(d, group_);
+  ASSERT_FALSE(g.is_null()) << d.dump();
+  EXPECT_NE(g["keep_reason"].get<std::string>().find("reference folder"), std::string::npos)
+      << g.dump();
+  ASSERT_EQ(g["members"][1]["role"], "reference") << g.dump();
+  const uint64_t reference = g["members"][1]["id"];
+  for (const char* format : {"list", "script"}) {
+    auto r = PostJson(client, "/api/dedup/export", {{"ids", {reference}}, {"format", format}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 409) << r->body;
+    EXPECT_NE(r->body.find("reference folder"), std::string::npos) << r->body;
+  }
+}
+
 TEST(ServeLifecycleTest, BadFlagsAreUsageErrors) {
   TempDir tmp;
   for (const std::vector<std::string>& args :
@@ -952,7 +976,9 @@ TEST(ServeLifecycleTest, BadFlagsAreUsageErrors) {
         {"serve", "--db", tmp / "missing"},
         {"serve", "--db", tmp / "db", "--port", "70000"},
         {"serve", "--db", tmp / "db", "--threads", "-1"},
-        {"serve", "--db", tmp / "db", "--request-timeout", "0"}}) {
+        {"serve", "--db", tmp / "db", "--request-timeout", "0"},
+        {"serve", "--db", tmp / "db", "--level", "similar"},
+        {"serve", "--db", tmp / "db", "--keep", "best"}}) {
     const ProcessResult r = RunLookalike(args);
     EXPECT_EQ(r.exit_code, 2) << r.Describe();
     EXPECT_FALSE(r.err.empty());

@@ -242,7 +242,7 @@ std::string LevelWithKeeper(const DedupGroup& g, uint64_t member) {
 
 // The removal list or script of the images `records`, each with its
 // group's keeper, in group order; 409 for an image in no group (the groups
-// changed since the page loaded them).
+// changed since the page loaded them) or in a reference folder.
 std::string Export(const Snapshot& s, const std::vector<ImageRecord>& records,
                    const std::string& format, const std::string& db) {
   if (format != "list" && format != "script")
@@ -259,6 +259,10 @@ std::string Export(const Snapshot& s, const std::vector<ImageRecord>& records,
       throw ApiError(409, "image " + std::to_string(r.id) +
                               " is in no duplicate group any more; reload the page");
     const DedupGroup& g = d.groups[it->second.first];
+    if (g.members[it->second.second].role == MemberRole::kReference)
+      throw ApiError(409, "image " + std::to_string(r.id) +
+                              " is in a reference folder (--keep-in): always kept, never offered "
+                              "for removal");
     Removal removal;
     removal.group = it->second.first + 1;
     removal.path = r.path;
