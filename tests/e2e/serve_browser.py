@@ -3,10 +3,12 @@
 and chromium-driver through python3-selenium; no browser is downloaded).
 
 usage: serve_browser.py URL QUERY_FILE EXPECTED_PATH PROFILE_DIR ORIGINAL COPY PASTED
+                        LARGE HALF
 
 QUERY_FILE is an edited copy of EXPECTED_PATH; COPY is a byte-identical copy
 of ORIGINAL (their duplicate group); PASTED is an indexed image whose
-thumbnail is pasted as a query. The script walks what a user does:
+thumbnail is pasted as a query; HALF is LARGE at half the size (a group of
+level copy whose keeper is LARGE). The script walks what a user does:
 
 - search: reaches the file picker with the keyboard; uploads QUERY_FILE and
   expects EXPECTED_PATH first (thumbnail rendered, evidence shown, folder
@@ -33,7 +35,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 # Waits end hung runs only; each step finishes in well under a second on an
 # idle machine. (SERVE_BROWSER_DEADLINE shortens them when checking that a
@@ -53,7 +55,7 @@ CATCH_DOWNLOADS = (
 
 
 def main():
-    url, query, expected, profile, original, copy, pasted = sys.argv[1:8]
+    url, query, expected, profile, original, copy, pasted, large, half = sys.argv[1:10]
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -243,6 +245,32 @@ def main():
         if pair.find_element(By.CSS_SELECTOR, ".card:not(.keeper)").get_attribute(
                 "data-level") != "identical":
             raise AssertionError("the byte-identical copy is not at level identical")
+
+        step = "see the half-size copy's group at level copy, the large original kept"
+        scaled = [g for g in groups
+                  if {c.get_attribute("data-path") for c in g.find_elements(By.CSS_SELECTOR, ".card")}
+                  == {large, half}]
+        if len(scaled) != 1:
+            raise AssertionError("no group of %s and its half-size copy" % large)
+        scaled = scaled[0]
+        if scaled.get_attribute("data-level") != "copy":
+            raise AssertionError("the group's level: %r" % scaled.get_attribute("data-level"))
+        if scaled.find_element(By.CSS_SELECTOR, "h3 .level").text != "copy":
+            raise AssertionError("the group's heading: %r" %
+                                 scaled.find_element(By.CSS_SELECTOR, "h3").text)
+        if scaled.find_element(By.CSS_SELECTOR, ".card.keeper").get_attribute("data-path") != large:
+            raise AssertionError("the half-size copy is kept")
+        why = scaled.find_element(By.CSS_SELECTOR, ".card:not(.keeper) .member-reason").text
+        if not why:
+            raise AssertionError("the copy does not say why it is not kept")
+
+        step = "show only groups of identical files"
+        Select(driver.find_element(By.ID, "dup-level-filter")).select_by_value("identical")
+        wait.until(lambda d: not scaled.is_displayed())
+        if not pair.is_displayed():
+            raise AssertionError("the identical group is hidden")
+        Select(driver.find_element(By.ID, "dup-level-filter")).select_by_value("none")
+        wait.until(lambda d: scaled.is_displayed())
 
         step = "the match view of the identical pair draws at most 100 lines until asked"
         pair.find_element(By.CSS_SELECTOR, "a.match-link").click()

@@ -32,7 +32,8 @@ TEST(ServeBrowserTest, SearchMatchViewDuplicateReviewAndCollectionInChromium) {
   fs::copy_file(photos[0], copy);
   cv::Mat half;
   cv::resize(cv::imread(photos[2], cv::IMREAD_COLOR), half, cv::Size(), 0.5, 0.5, cv::INTER_AREA);
-  WriteImage(root + "/photos/img_002_half.png", half);
+  const std::string half_path = root + "/photos/img_002_half.png";
+  WriteImage(half_path, half);
   const std::string query = root + "/query.jpg";
   WriteImage(query, ApplyTransform(cv::imread(photos[4], cv::IMREAD_COLOR), Transform::kRotate));
   const ProcessResult index = RunLookalike(
@@ -50,7 +51,9 @@ TEST(ServeBrowserTest, SearchMatchViewDuplicateReviewAndCollectionInChromium) {
             root + "/chromium-profile",
             photos[0],
             copy,
-            photos[6]};
+            photos[6],
+            photos[2],
+            half_path};
   o.timeout_seconds = 900;
   const ProcessResult browser = RunProcess(o);
   EXPECT_EQ(browser.exit_code, 0) << browser.out << browser.Describe();
