@@ -15,11 +15,19 @@
 namespace lookalike {
 namespace testing {
 
+// The limit of every child process the tests run and of every wait for a
+// state: it only ends a hung run, never a slow one. With the machine's load
+// at 16-28 on its 2 cores (four busy loops and other builds) the slowest
+// test took 11 minutes in all (the kill test, dozens of runs) and no single
+// run more than a few; an hour is far beyond anything a slow machine
+// finishes.
+constexpr double kHangGuardSeconds = 60 * 60;
+
 struct ProcessOptions {
-  std::vector<std::string> argv;     // argv[0] is the program path
-  double timeout_seconds = 60;       // SIGKILL after this long (Wait)
-  uint64_t address_space_bytes = 0;  // RLIMIT_AS of the child; 0 = inherit
-  bool unprivileged = false;         // run as kUnprivilegedUid (see below)
+  std::vector<std::string> argv;               // argv[0] is the program path
+  double timeout_seconds = kHangGuardSeconds;  // SIGKILL after this long (Wait)
+  uint64_t address_space_bytes = 0;            // RLIMIT_AS of the child; 0 = inherit
+  bool unprivileged = false;                   // run as kUnprivilegedUid (see below)
 };
 
 struct ProcessResult {

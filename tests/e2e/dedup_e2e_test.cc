@@ -39,7 +39,6 @@ std::string Read(const std::string& path) {
 testing::ProcessResult Lookalike(std::vector<std::string> args) {
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, std::move(args));
-  o.timeout_seconds = 300;
   return testing::RunProcess(o);
 }
 

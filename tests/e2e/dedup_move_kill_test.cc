@@ -46,7 +46,6 @@ using testing::Transform;
 testing::ProcessOptions Lookalike(std::vector<std::string> args) {
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, std::move(args));
-  o.timeout_seconds = 600;
   return o;
 }
 

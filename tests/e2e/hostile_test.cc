@@ -62,9 +62,9 @@ using testing::TempDir;
 
 // Budgets of one indexing run over the corpus. The address-space limit makes
 // a run that tries to allocate a bomb's pixels fail instead of swapping; the
-// RSS budget is what the run may really use (this corpus: ~320 MiB). The time
-// limit only catches a hang: a run takes ~1.5 s, 40x less.
-constexpr double kIndexTimeLimitSeconds = 60;
+// RSS budget is what the run may really use (this corpus: ~320 MiB). Its time
+// limit, testing::kHangGuardSeconds, only catches a hang.
+constexpr double kIndexTimeLimitSeconds = testing::kHangGuardSeconds;
 constexpr uint64_t kAddressSpaceLimit = 2ull << 30;  // VmPeak of a normal run: ~600 MB
 constexpr int64_t kPeakRssBudgetKb = 1 << 20;        // 1 GiB
 
@@ -97,7 +97,7 @@ bool ValidUtf8(const std::string& s) {
 // Printable form of a path for failure messages.
 std::string Show(const std::string& path) { return EscapeField(path); }
 
-ProcessResult Lookalike(std::vector<std::string> args, double timeout = 60,
+ProcessResult Lookalike(std::vector<std::string> args, double timeout = testing::kHangGuardSeconds,
                         uint64_t address_space = 0, bool unprivileged = false) {
   ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, std::move(args));

@@ -52,6 +52,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using Ms = std::chrono::milliseconds;
+// Every child's limit and every wait for a state: only a hung run reaches it.
+const Ms kHangGuard{static_cast<Ms::rep>(testing::kHangGuardSeconds * 1000)};
 using testing::TempDir;
 
 double MsSince(Clock::time_point t) {
@@ -177,7 +179,7 @@ struct Result {
 
 // Runs LOOKALIKE_BIN to completion (SIGKILL after `timeout`).
 Result RunTool(const std::vector<std::string>& args, const std::string& scratch,
-               Ms timeout = Ms(120000)) {
+               Ms timeout = kHangGuard) {
   const std::string out_path = scratch + "/run.out", err_path = scratch + "/run.err";
   Result result;
   const pid_t pid = Spawn(args, out_path, err_path);
@@ -350,9 +352,9 @@ struct Checker {
       EXPECT_NE(name.rfind(fs::path(db).filename().string() + ".creating-", 0), 0u)
           << "stale temporary database folder left beside a complete database: " << name;
     }
-    const Result verify = RunTool({"verify", "--db", db}, scratch, Ms(60000));
+    const Result verify = RunTool({"verify", "--db", db}, scratch);
     EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
-    const Result info = RunTool({"info", "--db", db, "--format", "json"}, scratch, Ms(60000));
+    const Result info = RunTool({"info", "--db", db, "--format", "json"}, scratch);
     EXPECT_EQ(info.exit_code, 0) << info.err;
     images = JsonInt(info.out, "images");
     EXPECT_GE(images, static_cast<int64_t>(acks.paths.size())) << info.out;
@@ -385,7 +387,7 @@ struct Checker {
     std::vector<std::string> args = {"search",   "--db", db,         "-k", "1",
                                      "--format", "tsv",  "--rerank", "0"};
     args.insert(args.end(), sample.begin(), sample.end());
-    const Result search = RunTool(args, scratch, Ms(60000));
+    const Result search = RunTool(args, scratch);
     EXPECT_EQ(search.exit_code, 0) << search.err;
     std::map<std::string, std::vector<std::string>> top;  // query -> columns
     for (const std::string& line : SplitLines(search.out)) {
@@ -450,7 +452,7 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
         Spawn(IndexArgs(photos, ref_db, ref_acks), scratch + "/ref.out", scratch + "/ref.err");
     ASSERT_GT(pid, 0);
     const std::string creating = ref_db + ".creating-" + std::to_string(pid);
-    const auto status = WaitUntil(pid, start + Ms(150000), [&] {
+    const auto status = WaitUntil(pid, start + kHangGuard, [&] {
       if (t_creating < 0 && fs::exists(creating)) t_creating = MsSince(start);
       if (t_db < 0 && fs::exists(ref_db)) t_db = MsSince(start);
       struct stat st;
@@ -540,11 +542,11 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
     std::optional<int> status;
     double creating_at = -1;
     if (anchor == "creating") {
-      status = WaitUntil(pid, start + Ms(150000),
+      status = WaitUntil(pid, start + kHangGuard,
                          [&] { return fs::exists(creating) || fs::exists(db); });
       creating_at = MsSince(start);
     } else if (anchor == "db") {
-      status = WaitUntil(pid, start + Ms(150000), [&] { return fs::exists(db); });
+      status = WaitUntil(pid, start + kHangGuard, [&] { return fs::exists(db); });
     }
     if (!status) status = WaitUntil(pid, After(Clock::now(), delay));
     char line[200];
@@ -601,7 +603,7 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
   // Finish the job without killing: only what was never committed is encoded.
   const auto t_final = Clock::now();
   const int64_t before = fs::exists(db) ? checker.images : 0;
-  const Result resume = RunTool(IndexArgs(photos, db, acks_file), scratch, Ms(150000));
+  const Result resume = RunTool(IndexArgs(photos, db, acks_file), scratch);
   ASSERT_EQ(resume.exit_code, 0) << resume.out << resume.err;
   EXPECT_EQ(JsonInt(resume.out, "indexed"), kNumImages - before) << resume.out;
   EXPECT_EQ(JsonInt(resume.out, "unchanged"), before) << resume.out;
@@ -687,7 +689,7 @@ TEST(KillTest, ThumbnailBackfillKilledAnywhereLosesNothingAndFinishes) {
   const std::string photos = tmp / "photos", scratch = tmp / "scratch", db = tmp / "db";
   MakeCollection(photos, kNumImages, 77);
   fs::create_directories(scratch);
-  const Result built = RunTool(IndexArgs(photos, db, tmp / "acks"), scratch, Ms(150000));
+  const Result built = RunTool(IndexArgs(photos, db, tmp / "acks"), scratch);
   ASSERT_EQ(built.exit_code, 0) << built.err;
   std::vector<uint64_t> ids;
   Store::Open(db, Store::Mode::kReadOnly)->ForEachImage([&](const ImageRecord& r) {
@@ -711,7 +713,7 @@ TEST(KillTest, ThumbnailBackfillKilledAnywhereLosesNothingAndFinishes) {
   const std::string copy = tmp / "copy";
   fs::copy(db, copy, fs::copy_options::recursive);
   const auto t0 = Clock::now();
-  const Result whole = RunTool(IndexArgs(photos, copy, tmp / "copy_acks"), scratch, Ms(150000));
+  const Result whole = RunTool(IndexArgs(photos, copy, tmp / "copy_acks"), scratch);
   const double run_ms = MsSince(t0);
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   ASSERT_EQ(JsonInt(whole.out, "thumbnails_added"), kNumImages) << whole.out;
@@ -731,7 +733,7 @@ TEST(KillTest, ThumbnailBackfillKilledAnywhereLosesNothingAndFinishes) {
                             scratch + "/killed.err");
     ASSERT_GT(pid, 0);
     std::optional<int> status =
-        at_state ? WaitUntil(pid, Clock::now() + Ms(150000), [&] { return thumbnails_in_db() > 0; })
+        at_state ? WaitUntil(pid, Clock::now() + kHangGuard, [&] { return thumbnails_in_db() > 0; })
                  : WaitUntil(pid, After(Clock::now(), delay));
     bool finished = status.has_value();
     std::string what = "finished first";
@@ -750,7 +752,7 @@ TEST(KillTest, ThumbnailBackfillKilledAnywhereLosesNothingAndFinishes) {
                  (at_state ? ", kill once thumbnails appear"
                            : ", kill at " + std::to_string(delay) + " ms") +
                  ": " + what + ", " + std::to_string(added) + " thumbnails in the database");
-    const Result verify = RunTool({"verify", "--db", db}, scratch, Ms(60000));
+    const Result verify = RunTool({"verify", "--db", db}, scratch);
     ASSERT_EQ(verify.exit_code, 0) << verify.out << verify.err;
     const std::map<std::string, Stored> now = ReadStore(db);
     ASSERT_EQ(now.size(), before.size());
@@ -766,13 +768,13 @@ TEST(KillTest, ThumbnailBackfillKilledAnywhereLosesNothingAndFinishes) {
   std::printf("[ kill     ] %d kills, %d of them in the middle of the backfill\n", kills,
               mid_backfill);
   const size_t had = Store::Open(db, Store::Mode::kReadOnly)->IdsWithThumbnails().size();
-  const Result finish = RunTool(IndexArgs(photos, db, tmp / "acks"), scratch, Ms(150000));
+  const Result finish = RunTool(IndexArgs(photos, db, tmp / "acks"), scratch);
   ASSERT_EQ(finish.exit_code, 0) << finish.err;
   EXPECT_EQ(JsonInt(finish.out, "thumbnails_added"), static_cast<int64_t>(kNumImages - had))
       << finish.out;
   EXPECT_EQ(JsonInt(finish.out, "indexed"), 0) << finish.out;
   EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->IdsWithThumbnails(), ids);
-  EXPECT_EQ(RunTool({"verify", "--db", db}, scratch, Ms(60000)).exit_code, 0);
+  EXPECT_EQ(RunTool({"verify", "--db", db}, scratch).exit_code, 0);
 }
 
 // SIGINT and SIGTERM during encoding: the current batch is committed, the
@@ -795,14 +797,16 @@ TEST_P(SignalTest, StopsCleanlyKeepsCommittedWorkAndResumes) {
   // Wait until encoding is well under way: more acknowledged images than the
   // 40 training images, which are committed first.
   std::optional<int> status;
-  status = WaitUntil(pid, start + Ms(120000), [&] { return ReadAcks(acks_file).lines >= 56; });
-  ASSERT_LT(MsSince(start), 120000) << "no encoding progress within 2 minutes";
+  status = WaitUntil(pid, start + kHangGuard, [&] { return ReadAcks(acks_file).lines >= 56; });
   ASSERT_FALSE(status) << "indexing finished before it could be interrupted ("
                        << DescribeStatus(*status) << "); make the collection larger";
+  ASSERT_GE(ReadAcks(acks_file).lines, 56) << "no encoding progress: the run hung";
   const auto sent = Clock::now();
   ASSERT_EQ(::kill(pid, sig), 0);
-  status = WaitUntil(pid, sent + Ms(5000));
-  ASSERT_TRUE(status) << strsignal(sig) << " did not stop the indexer within 5 s";
+  // How soon it stops is printed, not asserted: that it stopped early is
+  // checked below by what it committed.
+  status = WaitUntil(pid, sent + kHangGuard);
+  ASSERT_TRUE(status) << strsignal(sig) << " did not stop the indexer (it hung)";
   const double stop_ms = MsSince(sent);
   std::printf("[ signal   ] %s at %.0f ms, exited after %.0f ms\n", strsignal(sig),
               std::chrono::duration<double, std::milli>(sent - start).count(), stop_ms);
@@ -823,7 +827,7 @@ TEST_P(SignalTest, StopsCleanlyKeepsCommittedWorkAndResumes) {
   EXPECT_EQ(before, static_cast<int64_t>(ReadAcks(acks_file).paths.size()))
       << "a clean stop acknowledges everything it committed";
 
-  const Result resume = RunTool(IndexArgs(photos, db, acks_file), scratch, Ms(150000));
+  const Result resume = RunTool(IndexArgs(photos, db, acks_file), scratch);
   ASSERT_EQ(resume.exit_code, 0) << resume.out << resume.err;
   EXPECT_EQ(JsonInt(resume.out, "indexed"), kNumImages - before) << resume.out;
   EXPECT_EQ(JsonInt(resume.out, "unchanged"), before) << resume.out;

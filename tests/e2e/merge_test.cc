@@ -29,7 +29,6 @@ constexpr int kImages = 36;
 testing::ProcessResult Lookalike(std::vector<std::string> args) {
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, std::move(args));
-  o.timeout_seconds = 600;
   return testing::RunProcess(o);
 }
 
@@ -273,7 +272,6 @@ bool KillMergeAt(const std::vector<std::string>& args, const std::string& stop,
                  std::string* describe) {
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, args);
-  o.timeout_seconds = 600;
   int status = 0;
   const bool stopped = testing::KillAtStopPoint(o, stop, &status);
   // It exited instead: the status is the one the wait consumed.

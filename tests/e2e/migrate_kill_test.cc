@@ -49,7 +49,8 @@ double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-testing::ProcessOptions Lookalike(std::vector<std::string> args, double timeout = 600) {
+testing::ProcessOptions Lookalike(std::vector<std::string> args,
+                                  double timeout = testing::kHangGuardSeconds) {
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, std::move(args));
   o.timeout_seconds = timeout;
@@ -67,7 +68,8 @@ bool Stopped(pid_t pid) {
 // Polls (1 ms) until the child exits or `stop()` holds; true if it exited.
 // The deadline only ends a hung run.
 template <typename Stop>
-bool RunsUntil(testing::ChildProcess* child, Stop stop, double deadline_ms = 600000) {
+bool RunsUntil(testing::ChildProcess* child, Stop stop,
+               double deadline_ms = testing::kHangGuardSeconds * 1000) {
   const auto start = Clock::now();
   for (;;) {
     if (!child->Running()) return true;

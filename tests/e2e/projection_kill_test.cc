@@ -43,7 +43,8 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::string> kModelFlags = {"--clusters", "64",        "--pca-dim",
                                               "16",         "--threads", "2"};
 
-testing::ProcessResult Lookalike(std::vector<std::string> args, double timeout = 600) {
+testing::ProcessResult Lookalike(std::vector<std::string> args,
+                                 double timeout = testing::kHangGuardSeconds) {
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, std::move(args));
   o.timeout_seconds = timeout;
@@ -125,7 +126,6 @@ void ExpectConsistent(const std::string& db, int bits) {
 bool KillIndexAt(const std::vector<std::string>& args, const std::string& stop) {
   testing::ProcessOptions o;
   o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, args);
-  o.timeout_seconds = 600;
   return testing::KillAtStopPoint(o, stop);
 }
 
@@ -217,7 +217,6 @@ TEST(ProjectionKillTest, RelearningKilledAnywhereKeepsOneProjectionAndARerunFini
     const std::string db = fresh();
     testing::ProcessOptions o;
     o.argv = testing::LookalikeArgs(LOOKALIKE_BIN, IndexArgs(photos, db));
-    o.timeout_seconds = 600;
     {
       testing::ChildProcess child(o);
       // Blocks until the run exits or the chosen moment comes, whichever is

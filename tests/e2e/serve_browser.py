@@ -38,9 +38,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 # Waits end hung runs only; each step finishes in well under a second on an
-# idle machine. (SERVE_BROWSER_DEADLINE shortens them when checking that a
-# broken page fails.)
-DEADLINE = float(os.environ.get("SERVE_BROWSER_DEADLINE", "180"))
+# idle machine and in seconds on a loaded one. (SERVE_BROWSER_DEADLINE
+# shortens them when checking that a broken page fails.)
+DEADLINE = float(os.environ.get("SERVE_BROWSER_DEADLINE", "600"))
 
 # Downloads are caught in the page: each exported blob is read back
 # (Blob.text) and the link's click, which would save it, is dropped.

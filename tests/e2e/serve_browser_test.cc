@@ -54,7 +54,6 @@ TEST(ServeBrowserTest, SearchMatchViewDuplicateReviewAndCollectionInChromium) {
             photos[6],
             photos[2],
             half_path};
-  o.timeout_seconds = 900;
   const ProcessResult browser = RunProcess(o);
   EXPECT_EQ(browser.exit_code, 0) << browser.out << browser.Describe();
   EXPECT_EQ(browser.out.rfind("ok", 0), 0u) << browser.out;

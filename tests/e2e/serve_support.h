@@ -23,18 +23,17 @@
 namespace lookalike {
 namespace testing {
 
-// Runs `lookalike ARGS` to completion (a generous limit: the machine may be busy).
+// Runs `lookalike ARGS` to completion (killed only if hung: kHangGuardSeconds).
 inline ProcessResult RunLookalike(std::vector<std::string> args) {
   ProcessOptions o;
   o.argv = LookalikeArgs(LOOKALIKE_BIN, std::move(args));
-  o.timeout_seconds = 600;
   return RunProcess(o);
 }
 
 // Polls `done` until it returns true or `seconds` pass (a deadline that
 // only ends a hung run, never a timing assertion).
 template <typename Fn>
-bool WaitFor(Fn done, double seconds = 120) {
+bool WaitFor(Fn done, double seconds = kHangGuardSeconds) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < end) {
     if (done()) return true;
@@ -51,7 +50,7 @@ class ServeProcess {
     args.insert(args.end(), extra.begin(), extra.end());
     ProcessOptions o;
     o.argv = LookalikeArgs(LOOKALIKE_BIN, args);
-    o.timeout_seconds = 3600;
+    o.timeout_seconds = 2 * kHangGuardSeconds;  // it serves a whole fixture's tests
     child_ = std::make_unique<ChildProcess>(o);
     const std::string marker = "http://127.0.0.1:";
     WaitFor([&] {
@@ -84,7 +83,7 @@ inline int Connect(int port) {
 }
 
 // Reads until the peer closes (or `seconds` pass); everything read.
-inline std::string ReadAll(int fd, double seconds = 120) {
+inline std::string ReadAll(int fd, double seconds = kHangGuardSeconds) {
   std::string out;
   char buf[65536];
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
