@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "indexer/slice_codes.h"
 #include "storage/encoding.h"
 #include "util/threads.h"
 
@@ -24,7 +25,11 @@ void QuantizerOptions::Validate(int descriptor_dim) const {
 
 DescriptorQuantizer::DescriptorQuantizer(std::unique_ptr<faiss::LinearTransform> rotation,
                                          std::unique_ptr<faiss::ProductQuantizer> pq)
-    : rotation_(std::move(rotation)), pq_(std::move(pq)) {}
+    : rotation_(std::move(rotation)), pq_(std::move(pq)) {
+  if (SliceCoder::Handles(static_cast<int>(pq_->dsub)) && pq_->nbits == kBits)
+    coder_ = std::make_unique<SliceCoder>(pq_->centroids.data(), static_cast<int>(pq_->M),
+                                          static_cast<int>(pq_->dsub));
+}
 DescriptorQuantizer::DescriptorQuantizer(DescriptorQuantizer&&) noexcept = default;
 DescriptorQuantizer& DescriptorQuantizer::operator=(DescriptorQuantizer&&) noexcept = default;
 DescriptorQuantizer::~DescriptorQuantizer() = default;
@@ -106,7 +111,10 @@ void DescriptorQuantizer::Encode(const float* descriptors, int64_t n, uint8_t* c
   if (n <= 0) return;
   std::vector<float> rotated(static_cast<size_t>(n) * pq_->d);
   Rotate(descriptors, n, rotated.data());
-  pq_->compute_codes(rotated.data(), codes, static_cast<size_t>(n));
+  if (coder_)
+    coder_->Encode(rotated.data(), n, codes);
+  else
+    pq_->compute_codes(rotated.data(), codes, static_cast<size_t>(n));
 }
 
 void DescriptorQuantizer::Decode(const uint8_t* codes, int64_t n, float* descriptors,

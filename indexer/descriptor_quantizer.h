@@ -21,6 +21,8 @@ struct ProductQuantizer;
 
 namespace lookalike {
 
+class SliceCoder;
+
 // Where reconstructed descriptors are expressed. The rotation is
 // orthonormal, so dot products (and the distances matching compares) are the
 // same in both frames: matching in the quantizer's frame rotates the query
@@ -75,6 +77,9 @@ class DescriptorQuantizer {
                       std::unique_ptr<faiss::ProductQuantizer> pq);
   std::unique_ptr<faiss::LinearTransform> rotation_;  // OPQ: applied before the slices
   std::unique_ptr<faiss::ProductQuantizer> pq_;
+  // The codes of Encode, as pq_ computes them but faster (slice_codes.h);
+  // null for slices of 16 dimensions or more, which pq_ codes.
+  std::unique_ptr<SliceCoder> coder_;
 };
 
 }  // namespace lookalike
