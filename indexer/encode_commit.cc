@@ -68,7 +68,11 @@ void BatchCommitter::Add(ProcessedFile&& p) {
   }
   // Stored vectors are encoded from the exact descriptors; where none is
   // stored, from the quantised ones search will derive it from.
-  if (quantizer_) CompactFeatures(*quantizer_, store_->vector_dim() == 0, &p);
+  if (quantizer_) {
+    const auto t = Clock::now();
+    CompactFeatures(*quantizer_, store_->vector_dim() == 0, &p);
+    summary_->stages.compact += SecondsBetween(t, Clock::now());
+  }
   batch_descriptors_ += p.descriptors.num;
   batch_.push_back(std::move(p));
   if (static_cast<int>(batch_.size()) >= batch_images_ ||
@@ -106,8 +110,10 @@ void BatchCommitter::Flush() {
     projection_->Apply(vlad_.data(), n, stored_.data());
     stored = stored_.data();
   }
+  const auto t2 = Clock::now();
+  summary_->stages.project += SecondsBetween(t1, t2);
   for (int64_t i = 0; i < n; ++i) Commit(batch_[i], stored + i * stored_dim);
-  summary_->stages.store += SecondsBetween(t1, Clock::now());
+  summary_->stages.store += SecondsBetween(t2, Clock::now());
   batch_.clear();
   batch_descriptors_ = 0;
 }

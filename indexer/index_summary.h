@@ -20,11 +20,17 @@ struct StageTimes {
   double resize = 0;       //   downscale to the max side
   double extract = 0;      // SIFT + RootSIFT, and the colour histogram (indexer/colour.h)
   double train = 0;        // k-means (new database only)
+  double quantizer = 0;    // the descriptor quantizer (new compact database only)
   double pca = 0;          // VLAD of the training sample + PCA (when one is learned)
   double encode = 0;       // assignment + VLAD (encoder thread); split into:
   double assign = 0;       //   nearest centroid (0 on CUDA, which does not separate it)
   double aggregate = 0;    //   the rest: batch assembly, sort, residual sums, normalisation
+  double compact = 0;      // descriptors quantised for the stored features (compact databases)
+  double project = 0;      // PCA projection of the stored vectors (encoder thread)
   double store = 0;        // RocksDB writes (encoder thread)
+  // The persisted search index brought up to date after the images are
+  // stored (by the `index` command: search/ sits above the indexer).
+  double search_index = 0;
 };
 
 struct IndexSummary {

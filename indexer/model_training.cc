@@ -263,7 +263,7 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
     const auto t = Clock::now();
     quantizer = DescriptorQuantizer::Train(training.descriptors.data(), training.num_descriptors,
                                            DescriptorDim(options.encoding.extractor), q);
-    summary->stages.train += SecondsBetween(t, Clock::now());
+    summary->stages.quantizer = SecondsBetween(t, Clock::now());
   }
   std::vector<float>().swap(training.descriptors);  // k-means is done with them
   std::optional<ProjectionRecord> projection;

@@ -207,7 +207,9 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
       // The summary's time covers the whole command, the update included.
       const auto start = std::chrono::steady_clock::now();
       UpdatePersistedSearchIndex(c, &observer);
-      s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      s.stages.search_index =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      s.seconds += s.stages.search_index;
     }
   } catch (...) {
     observer.Finish();

@@ -248,11 +248,15 @@ void WriteIndexJson(std::ostream& out, const IndexSummary& s) {
                         {"resize", t.resize},
                         {"extract", t.extract},
                         {"train", t.train},
+                        {"quantizer", t.quantizer},
                         {"pca", t.pca},
                         {"encode", t.encode},
                         {"assign", t.assign},
                         {"aggregate", t.aggregate},
-                        {"store", t.store}};
+                        {"compact", t.compact},
+                        {"project", t.project},
+                        {"store", t.store},
+                        {"search_index", t.search_index}};
   WriteJsonLine(out, j);
 }
 
@@ -291,8 +295,10 @@ void WriteIndexTable(std::ostream& out, const IndexSummary& s, const std::string
     const StageTimes& t = s.stages;
     line << std::setprecision(2) << "  stages     read " << t.read << " s, decode " << t.decode
          << " s, resize " << t.resize << " s, extract " << t.extract
-         << " s (thread-seconds); train " << t.train << " s, pca " << t.pca << " s, assign "
-         << t.assign << " s, aggregate " << t.aggregate << " s, store " << t.store << " s\n";
+         << " s (thread-seconds); train " << t.train << " s, quantizer " << t.quantizer
+         << " s, pca " << t.pca << " s, compact " << t.compact << " s, assign " << t.assign
+         << " s, aggregate " << t.aggregate << " s, project " << t.project << " s, store "
+         << t.store << " s, search index " << t.search_index << " s\n";
   }
   out << line.str();
 }

@@ -96,6 +96,9 @@ TEST(PipelineTest, BuildsThenSecondRunDecodesNothing) {
   EXPECT_GT(first.stages.assign, 0.0);
   EXPECT_GT(first.stages.aggregate, 0.0);
   EXPECT_NEAR(first.stages.assign + first.stages.aggregate, first.stages.encode, 1e-9);
+  // A compact database: its quantizer learned, every image's features quantised.
+  EXPECT_GT(first.stages.quantizer, 0.0);
+  EXPECT_GT(first.stages.compact, 0.0);
   ASSERT_TRUE(Store::IsDatabase(db));
   {
     auto store = Store::Open(db, Store::Mode::kReadOnly);
