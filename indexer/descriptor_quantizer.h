@@ -47,10 +47,11 @@ inline constexpr int64_t kQuantizerMinDescriptors = 256;
 class DescriptorQuantizer {
  public:
   // Learns the sub-quantizers from n x dim descriptors (row-major); needs at
-  // least kQuantizerMinDescriptors rows (std::invalid_argument otherwise). Deterministic for a
-  // seed and a sample.
+  // least kQuantizerMinDescriptors rows (std::invalid_argument otherwise).
+  // Deterministic for a seed and a sample, whatever `threads` (>= 1), the
+  // threads the slices are learned on.
   static DescriptorQuantizer Train(const float* descriptors, int64_t n, int dim,
-                                   const QuantizerOptions& options);
+                                   const QuantizerOptions& options, int threads = 1);
   // Reads what Serialize wrote; throws encoding::CorruptValue.
   static DescriptorQuantizer Deserialize(const std::string& blob);
 

@@ -262,7 +262,7 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
                         " bytes per descriptor");
     const auto t = Clock::now();
     quantizer = DescriptorQuantizer::Train(training.descriptors.data(), training.num_descriptors,
-                                           DescriptorDim(options.encoding.extractor), q);
+                                           DescriptorDim(options.encoding.extractor), q, threads);
     summary->stages.quantizer = SecondsBetween(t, Clock::now());
   }
   std::vector<float>().swap(training.descriptors);  // k-means is done with them

@@ -1,5 +1,7 @@
 #include "indexer/descriptor_quantizer.h"
 
+#include <faiss/VectorTransform.h>
+#include <faiss/impl/ProductQuantizer.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 
 #include "indexer/local_features.h"
 #include "storage/encoding.h"
+#include "util/threads.h"
 
 namespace lookalike {
 namespace {
@@ -112,6 +115,48 @@ TEST(DescriptorQuantizerTest, SerialisedQuantizerCodesAlike) {
   EXPECT_EQ(a, b);
   // Learning is deterministic for a seed.
   EXPECT_EQ(DescriptorQuantizer::Train(train.data(), 4000, kDim, Bytes(16)).Serialize(), blob);
+}
+
+// What Train learned before it trained the slices itself: FAISS's PCAMatrix
+// rotation, then ProductQuantizer::train over all slices in turn, serialised
+// in DescriptorQuantizer's format.
+std::string FaissTrained(const std::vector<float>& x, int64_t n, int bytes, uint64_t seed) {
+  const ScopedOmpThreads one_thread(1);
+  faiss::PCAMatrix pca(kDim, kDim, 0.0f, false);
+  pca.balanced_bins = bytes;
+  pca.train(n, x.data());
+  faiss::LinearTransform rotation(kDim, kDim, false);
+  rotation.A = pca.A;
+  rotation.is_trained = true;
+  std::vector<float> rotated(x.size());
+  rotation.apply_noalloc(n, x.data(), rotated.data());
+  faiss::ProductQuantizer pq(kDim, bytes, 8);
+  pq.cp.seed = static_cast<int>(seed & 0x7fffffff);
+  pq.cp.verbose = false;
+  pq.cp.niter = 16;
+  pq.cp.max_points_per_centroid = 64;
+  pq.cp.min_points_per_centroid = 1;
+  pq.train(static_cast<size_t>(n), rotated.data());
+  std::string blob;
+  for (uint32_t v : {2u, static_cast<uint32_t>(kDim), static_cast<uint32_t>(bytes), 8u})
+    encoding::PutFixed32(&blob, v);
+  encoding::PutFloats(&blob, pca.A.data(), pca.A.size());
+  encoding::PutFloats(&blob, pq.centroids.data(), pq.centroids.size());
+  return blob;
+}
+
+TEST(DescriptorQuantizerTest, SlicesTrainedInParallelAreFaissOwn) {
+  // More points than FAISS keeps per slice (64 x 256), so its seeded
+  // subsampling is part of what must agree.
+  const int64_t n = 17000;
+  const auto x = RootSiftLike(n, 11);
+  QuantizerOptions o = Bytes(16);
+  o.seed = 77;
+  const std::string want = FaissTrained(x, n, o.bytes, o.seed);
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    EXPECT_TRUE(DescriptorQuantizer::Train(x.data(), n, kDim, o, threads).Serialize() == want);
+  }
 }
 
 TEST(DescriptorQuantizerTest, MalformedBlobsAreCorrupt) {
