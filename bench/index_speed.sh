@@ -15,10 +15,10 @@
 # disturbed one).
 #
 # Stages (from `index --format json`): read (open, read, hash), decode (checks
-# and decoding, reduced-size JPEG decoding included), resize and extract
-# (SIFT + RootSIFT, colour, thumbnail) on the worker threads; train (k-means
-# and the descriptor quantizer, new database only) and pca before encoding;
-# compact (quantising the stored features), assign (nearest centroid),
+# and decoding, reduced-size JPEG decoding included), resize, extract (SIFT +
+# RootSIFT, colour, thumbnail) and compact (quantising the stored features)
+# on the worker threads; train (k-means and the descriptor quantizer, new
+# database only) and pca before encoding; assign (nearest centroid),
 # aggregate (residual sums, normalisation), project (PCA) and store (RocksDB)
 # on the encoder thread, overlapping with the workers; then the search
 # index's update ("index"). Shares are of the summed stage seconds (the CPU

@@ -68,11 +68,10 @@ void BatchCommitter::Add(ProcessedFile&& p) {
   }
   // Stored vectors are encoded from the exact descriptors; where none is
   // stored, from the quantised ones search will derive it from.
-  if (quantizer_) {
-    const auto t = Clock::now();
-    CompactFeatures(*quantizer_, store_->vector_dim() == 0, &p);
-    summary_->stages.compact += SecondsBetween(t, Clock::now());
-  }
+  // (Workers compact the files they extract, and the training sample's are
+  // compacted before they are added: this is for any other caller.)
+  if (quantizer_) CompactFeatures(*quantizer_, store_->vector_dim() == 0, &p);
+  summary_->stages.compact += p.compact_seconds;
   batch_descriptors_ += p.descriptors.num;
   batch_.push_back(std::move(p));
   if (static_cast<int>(batch_.size()) >= batch_images_ ||

@@ -1,5 +1,7 @@
 #include "indexer/file_processing.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -45,12 +47,13 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
   p->record.num_descriptors = static_cast<uint32_t>(p->descriptors.num);
   p->frame_width = static_cast<uint32_t>(loaded.image->gray.width);
   p->frame_height = static_cast<uint32_t>(loaded.image->gray.height);
-  if (p->descriptors.num > 0)
+  if (p->descriptors.num > 0 && !how.quantizer)
     p->features =
         EncodeLocalFeatures(p->descriptors, static_cast<uint32_t>(loaded.image->gray.width),
                             static_cast<uint32_t>(loaded.image->gray.height));
   const auto t2 = Clock::now();
   p->extract_seconds = SecondsBetween(t1, t2);
+  if (how.quantizer) CompactFeatures(*how.quantizer, how.derivable, p);
   if (SecondsBetween(t0, t2) > how.limits.max_seconds) {
     p->error = FileError{
         FileErrorCode::kTimeout, task.path,
@@ -64,11 +67,36 @@ void DecodeAndExtract(const FileTask& task, std::string* bytes, const FileProces
 }  // namespace
 
 void CompactFeatures(const DescriptorQuantizer& quantizer, bool derivable, ProcessedFile* p) {
+  if (p->compacted) return;
+  p->compacted = true;
   if (p->descriptors.num == 0) return;
+  const auto t0 = Clock::now();
   std::vector<float> reconstructed;
   p->features = EncodeCompactFeatures(p->descriptors, p->frame_width, p->frame_height, quantizer,
                                       derivable ? &reconstructed : nullptr);
   if (derivable) p->descriptors.values = std::move(reconstructed);
+  p->compact_seconds += SecondsBetween(t0, Clock::now());
+}
+
+void CompactAll(const DescriptorQuantizer& quantizer, bool derivable, int threads,
+                std::vector<ProcessedFile>* files) {
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(std::max(1, threads)));
+  auto work = [&](size_t t) {
+    try {
+      for (size_t i = next++; i < files->size(); i = next++)
+        if (!(*files)[i].error && !(*files)[i].touched_only)
+          CompactFeatures(quantizer, derivable, &(*files)[i]);
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < errors.size(); ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 ProcessedFile ProcessFile(const FileTask& task, size_t index, const FileProcessing& how,

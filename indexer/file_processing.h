@@ -36,14 +36,18 @@ struct ProcessedFile {
   bool touched_only = false;  // same content as the stored record: nothing to encode
   ImageRecord record;         // size, mtime, content hash, dimensions, colour
   Descriptors descriptors;
-  std::string features;   // EncodeLocalFeatures blob, empty without keypoints
-  std::string thumbnail;  // EncodeGreyThumbnail blob (grey_thumbnail.h); empty if not made
+  // EncodeLocalFeatures blob, or EncodeCompactFeatures' once compacted;
+  // empty without keypoints.
+  std::string features;
+  bool compacted = false;  // features (and descriptors) made by CompactFeatures
+  std::string thumbnail;   // EncodeGreyThumbnail blob (grey_thumbnail.h); empty if not made
   uint32_t frame_width = 0, frame_height = 0;  // the downscaled frame keypoints live in
   double read_decode_seconds = 0;
   double read_seconds = 0;    // part of read_decode_seconds
   double resize_seconds = 0;  // part of read_decode_seconds
   double colour_seconds = 0;  // part of read_decode_seconds (colour histogram)
   double extract_seconds = 0;
+  double compact_seconds = 0;  // CompactFeatures
 };
 
 // How files are read and described: the database's settings.
@@ -57,6 +61,12 @@ struct FileProcessing {
   // Make each image's thumbnail (the database keeps them:
   // Store::keeps_thumbnails).
   bool thumbnails = true;
+  // A compact database's descriptor quantizer (null: features in the older
+  // format, or none known yet, as while training): each worker compacts its
+  // files' features (CompactFeatures, `derivable` as there), so the
+  // quantisation runs on every worker instead of the one encoder thread.
+  const DescriptorQuantizer* quantizer = nullptr;
+  bool derivable = false;
 };
 
 // Processes one file with `extractor` (one per thread).
@@ -77,8 +87,15 @@ void ProcessFiles(const std::vector<FileTask>& tasks, int threads, const FilePro
 // decodes to, so that the VLAD vector encoded from them can be derived again
 // from the stored features alone (databases that store no vectors); without
 // it the exact descriptors stay for encoding (the vector is stored). A file
-// without keypoints is left as it is.
+// without keypoints is left as it is. Sets p->compacted (a compacted file
+// is left as it is) and adds to p->compact_seconds.
 void CompactFeatures(const DescriptorQuantizer& quantizer, bool derivable, ProcessedFile* p);
+
+// CompactFeatures on every file of `files` that is not compacted, on
+// `threads` threads (the training sample's results, which were extracted
+// before the quantizer existed).
+void CompactAll(const DescriptorQuantizer& quantizer, bool derivable, int threads,
+                std::vector<ProcessedFile>* files);
 
 // Counts `e` as a skipped file in the summary and tells the observer (may be
 // null).

@@ -95,8 +95,14 @@ void EncodeAndCommit(UpdatePlan* plan, Store* store, const IndexOptions& options
   if (const auto blob = store->GetDescriptorQuantizer())
     quantizer = DescriptorQuantizer::Deserialize(*blob);
   const SearchProjection projection = SearchProjection::FromStore(*store);
+  // Stored vectors are encoded from the exact descriptors; where none is
+  // stored, from the quantised ones search will derive it from.
+  const bool derivable = store->vector_dim() == 0;
   BatchCommitter committer(store, encoder.get(), quantizer ? &*quantizer : nullptr, &projection,
                            options.batch_images, summary, observer, total);
+  // The training sample's results were extracted before the quantizer
+  // existed: compacted here on every thread, not on the committing one.
+  if (quantizer) CompactAll(*quantizer, derivable, threads, &plan->ready);
   for (ProcessedFile& p : plan->ready) committer.Add(std::move(p));
   plan->ready.clear();
   FileProcessing how;
@@ -105,6 +111,8 @@ void EncodeAndCommit(UpdatePlan* plan, Store* store, const IndexOptions& options
   how.limits = options.limits;
   how.hash_kind = store->hash_kind();
   how.thumbnails = store->keeps_thumbnails();
+  how.quantizer = quantizer ? &*quantizer : nullptr;
+  how.derivable = derivable;
   ProcessFiles(plan->tasks, threads, how, cancel,
                [&](ProcessedFile&& p) { committer.Add(std::move(p)); });
   committer.Flush();

@@ -294,11 +294,11 @@ void WriteIndexTable(std::ostream& out, const IndexSummary& s, const std::string
   if (verbose) {
     const StageTimes& t = s.stages;
     line << std::setprecision(2) << "  stages     read " << t.read << " s, decode " << t.decode
-         << " s, resize " << t.resize << " s, extract " << t.extract
+         << " s, resize " << t.resize << " s, extract " << t.extract << " s, compact " << t.compact
          << " s (thread-seconds); train " << t.train << " s, quantizer " << t.quantizer
-         << " s, pca " << t.pca << " s, compact " << t.compact << " s, assign " << t.assign
-         << " s, aggregate " << t.aggregate << " s, project " << t.project << " s, store "
-         << t.store << " s, search index " << t.search_index << " s\n";
+         << " s, pca " << t.pca << " s, assign " << t.assign << " s, aggregate " << t.aggregate
+         << " s, project " << t.project << " s, store " << t.store << " s, search index "
+         << t.search_index << " s\n";
   }
   out << line.str();
 }

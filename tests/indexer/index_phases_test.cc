@@ -162,6 +162,57 @@ TEST(ProcessFilesTest, ConsumerExceptionStopsWorkersAndPropagates) {
   EXPECT_EQ(consumed, 2);
 }
 
+// Workers compact what they extract (FileProcessing::quantizer), and the
+// training sample's files are compacted by CompactAll: both give exactly
+// the features and descriptors that compacting on the committing thread gave.
+TEST(ProcessFilesTest, FeaturesCompactedWhereverTheyAreAreTheSame) {
+  TempDir tmp;
+  const std::string dir = tmp / "photos", db = tmp / "db";
+  testing::WriteSyntheticSet(dir, 4, 1, 320, 240);
+  ASSERT_EQ(BuildIndex(testing::SmallIndexOptions(dir, db), nullptr).indexed, 4);
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  const auto quantizer = DescriptorQuantizer::Deserialize(*store->GetDescriptorQuantizer());
+  const auto files = testing::WriteSyntheticSet(tmp / "more", 5, 50, 320, 240);
+  std::vector<FileTask> tasks;
+  for (const auto& f : files) tasks.push_back(FileTask{f, std::nullopt});
+  FileProcessing how;
+  how.hash_kind = store->hash_kind();
+  for (bool derivable : {false, true}) {
+    SCOPED_TRACE(derivable ? "derivable" : "stored vectors");
+    // As before: extracted, then compacted one by one.
+    std::vector<ProcessedFile> want(tasks.size()), later(tasks.size());
+    auto extractor = CreateExtractor(how.extractor);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      want[i] = ProcessFile(tasks[i], i, how, extractor.get());
+      later[i] = want[i];
+      EXPECT_FALSE(want[i].compacted);
+      CompactFeatures(quantizer, derivable, &want[i]);
+      ASSERT_TRUE(want[i].compacted);
+    }
+    // The training sample's way: all at once on three threads.
+    CompactAll(quantizer, derivable, 3, &later);
+    // The workers' way.
+    FileProcessing compacting = how;
+    compacting.quantizer = &quantizer;
+    compacting.derivable = derivable;
+    std::vector<ProcessedFile> workers(tasks.size());
+    ProcessFiles(tasks, 2, compacting, nullptr,
+                 [&](ProcessedFile&& p) { workers[p.task_index] = std::move(p); });
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      for (const ProcessedFile* got : {&later[i], &workers[i]}) {
+        EXPECT_TRUE(got->compacted);
+        EXPECT_GT(got->compact_seconds, 0.0);
+        EXPECT_EQ(got->features, want[i].features) << files[i];
+        EXPECT_EQ(got->descriptors.values, want[i].descriptors.values) << files[i];
+      }
+    }
+    // Compacting again changes nothing.
+    const std::string before = want[0].features;
+    CompactFeatures(quantizer, derivable, &want[0]);
+    EXPECT_EQ(want[0].features, before);
+  }
+}
+
 TEST(BatchCommitterTest, CommitsExactlyTheGoodFilesAndReportsTheRest) {
   TempDir tmp;
   const std::string dir = tmp / "photos", db = tmp / "db";
