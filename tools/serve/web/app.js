@@ -136,6 +136,19 @@ function filterCards(root, min) {
 
 function k() { return Math.max(1, Math.min(100, parseInt($('k').value, 10) || 12)); }
 
+// What the verified geometry says about a match, in a few words: mirrored,
+// rotated, scaled, and how much of the hit the query shows.
+function evidenceText(e) {
+  if (!e || !e.verified) return '';
+  const words = [];
+  if (e.identical) words.push('same bytes');
+  if (e.mirrored) words.push('mirrored');
+  if (typeof e.rotation === 'number' && Math.abs(e.rotation) >= 2) words.push('rotated ' + Math.round(e.rotation) + '°');
+  if (typeof e.scale === 'number' && Math.abs(e.scale - 1) >= 0.05) words.push('scaled ×' + e.scale.toFixed(2));
+  if (Array.isArray(e.overlap) && e.overlap[1] < 0.9) words.push('covers ' + Math.round(e.overlap[1] * 100) + ' % of it');
+  return words.join(' · ');
+}
+
 function hitCard(h, queryKey) {
   const meta = el('div', { className: 'meta' },
     el('span', { className: 'rank', textContent: '#' + h.rank + ' ' }),
@@ -145,8 +158,10 @@ function hitCard(h, queryKey) {
     ' · inliers ' + (h.inliers === undefined ? '–' : h.inliers) +
     (h.thumbnail === undefined ? '' : ' · thumbnail ' + fixed(h.thumbnail, 3)) });
   const match = el('a', { className: 'match-link', href: '#/match/' + queryKey + '/' + h.id, textContent: 'why? matches' });
+  const how = evidenceText(h.evidence);
+  const lines = how ? [meta, detail, el('div', { className: 'evidence', textContent: how }), match] : [meta, detail, match];
   const matched = typeof h.level === 'string' ? h.level !== 'none' : h.inliers >= 8;
-  const c = card({ id: h.id, path: h.path, level: h.level, lines: [meta, detail, match], cls: matched ? 'verified' : '' });
+  const c = card({ id: h.id, path: h.path, level: h.level, lines, cls: matched ? 'verified' : '' });
   c.dataset.rank = h.rank;
   return c;
 }
