@@ -1,14 +1,12 @@
 #!/bin/sh
-# The search side of a 100,000-image database against its targets, with the
-# word index under its own keys (search index format 4) and, as the
-# baseline, inside the search index blob (format 3, as builds before it).
+# The search side of a 100,000-image database against its targets.
 #
 # Builds the database quickly from real features: a real database indexed
 # from PHOTOS and QUERIES (copied into WORK, never into the repository),
 # N records simulated from its images (bench/simulate_shards.cc: records,
 # local features and mixed vectors of the real images) in 2 shards, merged
 # (which builds the search index and the word index from the stored
-# features). Then, for each layout: `info` (wall, peak RSS), one CLI
+# features). Then: `info` (wall, peak RSS), one CLI
 # `search` of one query (wall = time to its answer, peak RSS), one `search`
 # of 50 queries (p50 / p99 of the per-query `seconds` of its JSON), and the
 # database's bytes per image on disk; each figure is printed against its
@@ -60,20 +58,13 @@ if [ ! -d "$work/db" ]; then
   timed "merge (search index and word index built)" "$L" merge --db "$work/db" "$work"/sim/shard-*
   rm -rf "$work/sim"
 fi
-if [ ! -d "$work/db3" ]; then
-  echo "== baseline: a copy with the word index inside the blob (format 3)"
-  cp -a "$work/db" "$work/db3"
-  timed "rewrite as format 3" "$build/bench/word_index_format3" --db "$work/db3"
-fi
 
 one=$(find "$queries" -type f | sort | head -1)
 find "$queries" -type f | sort | head -50 >"$work/queries.txt"
 target_rss_mb=$(awk -v n="$n" 'BEGIN { printf "%.0f", 200 + n / 1024 }')
-for layout in db db3; do
+for layout in db; do
   d=$work/$layout
-  [ $layout = db ] && name="word index under its own keys (format 4)" ||
-    name="baseline: word index in the blob (format 3)"
-  echo "== $name"
+  echo "== $n images"
   timed "info" "$L" info --db "$d"
   timed "one query" "$L" search --db "$d" "$one" --format json
   echo "   one CLI query: $wall s (target < 1 s: $(verdict "$wall" 0.999); CPU $cpu s), peak RSS" \
@@ -90,18 +81,16 @@ ok = lambda v, l: "ok" if v <= l else "MISSED"
 print(f"   queries {len(t)}: p50 {p50 * 1000:.0f} ms (target <= 200 ms: {ok(p50, 0.2)}), "
       f"p99 {p99 * 1000:.0f} ms (target <= 1000 ms: {ok(p99, 1.0)})")
 PY
-  if [ $layout = db ]; then
-    # What the word stage costs per query, and so how it scales with N.
-    # shellcheck disable=SC2046
-    timed "50 queries, no word stage" "$L" search --db "$d" $(cat "$work/queries.txt") \
-      --format json --rerank-words 0 --word-weight 0
-    python3 - "$work/out.txt" <<'PY'
+  # What the word stage costs per query, and so how it scales with N.
+  # shellcheck disable=SC2046
+  timed "50 queries, no word stage" "$L" search --db "$d" $(cat "$work/queries.txt") \
+    --format json --rerank-words 0 --word-weight 0
+  python3 - "$work/out.txt" <<'PY'
 import json, sys
 t = sorted(json.loads(l)["seconds"] for l in open(sys.argv[1]))
 pick = lambda q: t[min(len(t) - 1, int(q * len(t)))]
 print(f"   without the word stage: p50 {pick(0.5) * 1000:.0f} ms, p99 {pick(0.99) * 1000:.0f} ms")
 PY
-  fi
   kb=$(du -sk "$d" | cut -f1)
   echo "   disk: $kb KiB, $(awk -v k="$kb" -v n="$n" 'BEGIN { printf "%.1f", k / n }') KiB per image"
 done

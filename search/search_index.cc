@@ -10,30 +10,38 @@
 #include "indexer/local_features.h"
 #include "indexer/model.h"
 #include "storage/encoding.h"
+#include "util/test_hooks.h"
 
 namespace lookalike {
 namespace {
 
 constexpr char kMagic[4] = {'L', 'K', 'S', 'X'};
-// Format 2 adds the store generation the manifest was reconciled at, format
-// 3 the word index, format 4 moves the word index to its own keys, format 5
-// adds the colour table, format 6 the tiny images.
+// The one format this build reads and writes; any other is rebuilt from the
+// stored vectors and features (the layout and its history: search_index.h).
 constexpr uint32_t kFormat = 6;
 constexpr int64_t kChunk = 256;  // stored vectors projected per call
 
 struct Decoded {
   uint64_t fingerprint = 0;
   uint64_t dim = 0;
-  uint64_t generation = 0;  // 0 = unknown (format 1, or a database without one)
+  uint64_t generation = 0;  // 0 = unknown (a database without one)
   std::vector<IndexedImage> manifest;
   std::unique_ptr<VectorIndex> index;
-  std::string words;        // format 3: WordIndex::Serialize() bytes; empty = none
-  uint64_t word_table = 0;  // format 4: the word index table's hash; 0 = none
-  ColourIndex colours;      // format 5; no rows = none
-  TinyIndex tiny;           // format 6; no rows = none
+  uint64_t word_table = 0;  // the word index table's hash; 0 = none
+  ColourIndex colours;      // no rows = none
+  TinyIndex tiny;           // no rows = none
 };
 
-// A table of n rows after its u64 row size (formats 5 and 6): the rows, or
+// A blob of another format than kFormat: derived data, rebuilt.
+class OtherFormat : public std::runtime_error {
+ public:
+  explicit OtherFormat(uint32_t format)
+      : std::runtime_error("persisted search index is format " + std::to_string(format) +
+                           ", this build's is " + std::to_string(kFormat) +
+                           "; rebuilt from the stored vectors") {}
+};
+
+// A table of n rows after its u64 row size (colour, tiny images): the rows, or
 // null when the size is 0 (no table). Throws encoding::CorruptValue for
 // another row size or too few bytes.
 const char* Rows(encoding::Reader* r, uint64_t n, uint64_t row_bytes, const std::string& what) {
@@ -52,12 +60,10 @@ Decoded Decode(const std::string& blob) {
   Decoded d;
   try {
     const uint32_t format = r.Fixed32();
-    if (format < 1 || format > kFormat)
-      throw std::runtime_error("format " + std::to_string(format) + ", this build reads 1 to " +
-                               std::to_string(kFormat));
+    if (format != kFormat) throw OtherFormat(format);
     d.fingerprint = r.Fixed64();
     d.dim = r.Fixed64();
-    if (format >= 2) d.generation = r.Fixed64();
+    d.generation = r.Fixed64();
     const uint64_t n = r.Fixed64();
     if (n > r.remaining() / 16) throw encoding::CorruptValue("manifest truncated");
     d.manifest.resize(n);
@@ -66,29 +72,18 @@ Decoded Decode(const std::string& blob) {
       m.content_hash = r.Fixed64();
     }
     const uint64_t size = r.Fixed64();
-    if (format < 3 ? size != r.remaining() : size > r.remaining())
-      throw encoding::CorruptValue("index size mismatch");
+    if (size > r.remaining()) throw encoding::CorruptValue("index size mismatch");
     d.index = VectorIndex::Deserialize(std::string(r.Raw(size), size));
-    if (format == 3) {
-      const uint64_t words = r.Fixed64();
-      if (words != r.remaining()) throw encoding::CorruptValue("word index size mismatch");
-      d.words.assign(r.Raw(words), words);
-    } else if (format >= 4) {
-      d.word_table = r.Fixed64();
-      std::vector<uint64_t> ids(n);
-      for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
-      if (format >= 5) {
-        if (const char* rows = Rows(&r, n, ColourIndex::kRowBytes, "colour"))
-          d.colours.Assign(ids, std::vector<uint8_t>(rows, rows + n * ColourIndex::kRowBytes));
-      }
-      if (format >= 6) {
-        if (const char* rows = Rows(&r, n, TinyIndex::kRowBytes, "tiny image")) {
-          const auto* table = reinterpret_cast<const int8_t*>(rows);
-          d.tiny.Assign(ids, std::vector<int8_t>(table, table + n * TinyIndex::kRowBytes));
-        }
-      }
-      r.ExpectEnd();
+    d.word_table = r.Fixed64();
+    std::vector<uint64_t> ids(n);
+    for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
+    if (const char* rows = Rows(&r, n, ColourIndex::kRowBytes, "colour"))
+      d.colours.Assign(ids, std::vector<uint8_t>(rows, rows + n * ColourIndex::kRowBytes));
+    if (const char* rows = Rows(&r, n, TinyIndex::kRowBytes, "tiny image")) {
+      const auto* table = reinterpret_cast<const int8_t*>(rows);
+      d.tiny.Assign(ids, std::vector<int8_t>(table, table + n * TinyIndex::kRowBytes));
     }
+    r.ExpectEnd();
   } catch (const encoding::CorruptValue& e) {
     throw std::runtime_error(e.what());
   }
@@ -180,31 +175,30 @@ void LoadPersisted(const Store& store, int64_t dim, bool words, SearchIndexSync*
     sync->generation = d.generation;
     sync->loaded = true;
     // Not wanted: left unread, and dropped at the next save.
-    const bool has_words = !d.words.empty() || d.word_table != 0;
+    const bool has_words = d.word_table != 0;
     if (!words && has_words) sync->words_dropped = true;
     if (!words || !has_words) return;
     try {
-      const Codebook codebook = CodebookFromModel(store.model());
-      if (!d.words.empty()) {
-        // Format 3: the whole index was in the blob; held in memory until
-        // `index` writes it under its own keys.
-        sync->words = StoredWordIndex::FromMemory(store, WordIndex::Deserialize(d.words, codebook));
-        sync->words_converted = true;
-      } else {
-        sync->words = StoredWordIndex::Load(store, codebook, d.word_table);
-      }
+      sync->words = StoredWordIndex::Load(store, CodebookFromModel(store.model()), d.word_table);
     } catch (const encoding::CorruptValue&) {
       // Derived data: a damaged word index is rebuilt from the features.
       sync->words.reset();
-      sync->words_converted = false;
     } catch (const StoreError& e) {
       if (e.kind() != StoreError::Kind::kCorrupt) throw;
       sync->words.reset();
-      sync->words_converted = false;
     }
   } catch (const StoreError& e) {
     if (e.kind() != StoreError::Kind::kCorrupt) throw;
     sync->reason = e.what();
+  } catch (const OtherFormat& e) {
+    sync->reason = e.what();
+    // Its word index (w:t names one since format 4) is rebuilt too, even
+    // below options.min_word_images: as one a database has is kept.
+    try {
+      sync->had_words = store.GetWordTable().has_value();
+    } catch (const StoreError&) {
+      sync->had_words = true;  // a damaged one
+    }
   } catch (const std::runtime_error& e) {
     sync->reason = std::string("persisted search index unusable: ") + e.what();
   }
@@ -422,14 +416,10 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
   if (!options.words || images > options.max_word_images) {
     sync->words_dropped = sync->words_dropped || sync->words != nullptr;
     sync->words.reset();
-    sync->words_converted = false;
     return;
   }
   const WordSource source(store);
-  if (sync->words && options.relearn_words) {
-    sync->words.reset();
-    sync->words_converted = false;
-  }
+  if (sync->words && options.relearn_words) sync->words.reset();
   if (sync->words && writer) sync->words->SetWriter(writer);
   if (sync->words && to_remove) {
     sync->words->Remove(*to_remove);
@@ -439,10 +429,10 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
     return;
   }
   if (sync->words) return;
-  sync->words_converted = false;
   // None is built for a small collection; one it has (built with a lower
-  // minimum, or before it shrank) is kept and used.
-  if (images < options.min_word_images) return;
+  // minimum, or before it shrank) is kept and used, and rebuilt with an
+  // index of another format.
+  if (images < options.min_word_images && !sync->had_words) return;
   sync->words = source.Build(sync->manifest, options.seed, writer);
   sync->words_built = sync->words != nullptr;
 }
@@ -544,8 +534,9 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
   const std::optional<ImageTotals> totals = store.totals();
   const uint64_t generation = totals ? totals->generation : 0;
   LoadPersisted(store, dim, options.words, &sync);
-  // A persisted index from before colour tables: the writer reads the
-  // records for them below (and saves them); a reader searches without.
+  // A persisted index whose colour table does not cover its manifest: the
+  // writer reads the records for one below (and saves it); a reader
+  // searches without colour candidates.
   const bool colours_missing = sync.loaded && store.stores_colour() &&
                                sync.colours.rows() != static_cast<int64_t>(sync.manifest.size());
   if (sync.loaded && generation != 0 && sync.generation == generation &&
@@ -615,9 +606,7 @@ std::string SearchIndexSync::Summary() const {
           : retrained ? " (re-built from its vectors: kind or lists follow the size)"
                       : " (+" + std::to_string(added) + " -" + std::to_string(removed) + ")") +
          (words ? "; word index, " + std::to_string(words->num_postings()) + " postings" +
-                      (words_built       ? " (built from the stored features)"
-                       : words_converted ? " (moved out of the blob)"
-                                         : "")
+                      (words_built ? " (built from the stored features)" : "")
                 : "") +
          (colours_added ? "; colour table added (colour candidates)" : "") +
          (tiny_read ? "; " + std::to_string(tiny_read) + " tiny images read (thumbnail candidates)"
@@ -632,10 +621,10 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors
 namespace {
 
 // The blob up to and including the vector index.
-std::string BlobHead(const Store& store, const SearchIndexSync& sync, uint32_t format) {
+std::string BlobHead(const Store& store, const SearchIndexSync& sync) {
   if (!sync.index) throw std::logic_error("SaveSearchIndex: no index");
   std::string blob(kMagic, 4);
-  encoding::PutFixed32(&blob, format);
+  encoding::PutFixed32(&blob, kFormat);
   encoding::PutFixed64(&blob, store.model().codebook_hash);
   encoding::PutFixed64(&blob, static_cast<uint64_t>(sync.index->dim()));
   encoding::PutFixed64(&blob, sync.generation);
@@ -650,7 +639,7 @@ std::string BlobHead(const Store& store, const SearchIndexSync& sync, uint32_t f
   return blob;
 }
 
-// Format 5's tail: the colour table, or row bytes 0 when there is none
+// The colour table, or row bytes 0 when there is none
 // (or it does not cover the manifest: the next `index` run reads it again).
 void PutColours(std::string* blob, const SearchIndexSync& sync) {
   const bool whole =
@@ -661,7 +650,7 @@ void PutColours(std::string* blob, const SearchIndexSync& sync) {
                  sync.colours.table().size());
 }
 
-// Format 6's tail: the tiny images, or row bytes 0 when there are none (or
+// The tiny images, or row bytes 0 when there are none (or
 // they do not cover the manifest).
 void PutTiny(std::string* blob, const SearchIndexSync& sync) {
   const bool whole =
@@ -674,7 +663,7 @@ void PutTiny(std::string* blob, const SearchIndexSync& sync) {
 }  // namespace
 
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
-  std::string blob = BlobHead(*store, sync, kFormat);
+  std::string blob = BlobHead(*store, sync);
   if (!sync.words) {
     encoding::PutFixed64(&blob, 0);
     PutColours(&blob, sync);
@@ -684,18 +673,14 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
   }
   sync.words->SetWriter(store);
   const WordIndexCommit commit = sync.words->Commit();
+  // Its lists are written, under segments no committed table lists: a crash
+  // here leaves the index as it was (the next save deletes those segments).
+  TestStopPoint("search-index-lists-written");
   encoding::PutFixed64(&blob, Hash64(HashKind::kXxh3_64, commit.table.data(), commit.table.size()));
   PutColours(&blob, sync);
   PutTiny(&blob, sync);
   store->PutSearchIndex(blob, &commit);
-}
-
-void SaveSearchIndexFormat3(Store* store, const SearchIndexSync& sync) {
-  std::string blob = BlobHead(*store, sync, 3);
-  const std::string words = sync.words ? sync.words->SerializeAsWordIndex() : std::string();
-  encoding::PutFixed64(&blob, words.size());
-  blob += words;
-  store->PutSearchIndex(blob);
+  TestStopPoint("search-index-saved");
 }
 
 std::vector<std::string> VerifyWordIndex(const Store& store) {
@@ -714,6 +699,8 @@ std::vector<std::string> VerifyWordIndex(const Store& store) {
   Decoded d;
   try {
     d = Decode(*blob);
+  } catch (const OtherFormat&) {
+    return problems;  // not read, rebuilt: nothing of it is used
   } catch (const std::exception& e) {
     problems.push_back(std::string("persisted search index unusable: ") + e.what());
     return problems;

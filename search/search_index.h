@@ -10,28 +10,23 @@
 // stage (search/word_index.h), derived from the stored local features, is
 // reconciled with the same difference and kept under its own keys
 // (search/stored_word_index.h), written in the same WriteBatch as the blob.
-// Blob layout (all little-endian):
-//   "LKSX", u32 format (6), u64 model fingerprint (codebook hash), u64 search
-//   dimension, u64 store generation (from format 2: the manifest matches the
-//   records at that generation, so an unchanged database is not compared
-//   record by record), u64 n, n x (u64 id, u64 content hash) in id order,
-//   u64 size + VectorIndex::Serialize() bytes, then
-//   format 3: u64 size + WordIndex::Serialize() bytes (size 0: no word
-//             index), the whole word index inside the blob: every search read
-//             and decoded it (~7 KiB per image);
-//   format 4: u64 XXH3-64 of the word index table (w:t) written with it, 0 =
-//             no word index: a query reads its own words' lists only;
-//   format 5: then u64 row bytes (ColourIndex::kRowBytes, or 0 = no colour
-//             table: a schema-1 database) and n rows, the colour histogram
-//             of each manifest image at 4 bits a bin (search/colour_index.h),
-//             so a query scans every image's colour without reading a record.
-//   format 6: then u64 row bytes (TinyIndex::kRowBytes, or 0 = none) and n
-//             rows, the tiny image of each manifest image's thumbnail
-//             (search/tiny_index.h), which a query scans for thumbnail
-//             candidates.
-// Formats 1-5 are still read (no colour table before 5: search then has no
-// colour candidates; no tiny images before 6: no thumbnail candidates);
-// `index` rewrites them as format 6.
+// Blob layout (all little-endian), format 6, the only one this build reads:
+//   "LKSX", u32 format, u64 model fingerprint (codebook hash), u64 search
+//   dimension, u64 store generation (the manifest matches the records at
+//   that generation, so an unchanged database is not compared record by
+//   record), u64 n, n x (u64 id, u64 content hash) in id order, u64 size +
+//   VectorIndex::Serialize() bytes, u64 XXH3-64 of the word index table
+//   (w:t) written with it (0 = no word index), then u64 row bytes
+//   (ColourIndex::kRowBytes, or 0 = no colour table: a schema-1 database)
+//   and n rows, the colour histogram of each manifest image at 4 bits a bin
+//   (search/colour_index.h), and u64 row bytes (TinyIndex::kRowBytes, or 0 =
+//   none) and n rows, the tiny image of each manifest image's thumbnail
+//   (search/tiny_index.h).
+// The index is derived from the stored vectors, records, features and
+// thumbnails, so a blob of any other format (those of older builds) is not
+// read but rebuilt: in memory by a search, and saved by the next `index`
+// (one atomic WriteBatch, as every save). The formats' history:
+// storage/README.md, "On-disk format".
 // The store adds chunking and its own checksum (m:xindex, x:<chunk>).
 #pragma once
 
@@ -72,13 +67,14 @@ struct SearchIndexSync {
   // Its lists are read from `store` (which must outlive it) at each search.
   std::unique_ptr<StoredWordIndex> words;
   bool words_built = false;  // learned and filled from every image's features
-  // A word index read from a format-3 blob, to be written under its own keys.
-  bool words_converted = false;
+  // The persisted index, of another format, had a word index: it is rebuilt
+  // whatever options.min_word_images says (one a database has is kept).
+  bool had_words = false;
   std::vector<IndexedImage> manifest;  // what `index` holds, in id order
   // The manifest images' colour histograms, row i for manifest[i]; no rows
   // when the store keeps no colour (schema 1), or when the persisted index
-  // predates colour tables (format < 5) and nothing made this sync read the
-  // records (UpdateSearchIndex always reads them then, and saves the table).
+  // held no whole table and nothing made this sync read the records
+  // (UpdateSearchIndex always reads them then, and saves the table).
   ColourIndex colours;
   bool colours_added = false;  // a table the persisted index lacked was read from the records
   // The manifest images' tiny images (search/tiny_index.h), row i for
@@ -109,14 +105,14 @@ struct SearchIndexSync {
   bool changed() const {
     return !transient &&
            (!loaded || rebuilt || retrained || retuned || restamped || added || removed ||
-            words_built || words_dropped || words_converted || colours_added || tiny_read > 0);
+            words_built || words_dropped || colours_added || tiny_read > 0);
   }
   bool words_dropped = false;  // a persisted word index is no longer wanted
 };
 
 // Loads the persisted index of `store` (or builds one from every stored
-// vector if there is none, it is unreadable or corrupt, or it was built for
-// another model or dimension) and reconciles it with the image records, as
+// vector if there is none, it is of another format, unreadable or corrupt,
+// or it was built for another model or dimension) and reconciles it with the image records, as
 // described above. `options` decide the kind of a new index and when an
 // `auto` index turns approximate (VectorIndex::ResolveKind): a flat index
 // whose collection passes auto_threshold is converted to ivfsq from its own
@@ -135,11 +131,6 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors
 // first written as a new segment: StoredWordIndex::Commit). `sync.words`
 // must read `store`. Throws StoreError.
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync);
-
-// Writes `sync` as search index format 3 did, the whole word index inside
-// the blob and no w: keys: a database as builds before format 4 left it,
-// for tests and the benchmark's baseline. Holds the whole word index.
-void SaveSearchIndexFormat3(Store* store, const SearchIndexSync& sync);
 
 // `lookalike verify`'s check of the persisted word index: the table is the
 // one the search index blob names, its images are in the blob's manifest,

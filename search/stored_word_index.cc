@@ -134,13 +134,6 @@ StoredWordIndex::StoredWordIndex(const Store& store, WordVocabulary vocabulary)
       vocabulary_new_(true),
       memory_(std::make_unique<WordIndex>(vocabulary_)) {}
 
-std::unique_ptr<StoredWordIndex> StoredWordIndex::FromMemory(const Store& store,
-                                                             std::unique_ptr<WordIndex> index) {
-  auto out = std::make_unique<StoredWordIndex>(store, index->vocabulary());
-  out->memory_ = std::move(index);
-  return out;
-}
-
 std::unique_ptr<StoredWordIndex> StoredWordIndex::Load(const Store& store, const Codebook& codebook,
                                                        uint64_t table_hash) {
   const std::optional<std::string> table = store.GetWordTable();
@@ -445,28 +438,6 @@ WordIndexCommit StoredWordIndex::Commit() {
   vocabulary_new_ = false;
   commit.segments = segments_;
   return commit;
-}
-
-std::string StoredWordIndex::SerializeAsWordIndex() const {
-  if (has_unwritten()) {
-    // Held in memory only: its own format already.
-    if (!rows_.empty()) throw std::logic_error("SerializeAsWordIndex: commit first");
-    return memory_->Serialize();
-  }
-  std::string out;
-  encoding::PutFixed32(&out, 1);
-  const std::string vocabulary = vocabulary_.Serialize();
-  encoding::PutFixed64(&out, vocabulary.size());
-  out += vocabulary;
-  encoding::PutFixed64(&out, rows_.size());
-  for (const Row& row : rows_) encoding::PutFixed64(&out, row.id);
-  for (const Row& row : rows_) encoding::PutFixed32(&out, row.words);
-  // WordIndex::Serialize's lists hold row deltas, coded as the stored lists
-  // code id deltas.
-  ForEachLiveRange([&](const std::vector<uint32_t>& words, LiveLists* live) {
-    for (size_t i = 0; i < words.size(); ++i) out += EncodeList(&(*live)[i]);
-  });
-  return out;
 }
 
 std::vector<std::string> StoredWordIndex::Check() const {

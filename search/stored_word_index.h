@@ -58,14 +58,13 @@ class StoredWordIndex {
   // recorded). Throws encoding::CorruptValue or StoreError(kCorrupt).
   static std::unique_ptr<StoredWordIndex> Load(const Store& store, const Codebook& codebook,
                                                uint64_t table_hash);
-  // A whole index held in memory (read from a format-3 search index blob,
-  // or built by a read-only open); written out as segments at Commit.
-  static std::unique_ptr<StoredWordIndex> FromMemory(const Store& store,
-                                                     std::unique_ptr<WordIndex> index);
 
   const WordVocabulary& vocabulary() const { return vocabulary_; }
   int64_t ntotal() const;
   int64_t num_postings() const;  // of held images
+  // Postings in the written segments, live and dead (of images removed or
+  // changed since); Commit compacts them away when they are too many.
+  int64_t stored_postings() const { return static_cast<int64_t>(stored_postings_); }
   // True if images are held in memory only (not yet written as a segment).
   bool has_unwritten() const { return memory_->ntotal() > 0; }
 
@@ -94,10 +93,6 @@ class StoredWordIndex {
   // table (and the vocabulary if it is new) for Store::PutSearchIndex.
   // Needs a writer. Throws StoreError.
   WordIndexCommit Commit();
-
-  // The whole index as WordIndex::Serialize writes it (search index format
-  // 3 embedded it): for tests and the benchmark's baseline. Holds it all.
-  std::string SerializeAsWordIndex() const;
 
   // Problems of the persisted index: each listed segment's lists decode,
   // ids ascending, every table image has exactly its word count of live

@@ -4,11 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "storage/encoding.h"
-
 namespace lookalike {
 namespace {
-constexpr uint32_t kFormat = 1;
 
 // sigma(u) of the kernel for every Hamming distance: u^3 above 0, else 0.
 struct Selectivity {
@@ -22,23 +19,6 @@ struct Selectivity {
 };
 const Selectivity kSelectivity;
 
-void PutVarint(std::string* out, uint32_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-uint32_t GetVarint(encoding::Reader* r) {
-  uint32_t v = 0;
-  for (int shift = 0; shift < 35; shift += 7) {
-    const auto b = static_cast<unsigned char>(*r->Raw(1));
-    v |= static_cast<uint32_t>(b & 0x7f) << shift;
-    if (!(b & 0x80)) return v;
-  }
-  throw encoding::CorruptValue("word index: varint too long");
-}
 }  // namespace
 
 const float* WordKernelTable() { return kSelectivity.weight; }
@@ -130,88 +110,6 @@ int64_t WordIndex::bytes() const {
   for (const List& l : lists_)
     b += static_cast<int64_t>(l.rows.capacity() * 4 + l.bits.capacity() * 8);
   return b;
-}
-
-std::string WordIndex::Serialize() const {
-  // Live rows, renumbered in their order.
-  std::vector<uint32_t> new_row(id_of_row_.size(), UINT32_MAX);
-  uint32_t live = 0;
-  for (size_t r = 0; r < id_of_row_.size(); ++r)
-    if (words_of_row_[r] > 0) new_row[r] = live++;
-  std::string out;
-  encoding::PutFixed32(&out, kFormat);
-  const std::string vocabulary = vocabulary_.Serialize();
-  encoding::PutFixed64(&out, vocabulary.size());
-  out += vocabulary;
-  encoding::PutFixed64(&out, live);
-  for (size_t r = 0; r < id_of_row_.size(); ++r)
-    if (new_row[r] != UINT32_MAX) encoding::PutFixed64(&out, id_of_row_[r]);
-  for (size_t r = 0; r < id_of_row_.size(); ++r)
-    if (new_row[r] != UINT32_MAX) encoding::PutFixed32(&out, words_of_row_[r]);
-  for (const List& l : lists_) {
-    uint32_t count = 0;
-    for (uint32_t row : l.rows) count += new_row[row] != UINT32_MAX;
-    encoding::PutFixed32(&out, count);
-    uint32_t previous = 0;
-    for (uint32_t row : l.rows)
-      if (new_row[row] != UINT32_MAX) {
-        PutVarint(&out, new_row[row] - previous);
-        previous = new_row[row];
-      }
-    for (size_t i = 0; i < l.rows.size(); ++i)
-      if (new_row[l.rows[i]] != UINT32_MAX) encoding::PutFixed64(&out, l.bits[i]);
-  }
-  return out;
-}
-
-std::unique_ptr<WordIndex> WordIndex::Deserialize(const std::string& blob,
-                                                  const Codebook& codebook) {
-  encoding::Reader r(blob, "word index");
-  if (r.Fixed32() != kFormat) throw encoding::CorruptValue("word index: unknown format");
-  const uint64_t vocabulary_size = r.Fixed64();
-  if (vocabulary_size > r.remaining()) throw encoding::CorruptValue("word index truncated");
-  auto index = std::make_unique<WordIndex>(
-      WordVocabulary::Deserialize(std::string(r.Raw(vocabulary_size), vocabulary_size), codebook));
-  const uint64_t n = r.Fixed64();
-  if (n > r.remaining() / 12 || n > UINT32_MAX)
-    throw encoding::CorruptValue("word index truncated");
-  index->id_of_row_.resize(n);
-  index->words_of_row_.resize(n);
-  for (uint64_t& id : index->id_of_row_) id = r.Fixed64();
-  uint64_t words = 0;
-  for (uint32_t& w : index->words_of_row_) {
-    w = r.Fixed32();
-    if (w == 0) throw encoding::CorruptValue("word index: an image without words");
-    words += w;
-  }
-  for (uint32_t row = 0; row < n; ++row)
-    if (!index->row_of_id_.emplace(index->id_of_row_[row], row).second)
-      throw encoding::CorruptValue("word index: an image listed twice");
-  std::vector<uint32_t> seen(n, 0);
-  for (List& l : index->lists_) {
-    const uint32_t count = r.Fixed32();
-    if (count > n) throw encoding::CorruptValue("word index: a list longer than the images");
-    l.rows.resize(count);
-    uint32_t row = 0;
-    for (uint32_t i = 0; i < count; ++i) {
-      const uint32_t delta = GetVarint(&r);
-      if ((i > 0 && delta == 0) || uint64_t{row} + delta >= n)
-        throw encoding::CorruptValue("word index: rows out of order or range");
-      row += delta;
-      l.rows[i] = row;
-      ++seen[row];
-    }
-    l.bits.resize(count);
-    for (uint64_t& b : l.bits) b = r.Fixed64();
-    index->num_postings_ += count;
-  }
-  r.ExpectEnd();
-  if (static_cast<uint64_t>(index->num_postings_) != words)
-    throw encoding::CorruptValue("word index: postings do not add up");
-  for (uint32_t row = 0; row < n; ++row)
-    if (seen[row] != index->words_of_row_[row])
-      throw encoding::CorruptValue("word index: an image's postings do not add up");
-  return index;
 }
 
 }  // namespace lookalike

@@ -42,14 +42,6 @@ void KeepBestWordScores(std::vector<std::pair<uint64_t, float>>* out, int64_t m)
 class WordIndex {
  public:
   explicit WordIndex(WordVocabulary vocabulary);
-  // Reads what Serialize wrote; the vocabulary must fit `codebook`. Throws
-  // encoding::CorruptValue.
-  static std::unique_ptr<WordIndex> Deserialize(const std::string& blob, const Codebook& codebook);
-  // u32 format (1), u64 size + WordVocabulary bytes, u64 images n, n x u64
-  // id, n x u32 words of the image, then per word: u32 postings p, p x
-  // varint row delta (rows ascending, the first from 0), p x u64 signature;
-  // little-endian. Removed images are left out (rows renumbered).
-  std::string Serialize() const;
 
   const WordVocabulary& vocabulary() const { return vocabulary_; }
 

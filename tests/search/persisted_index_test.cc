@@ -430,14 +430,21 @@ TEST_P(PersistedIndexTest, WordIndexBuiltFromItsMinimumAndKeptBelowIt) {
   EXPECT_THROW(o.Validate(), std::invalid_argument);
 }
 
-TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
+// The persisted index is derived data, read in its current format only: a
+// blob of another format (as older builds wrote) is not read but rebuilt
+// from the stored vectors and features, in memory by a reader (the store
+// untouched) and saved by the next `index`; the rebuilt index ranks as the
+// one it replaces.
+TEST_P(PersistedIndexTest, AnIndexOfAnotherFormatIsRebuiltNotRead) {
   testing::WriteSyntheticSet(dir(), 6, 1, 320, 240);
   PhaseRecorder observer;
   Index(&observer);
   std::vector<std::pair<uint64_t, float>> expected;
   std::vector<WordSignature> query;
+  std::string blob;
   {
     const SearchIndexSync p = Persisted();
+    ASSERT_TRUE(p.loaded);
     ASSERT_NE(p.words, nullptr);
     const FeatureReader features(*readers_.back());
     const auto f = features.Read(p.manifest.at(1).id);
@@ -445,52 +452,87 @@ TEST_P(PersistedIndexTest, AFormat3IndexIsSearchedAndMovedToItsOwnKeys) {
     query = p.words->vocabulary().Encode(f->descriptors.data(), f->num());
     expected = p.words->Search(query, 10);
     ASSERT_GT(expected.size(), 1u);
-    // A database as a build before format 4 left it: the word index inside
-    // the blob, no w: keys.
+    readers_.clear();
+    // The same blob, stamped as format 5 (u32 after the magic), without its
+    // word index keys: what an older build left.
     auto store = Store::Open(db(), Store::Mode::kReadWrite);
-    SaveSearchIndexFormat3(store.get(), p);
+    blob = *store->GetSearchIndex();
+    ASSERT_EQ(blob.compare(0, 4, "LKSX"), 0);
+    ASSERT_EQ(blob[4], 6) << "the current format";
+    blob[4] = 5;
+    store->PutSearchIndex(blob);
     EXPECT_FALSE(store->GetWordTable().has_value());
   }
   {
-    // Searched from the blob, read-only, as before; without a colour table
-    // (no record is read at the saved generation), so without colour
-    // candidates.
+    // A reader rebuilds it all in memory and writes nothing.
     const SearchIndexSync p = Persisted();
-    EXPECT_TRUE(p.loaded);
-    EXPECT_EQ(p.colours.rows(), 0);
-    EXPECT_TRUE(p.words_converted);
-    EXPECT_FALSE(p.words_built);
+    EXPECT_FALSE(p.loaded);
+    EXPECT_TRUE(p.rebuilt);
+    EXPECT_NE(p.reason.find("format 5"), std::string::npos) << p.reason;
+    EXPECT_TRUE(p.words_built);
+    EXPECT_EQ(p.colours.rows(), static_cast<int64_t>(p.manifest.size()));
     ExpectWordsMatchManifest(p);
     EXPECT_EQ(p.words->Search(query, 10), expected);
+    EXPECT_EQ(*readers_.back()->GetSearchIndex(), blob);
+    EXPECT_FALSE(readers_.back()->GetWordTable().has_value());
   }
+  ExpectEachImageFindsItself(*Open());
+  readers_.clear();
   {
-    // The next `index` moves it to its own keys, the same index.
+    // The next `index` saves the rebuilt index in the current format.
     auto store = Store::Open(db(), Store::Mode::kReadWrite);
     VectorIndexOptions o;
     o.kind = GetParam();
     o.min_word_images = 0;
-    const SearchIndexSync moved = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
-    EXPECT_TRUE(moved.words_converted);
-    EXPECT_TRUE(moved.colours_added);
-    EXPECT_NE(moved.Summary().find("moved out of the blob"), std::string::npos) << moved.Summary();
+    const SearchIndexSync saved = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
+    EXPECT_TRUE(saved.rebuilt);
+    EXPECT_TRUE(saved.changed());
+    EXPECT_NE(saved.Summary().find("format 5"), std::string::npos) << saved.Summary();
+    EXPECT_EQ((*store->GetSearchIndex())[4], 6);
     EXPECT_TRUE(store->GetWordTable().has_value());
     EXPECT_TRUE(VerifyWordIndex(*store).empty());
+    EXPECT_TRUE(store->Verify().empty());
   }
   const SearchIndexSync p = Persisted();
+  EXPECT_TRUE(p.loaded);
   EXPECT_FALSE(p.changed());
-  EXPECT_FALSE(p.words_converted);
   ExpectWordsMatchManifest(p);
   EXPECT_EQ(p.words->Search(query, 10), expected);
-  // The colour table the update saved: each manifest image's record colour.
-  ASSERT_EQ(p.colours.rows(), static_cast<int64_t>(p.manifest.size()));
-  for (size_t i = 0; i < p.manifest.size(); ++i) {
-    const auto record = readers_.back()->FindById(p.manifest[i].id);
-    ASSERT_TRUE(record.has_value());
-    ASSERT_EQ(record->colour.size(), static_cast<size_t>(ColourIndex::kBins));
-    const uint8_t* row = p.colours.table().data() + i * ColourIndex::kRowBytes;
-    const std::vector<uint8_t> expected = ColourIndex::Row(record->colour);
-    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), row)) << "row " << i;
-  }
+  ExpectEachImageFindsItself(*Open());
+}
+
+// A small collection's word index (built with a lower minimum) is kept
+// when its index of another format is rebuilt: w:t tells it had one.
+TEST_P(PersistedIndexTest, AnIndexOfAnotherFormatKeepsItsWordIndex) {
+  testing::WriteSyntheticSet(dir(), 6, 1, 320, 240);
+  PhaseRecorder observer;
+  Index(&observer);
+  // Stamped as format 5, its word index keys kept: what an older build left.
+  auto store = Store::Open(db(), Store::Mode::kReadWrite);
+  std::string blob = *store->GetSearchIndex();
+  blob[4] = 5;
+  WordIndexCommit words;
+  words.table = *store->GetWordTable();
+  for (uint32_t s = 0; s < store->NextWordSegment(); ++s) words.segments.push_back(s);
+  store->PutSearchIndex(blob, &words);
+  // Not read, so not checked: `verify` finds nothing wrong with it.
+  EXPECT_TRUE(VerifyWordIndex(*store).empty());
+  EXPECT_TRUE(VerifyColourTable(*store).empty());
+  EXPECT_TRUE(store->Verify().empty());
+  VectorIndexOptions o;  // min_word_images: 1,000, above these 6 images
+  o.kind = GetParam();
+  const SearchIndexSync kept = SyncSearchIndex(*store, SearchVectors(*store), o);
+  EXPECT_TRUE(kept.rebuilt);
+  EXPECT_TRUE(kept.had_words);
+  ASSERT_NE(kept.words, nullptr);
+  EXPECT_TRUE(kept.words_built);
+  EXPECT_EQ(kept.words->ntotal(), static_cast<int64_t>(kept.manifest.size()));
+  // Without w: keys (no word index before) none is built below the minimum.
+  store->PutSearchIndex(blob);
+  const SearchIndexSync none = SyncSearchIndex(*store, SearchVectors(*store), o);
+  EXPECT_TRUE(none.rebuilt);
+  EXPECT_FALSE(none.had_words);
+  EXPECT_EQ(none.words, nullptr);
 }
 
 // verify's check of the colour table: silent while each row is its image's

@@ -159,9 +159,6 @@ TEST_F(StoredWordIndexTest, ScoresAndRanksAsTheInMemoryIndexAcrossUpdates) {
   ASSERT_NE(again, nullptr);
   ExpectSame(oracle, *again, 6);
   EXPECT_TRUE(again->Check().empty());
-  // What search index format 3 embedded holds the same index.
-  const auto back = WordIndex::Deserialize(again->SerializeAsWordIndex(), codebook_);
-  ExpectSame(*back, *again, 7);
 }
 
 TEST_F(StoredWordIndexTest, CompactionKeepsResultsAndDropsDeadPostings) {
@@ -182,7 +179,9 @@ TEST_F(StoredWordIndexTest, CompactionKeepsResultsAndDropsDeadPostings) {
   EXPECT_TRUE(loaded->Check().empty());
   // One segment left: every other list was deleted with the commit.
   EXPECT_EQ(store_->NextWordSegment(), 13u);
-  EXPECT_EQ(loaded->SerializeAsWordIndex(), oracle.Serialize());
+  // ... and that one holds live postings only: as many as the oracle.
+  EXPECT_EQ(loaded->stored_postings(), oracle.num_postings());
+  EXPECT_EQ(loaded->num_postings(), oracle.num_postings());
 }
 
 // Search checks whether a posting is live in a byte per image when ids are

@@ -86,49 +86,6 @@ TEST(WordIndexTest, RemovedImagesAreNotReturned) {
   EXPECT_THROW(index.Add(3, f.Image(3)), std::logic_error);
 }
 
-TEST(WordIndexTest, SerializeKeepsHeldImagesAndResults) {
-  const Fixture f;
-  WordIndex index(f.vocabulary);
-  for (uint64_t id = 1; id <= 30; ++id) index.Add(id, f.Image(id));
-  index.Remove({5, 6});
-  const auto back = WordIndex::Deserialize(index.Serialize(), f.codebook);
-  EXPECT_EQ(back->ntotal(), 28);
-  EXPECT_EQ(back->num_postings(), index.num_postings());
-  for (uint64_t q : {1, 7, 30}) {
-    const auto a = index.Search(f.Image(q), 10);
-    const auto b = back->Search(f.Image(q), 10);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ(a[i].first, b[i].first);
-      EXPECT_FLOAT_EQ(a[i].second, b[i].second);
-    }
-  }
-  for (const auto& [id, s] : back->Search(f.Image(5), 30)) EXPECT_NE(id, 5u);
-}
-
-TEST(WordIndexTest, CorruptBlobsAreRejected) {
-  const Fixture f;
-  WordIndex index(f.vocabulary);
-  for (uint64_t id = 1; id <= 5; ++id) index.Add(id, f.Image(id));
-  const std::string blob = index.Serialize();
-  EXPECT_THROW(WordIndex::Deserialize(blob.substr(0, blob.size() - 3), f.codebook),
-               encoding::CorruptValue);
-  EXPECT_THROW(WordIndex::Deserialize(blob + "zz", f.codebook), encoding::CorruptValue);
-  // Offsets: u32 format, u64 vocabulary size, the vocabulary, u64 n, n ids,
-  // n word counts, then the lists.
-  const size_t vocabulary = f.vocabulary.Serialize().size();
-  const size_t counts = 4 + 8 + vocabulary + 8 + 5 * 8;
-  std::string bad_count = blob;
-  bad_count[counts] = static_cast<char>(bad_count[counts] + 1);  // image 1: one word more
-  EXPECT_THROW(WordIndex::Deserialize(bad_count, f.codebook), encoding::CorruptValue);
-  std::string no_words = blob;
-  for (int i = 0; i < 4; ++i) no_words[counts + i] = 0;
-  EXPECT_THROW(WordIndex::Deserialize(no_words, f.codebook), encoding::CorruptValue);
-  std::string long_list = blob;
-  long_list[counts + 5 * 4 + 3] = 0x7f;  // the first list claims 2^30 postings
-  EXPECT_THROW(WordIndex::Deserialize(long_list, f.codebook), encoding::CorruptValue);
-}
-
 TEST(WordIndexTest, EmptyQueriesAndIndexesReturnNothing) {
   const Fixture f;
   WordIndex index(f.vocabulary);
