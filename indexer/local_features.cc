@@ -201,7 +201,7 @@ LocalFeaturesShape InspectLocalFeatures(const std::string& blob) {
 }
 
 FeaturesCheck LocalFeaturesCheck(const Store& store, std::vector<std::string>* problems) {
-  const uint32_t format = store.schema_version() >= 3 ? kCompactFormat : kFormat;
+  const uint32_t format = store.compact() ? kCompactFormat : kFormat;
   const int dim = static_cast<int>(store.model().dim);
   int code_bytes = -1;  // of the quantizer; -1 = none usable
   if (format == kCompactFormat) {

@@ -212,7 +212,7 @@ MigrationSummary MigrateDatabase(const MigrationOptions& options, IndexObserver*
   const fs::path real = fs::weakly_canonical(AbsolutePath(options.db_path), ec);
   const std::string db = ec ? AbsolutePath(options.db_path) : real.string();
   const std::string sibling = SiblingPath(db);
-  summary.from_schema = Store::Open(db, Store::Mode::kReadOnly)->schema_version();
+  summary.from_schema = summary.schema = Store::Open(db, Store::Mode::kReadOnly)->schema_version();
   if (summary.from_schema >= kSchemaVersion) {
     if (InspectSibling(db, kSchemaVersion) == Sibling::kOriginal) {
       if (observer) observer->OnPhase("removing the original an interrupted migration left");
@@ -230,7 +230,7 @@ MigrationSummary MigrateDatabase(const MigrationOptions& options, IndexObserver*
   const WriterLock lock(db);
   auto original = Store::Open(db, Store::Mode::kReadOnly);
   options.quantizer.Validate(static_cast<int>(original->model().dim));
-  summary.from_schema = original->schema_version();
+  summary.from_schema = summary.schema = original->schema_version();
   summary.images = static_cast<int64_t>(original->num_images());
   summary.bytes_before = original->SizeOnDisk();
   const auto projection_record = original->GetProjection();
@@ -291,6 +291,7 @@ MigrationSummary MigrateDatabase(const MigrationOptions& options, IndexObserver*
   TestStopPoint("synced");
   ExchangeFolders(sibling, db);
   summary.migrated = true;
+  summary.schema = kSchemaVersion;
   TestStopPoint("exchanged");
   RemoveSibling(db);
   summary.bytes_after = Store::Open(db, Store::Mode::kReadOnly)->SizeOnDisk();

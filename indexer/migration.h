@@ -45,6 +45,7 @@ struct MigrationOptions {
 
 struct MigrationSummary {
   uint32_t from_schema = 0;  // the database's schema before the run
+  uint32_t schema = 0;       // ... and after it (the current one once migrated)
   bool migrated = false;     // this run exchanged the database for its copy
   bool resumed = false;      // continued the copy an interrupted run had left
   bool cancelled = false;    // stopped early; the copy is kept for the next run

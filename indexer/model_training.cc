@@ -32,7 +32,7 @@ struct TrainingSample {
 // The schema a new database is created in: the compact one unless the
 // options ask for the older layout (no descriptor quantisation).
 uint32_t NewSchema(const ModelOptions& options) {
-  return options.quantizer.bytes > 0 ? kSchemaVersion : 2;
+  return options.quantizer.bytes > 0 ? kSchemaVersion : kFullFeaturesSchemaVersion;
 }
 
 FileProcessing TrainingProcessing(const ModelOptions& options, const ImageFileLimits& limits) {
@@ -248,13 +248,13 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
       TrainCodebook(training, sample.size(), root, options, threads, summary, observer);
   std::optional<DescriptorQuantizer> quantizer;
   uint32_t schema = NewSchema(options);
-  if (schema >= 3 && training.num_descriptors < kQuantizerMinDescriptors) {
-    schema = 2;  // hashes taken so far are XXH3 in both
+  if (LayoutOf(schema).compact && training.num_descriptors < kQuantizerMinDescriptors) {
+    schema = kFullFeaturesSchemaVersion;  // hashes taken so far are the same in both
     if (observer)
       observer->OnPhase("older layout (schema 2): " + std::to_string(training.num_descriptors) +
                         " descriptors are too few to learn the descriptor quantizer from");
   }
-  if (schema >= 3) {
+  if (LayoutOf(schema).compact) {
     QuantizerOptions q = options.quantizer;
     q.seed = options.codebook.seed;
     if (observer)

@@ -17,7 +17,7 @@ namespace lookalike {
 GrownProjection LearnProjectionIfGrown(Store* store, const ProjectionOptions& options,
                                        int train_images, const std::atomic<bool>* cancel) {
   GrownProjection out;
-  if (store->schema_version() < 3 || options.out_dim <= 0) return out;
+  if (!store->compact() || options.out_dim <= 0) return out;
   const int64_t vlad_dim = static_cast<int64_t>(store->model().vlad_dim());
   std::optional<ProjectionRecord> stored;
   ProjectionOptions learn = options;

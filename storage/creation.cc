@@ -143,7 +143,7 @@ std::unique_ptr<Store> Store::Create(const std::string& path, const ModelRecord&
     rocksdb::WriteBatch batch;
     batch.Put(kModelKey, EncodeModel(model));
     if (projection) batch.Put(kProjectionKey, EncodeProjection(*projection));
-    if (schema_version >= 3) {
+    if (LayoutOf(schema_version).compact) {
       std::string vdim;
       encoding::PutFixed32(&vdim, projection ? projection->out_dim : 0);
       batch.Put(kVectorDimKey, vdim);

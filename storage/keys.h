@@ -1,5 +1,5 @@
-// The key layout of a lookalike database and the history of its format. The
-// store (store.cc, creation.cc, verify.cc) is the only reader of these keys.
+// The key layout of a lookalike database. The store (store.cc, creation.cc,
+// verify.cc) is the only reader of these keys.
 //
 // Key layout (schema 3):
 //   m:schema            u32 schema version
@@ -46,40 +46,14 @@
 // Big-endian ids make byte order equal numeric order, so i:, v:, f: and t:
 // scan in id order.
 //
-// Format history (Store::Open reads every version from kOldestSchemaVersion):
-//   schema 1  per-image hashes ("hash" above, ImageRecord::content_hash) are
-//             FNV-1a 64, byte at a time; records end after the status field.
-//   schema 2  per-image hashes are XXH3-64 (libxxhash); records append the
-//             colour histogram (288 bytes, length-prefixed). Schema-1
-//             databases are still read and written as schema 1 (FNV-1a, no
-//             colour), so older builds keep reading them.
-//   schema 3  compact: v: holds the search vector (PCA out_dim, float16)
-//             instead of the 65,536-d float32 VLAD, and none at all without a
-//             projection (the VLAD is derived from the stored features);
-//             f: holds format-2 local features (6 bytes of geometry and a
-//             16-byte product-quantiser code per keypoint, quantizer in m:dq)
-//             instead of 144 bytes. ~25-40 KiB per image instead of ~320.
-//             Schemas 1 and 2 are still read and written as they are;
-//             `lookalike migrate` converts them (indexer/migration.h, with
-//             the folder exchange of storage/folder_swap.h).
-//   search index format 4 (any schema-3 database, at its next `index`): the
-//             word index leaves the x: blob for its own w: keys, so a query
-//             reads the lists of its own words only (search/search_index.h).
-//   search index format 5: the x: blob also holds every manifest image's
-//             colour histogram (4 bits a bin, 144 bytes), which a query
-//             scans for colour candidates without reading a record
-//             (search/colour_index.h).
-//   search index format 6: and every manifest image's tiny image (its
-//             thumbnail at 8 x 8, 64 bytes), which a query scans for
-//             thumbnail candidates (search/tiny_index.h).
-//   thumbnails (2026-11-27, any schema, no schema bump): t:<id> holds each
-//             image's thumbnail, checksummed like f:; as with the w: keys,
-//             older databases simply lack them and older builds never read
-//             them (merge in an older build refuses a shard holding t: keys).
-//   In all, the model, PCA and search index values are checked with FNV-1a
-//   (the word index's w: values with XXH3-64).
-//   The model value gained min_keypoints and a trailing FNV-1a of the whole
-//   value after schema 1 shipped; models without them still decode.
+// What each schema version stores differently: storage/schema.h (the one
+// place it is decided), as a table in storage/README.md ("Format history").
+// Values with a format number of their own (m:pca, the search index blob,
+// the word index's) say there which formats are read.
+// The model, PCA and search index values are checked with FNV-1a, the word
+// index's w: values with XXH3-64. The model value gained min_keypoints and a
+// trailing FNV-1a of the whole value after schema 1 shipped; models without
+// them still decode.
 // Every image's record, vector, path entry and counters are written in one
 // atomic WriteBatch (WAL on), so an image is either wholly present or absent.
 #pragma once

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <system_error>
 
 #include "storage/encoding.h"
@@ -13,8 +14,18 @@
 
 namespace lookalike {
 
-HashKind HashKindForSchema(uint32_t schema_version) {
-  return schema_version >= 2 ? HashKind::kXxh3_64 : HashKind::kFnv1a64;
+SchemaLayout LayoutOf(uint32_t schema_version) {
+  switch (schema_version) {
+    case 1:
+      return {1, HashKind::kFnv1a64, /*colour=*/false, /*compact=*/false};
+    case 2:
+      return {2, HashKind::kXxh3_64, /*colour=*/true, /*compact=*/false};
+    case 3:
+      return {3, HashKind::kXxh3_64, /*colour=*/true, /*compact=*/true};
+  }
+  throw std::invalid_argument("schema " + std::to_string(schema_version) + " is not one of " +
+                              std::to_string(kOldestSchemaVersion) + ".." +
+                              std::to_string(kSchemaVersion));
 }
 
 const char* HashKindName(HashKind kind) {

@@ -140,7 +140,7 @@ std::unique_ptr<Store> Store::Open(const std::string& path, Mode mode) {
   store->LoadMeta();
   // A migration killed after exchanging the folders left the original
   // beside the database; the first writer to open it finishes the job.
-  if (!store->impl_->read_only && store->schema_version_ >= kSchemaVersion &&
+  if (!store->impl_->read_only && store->layout_.version >= kSchemaVersion &&
       fs::exists(SiblingPath(path), ec) &&
       InspectSibling(path, kSchemaVersion) == Sibling::kOriginal)
     RemoveSibling(path);
@@ -173,8 +173,7 @@ void Store::LoadMeta() {
                                                     std::to_string(kSchemaVersion) +
                                                     "); re-index the folder into a new --db");
   // Decided once: every per-image value of a database uses its schema's hash.
-  schema_version_ = version;
-  hash_kind_ = HashKindForSchema(version);
+  layout_ = LayoutOf(version);
   try {
     const auto model = impl_->Get(kModelKey);
     if (!model) throw encoding::CorruptValue("model missing");
@@ -185,7 +184,7 @@ void Store::LoadMeta() {
     next_id_ = Reader(*next, "next id").Fixed64();
     num_images_ = Reader(*count, "image count").Fixed64();
     vector_dim_ = model_.vlad_dim();
-    if (version >= 3) {
+    if (layout_.compact) {
       const auto vdim = impl_->Get(kVectorDimKey);
       if (!vdim) throw encoding::CorruptValue("vector dimension (m:vdim) missing");
       vector_dim_ = Reader(*vdim, "vector dimension").Fixed32();
@@ -260,7 +259,7 @@ void Store::ForEachVector(const std::function<void(const ImageRecord&, const flo
       throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": vector of " + rec.path +
                                                        " unreadable (" + s.ToString() + ")");
     try {
-      ReadVector(value.data(), value.size(), dim, half_vectors(), hash_kind_, vec.data());
+      ReadVector(value.data(), value.size(), dim, half_vectors(), layout_.image_hash, vec.data());
     } catch (const encoding::CorruptValue& e) {
       throw StoreError(StoreError::Kind::kCorrupt,
                        "database " + path_ + ": vector of " + rec.path + ": " + e.what());
@@ -277,7 +276,7 @@ std::optional<std::vector<float>> Store::GetVector(uint64_t id) const {
   const uint64_t dim = vector_dim_;
   std::vector<float> vec(dim);
   try {
-    ReadVector(value->data(), value->size(), dim, half_vectors(), hash_kind_, vec.data());
+    ReadVector(value->data(), value->size(), dim, half_vectors(), layout_.image_hash, vec.data());
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": vector of id " +
                                                      std::to_string(id) + ": " + e.what() +
@@ -458,7 +457,7 @@ std::optional<std::string> Store::GetFeatures(uint64_t id) const {
   auto value = impl_->Get(FeaturesKey(id));
   if (!value) return std::nullopt;
   try {
-    value->resize(CheckImageBlob(value->data(), value->size(), hash_kind_, kFeaturesWhat));
+    value->resize(CheckImageBlob(value->data(), value->size(), layout_.image_hash, kFeaturesWhat));
     return std::move(*value);
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": image id " +
@@ -479,7 +478,7 @@ std::vector<std::optional<std::string>> Store::GetThumbnails(
     if (!statuses[i].ok()) throw IoError(path_, statuses[i], "read the thumbnails of");
     try {
       out[i].emplace(values[i].data(), CheckImageBlob(values[i].data(), values[i].size(),
-                                                      hash_kind_, kThumbnailWhat));
+                                                      layout_.image_hash, kThumbnailWhat));
     } catch (const encoding::CorruptValue& e) {
       throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + ": image id " +
                                                        std::to_string(ids[i]) + ": " + e.what() +
@@ -499,7 +498,7 @@ void Store::PutThumbnail(uint64_t id, const std::string& thumbnail) {
     throw std::invalid_argument("cannot store a thumbnail for image id " + std::to_string(id) +
                                 ": database " + path_ + " holds no such image");
   rocksdb::WriteBatch batch;
-  PutImageBlob(&batch, ThumbnailKey(id), thumbnail, hash_kind_);
+  PutImageBlob(&batch, ThumbnailKey(id), thumbnail, layout_.image_hash);
   const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
 }
@@ -565,15 +564,16 @@ void Store::WriteImage(const ImageRecord& record, const float* vector, const std
   if (count != num_images_) batch.Put(kCountKey, EncodeU64(count));
   if (before && before->path != record.path) batch.Delete(PathKey(before->path));
   batch.Put(ImageKey(record.id), EncodeRecord(record, stores_colour()));
-  if (dim > 0) PutVector(&batch, VectorKey(record.id), vector, dim, half_vectors(), hash_kind_);
+  if (dim > 0)
+    PutVector(&batch, VectorKey(record.id), vector, dim, half_vectors(), layout_.image_hash);
   if (features.empty())
     batch.Delete(FeaturesKey(record.id));  // a replaced image keeps no stale features
   else
-    PutImageBlob(&batch, FeaturesKey(record.id), features, hash_kind_);
+    PutImageBlob(&batch, FeaturesKey(record.id), features, layout_.image_hash);
   if (thumbnail.empty())
     batch.Delete(ThumbnailKey(record.id));  // nor a stale thumbnail
   else
-    PutImageBlob(&batch, ThumbnailKey(record.id), thumbnail, hash_kind_);
+    PutImageBlob(&batch, ThumbnailKey(record.id), thumbnail, layout_.image_hash);
   batch.Put(PathKey(record.path), EncodeU64(record.id));
   const rocksdb::Status s = impl_->Write(&batch);
   if (!s.ok()) throw IoError(path_, s, "write to");
@@ -596,9 +596,9 @@ void Store::WriteProjection(const ProjectionRecord& projection, const std::vecto
                             const float* vectors, bool replace) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
-  if (schema_version_ < 3)
+  if (!layout_.compact)
     throw std::invalid_argument("database " + path_ + " stores full vectors (schema " +
-                                std::to_string(schema_version_) + ")");
+                                std::to_string(layout_.version) + ")");
   const bool has = vector_dim_ != 0 || impl_->Get(kProjectionKey);
   if (has != replace)
     throw std::invalid_argument("database " + path_ +
@@ -633,7 +633,8 @@ void Store::WriteProjection(const ProjectionRecord& projection, const std::vecto
     if (!impl_->Get(ImageKey(ids[i])))
       throw std::invalid_argument("a projection's search vectors name image " +
                                   std::to_string(ids[i]) + ", which is not stored");
-    PutVector(&batch, VectorKey(ids[i]), vectors + i * dim, dim, half_vectors(), hash_kind_);
+    PutVector(&batch, VectorKey(ids[i]), vectors + i * dim, dim, half_vectors(),
+              layout_.image_hash);
   }
   ImageTotals totals = totals_;
   if (has_totals_) {

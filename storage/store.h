@@ -106,33 +106,41 @@ class Store {
   const std::string& path() const { return path_; }
   const ModelRecord& model() const { return model_; }
   uint64_t num_images() const { return num_images_; }
-  // The database's schema, as stored; opening never changes it.
-  uint32_t schema_version() const { return schema_version_; }
-  // The hash of its per-image values and content hashes (from the schema).
-  HashKind hash_kind() const { return hash_kind_; }
-  // Whether image records carry their colour histogram (schema >= 2).
-  bool stores_colour() const { return schema_version_ >= 2; }
-  // Floats of each image's stored vector: schemas 1-2 store the full VLAD
-  // (model().vlad_dim() f32); schema 3 stores the search vector (the PCA
-  // projection's out_dim, f16) and nothing (0) when the database has no
-  // projection, its vectors being derived from the stored local features.
+  // The database's schema, as stored; opening never changes it. What it
+  // stores differently: its layout (storage/schema.h), which the
+  // predicates below read.
+  uint32_t schema_version() const { return layout_.version; }
+  const SchemaLayout& layout() const { return layout_; }
+  // The hash of its per-image values and content hashes.
+  HashKind hash_kind() const { return layout_.image_hash; }
+  // Whether image records carry their colour histogram.
+  bool stores_colour() const { return layout_.colour; }
+  // The compact layout (SchemaLayout::compact): search vectors (or none),
+  // compact local features, counters, thumbnails.
+  bool compact() const { return layout_.compact; }
+  // Floats of each image's stored vector: the full VLAD
+  // (model().vlad_dim() f32) in the older layouts; in the compact one the
+  // search vector (the PCA projection's out_dim, f16), and nothing (0) when
+  // the database has no projection, its vectors being derived from the
+  // stored local features.
   uint64_t vector_dim() const { return vector_dim_; }
-  // Whether stored vectors are float16 (schema >= 3).
-  bool half_vectors() const { return schema_version_ >= 3; }
-  // Whether the indexer gives images a thumbnail (t:<id>; schema >= 3:
-  // older layouts are written as they are, for the builds that read them).
-  static bool KeepsThumbnails(uint32_t schema) { return schema >= 3; }
-  bool keeps_thumbnails() const { return KeepsThumbnails(schema_version_); }
+  // Whether stored vectors are float16 search vectors (the compact layout).
+  bool half_vectors() const { return layout_.compact; }
+  // Whether the indexer gives images a thumbnail (t:<id>; the compact
+  // layout: older ones are written as they are, for the builds that read
+  // them).
+  static bool KeepsThumbnails(uint32_t schema) { return LayoutOf(schema).compact; }
+  bool keeps_thumbnails() const { return layout_.compact; }
   // Descriptors and images without features over all records, from the
-  // counters (schema >= 3; nullopt before, and for schema-3 databases
-  // written before the counters existed, where only a scan tells).
+  // counters (the compact layout; nullopt in the older ones, and for compact
+  // databases written before the counters existed, where only a scan tells).
   std::optional<ImageTotals> totals() const {
     if (!has_totals_) return std::nullopt;
     return totals_;
   }
   // ImageRecord::content_hash of file bytes, as this database computes it.
   uint64_t ContentHash(const void* data, size_t size) const {
-    return Hash64(hash_kind_, data, size);
+    return Hash64(layout_.image_hash, data, size);
   }
 
   // Record of the image stored under this exact path, if any.
@@ -373,10 +381,9 @@ class Store {
   uint64_t num_images_ = 0;
   uint64_t next_id_ = 1;
   uint64_t vector_dim_ = 0;
-  ImageTotals totals_;  // valid when has_totals_ (schema >= 3)
+  ImageTotals totals_;  // valid when has_totals_ (the compact layout)
   bool has_totals_ = false;
-  uint32_t schema_version_ = kSchemaVersion;
-  HashKind hash_kind_ = HashKindForSchema(kSchemaVersion);
+  SchemaLayout layout_ = LayoutOf(kSchemaVersion);
 };
 
 }  // namespace lookalike

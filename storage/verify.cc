@@ -260,10 +260,8 @@ std::vector<std::string> Store::Verify(size_t max_problems,
   Problems problems(max_problems);
   const rocksdb::Status checksums = impl_->db->VerifyChecksum();
   if (!checksums.ok()) problems.Add("block checksums: " + checksums.ToString());
-  VerifyContext c{impl_->db.get(),   rocksdb::ReadOptions(),
-                  model_.vlad_dim(), vector_dim_,
-                  half_vectors(),    hash_kind_,
-                  next_id_,          &problems,
+  VerifyContext c{impl_->db.get(), rocksdb::ReadOptions(), model_.vlad_dim(), vector_dim_,
+                  half_vectors(),  layout_.image_hash,     next_id_,          &problems,
                   &check_features};
   c.ro.verify_checksums = true;
   CheckProjection(c);

@@ -149,12 +149,12 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
     try {
       const auto store = Store::Open(o.db_path, Store::Mode::kReadOnly);
       const uint32_t schema = store->schema_version();
-      if (schema < kSchemaVersion)
+      if (!store->layout().current())
         err << "lookalike: note: " << o.db_path << " is schema " << schema
             << " (the older layout) and is updated as such; 'lookalike migrate --db " << o.db_path
             << "' converts it in place to schema " << kSchemaVersion << ", about 10x smaller\n";
-      may_learn_projection = schema >= 3 && store->vector_dim() == 0;
-      if (schema >= 3 && store->vector_dim() != 0) {
+      may_learn_projection = store->compact() && store->vector_dim() == 0;
+      if (store->compact() && store->vector_dim() != 0) {
         const auto projection = store->GetProjection();
         may_relearn =
             projection && (projection->component_bits == 1 || projection->component_bits == 2);

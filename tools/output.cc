@@ -366,7 +366,7 @@ void WriteMigrateSummary(std::ostream& out, const MigrationSummary& s, const std
     Json j;
     PutPath(&j, "db", db);
     j["from_schema"] = s.from_schema;
-    j["schema"] = s.migrated || s.from_schema >= kSchemaVersion ? kSchemaVersion : s.from_schema;
+    j["schema"] = s.schema;
     j["migrated"] = s.migrated;
     j["resumed"] = s.resumed;
     j["cancelled"] = s.cancelled;
