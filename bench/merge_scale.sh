@@ -47,7 +47,7 @@ import sys, collections
 def load(p):
     r = collections.defaultdict(set)
     for l in open(p):
-        q, _, path, _ = l.rstrip("\n").split("\t")
+        q, _, path = l.rstrip("\n").split("\t")[:3]
         r[q].add(path)
     return r
 a, e = load(sys.argv[1]), load(sys.argv[2])

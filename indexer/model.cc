@@ -100,7 +100,20 @@ ImageEncoder::ImageEncoder(const ModelRecord& model, Backend backend,
 
 ImageEncoder::Result ImageEncoder::EncodeFile(const std::string& path,
                                               const ImageFileLimits& limits) {
-  return Encode(path, LoadImageFile(path, settings_.max_side, limits));
+  if (!content_hash_) return Encode(path, LoadImageFile(path, settings_.max_side, limits));
+  // LoadImageFile's two steps, keeping the bytes long enough to hash them.
+  ReadResult read = ReadImageBytes(path, limits);
+  if (read.error) {
+    Result result;
+    result.error = std::move(read.error);
+    return result;
+  }
+  LoadResult loaded = DecodeImageBytes(path, read.bytes, settings_.max_side, limits);
+  if (loaded.image) loaded.image->mtime_ns = read.stat.mtime_ns;
+  Result result = Encode(path, std::move(loaded));
+  if (!result.error)
+    result.content_hash = Hash64(*content_hash_, read.bytes.data(), read.bytes.size());
+  return result;
 }
 
 ImageEncoder::Result ImageEncoder::EncodeBytes(const std::string& name, const std::string& bytes,
@@ -112,7 +125,10 @@ ImageEncoder::Result ImageEncoder::EncodeBytes(const std::string& name, const st
                                  std::to_string(limits.max_file_bytes)};
     return result;
   }
-  return Encode(name, DecodeImageBytes(name, bytes, settings_.max_side, limits));
+  Result result = Encode(name, DecodeImageBytes(name, bytes, settings_.max_side, limits));
+  if (content_hash_ && !result.error)
+    result.content_hash = Hash64(*content_hash_, bytes.data(), bytes.size());
+  return result;
 }
 
 ImageEncoder::Result ImageEncoder::Encode(const std::string& path, LoadResult loaded) {

@@ -4,7 +4,9 @@
 // not depend on the indexer.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,10 @@ class ImageEncoder {
     LocalFeatures features;       // for spatial verification
     std::vector<uint8_t> colour;  // colour histogram (indexer/colour.h)
     GreyThumbnail thumbnail;      // kQueryThumbnailSide (indexer/grey_thumbnail.h)
+    // Hash64 of the file's bytes, when set_content_hash asked for it: what
+    // tells a byte-identical copy among the results (ImageRecord::
+    // content_hash). Not set for views.
+    std::optional<uint64_t> content_hash;
     std::optional<FileError> error;
     // Other views of the same image that search runs too, each encoded as
     // above (with no views of its own): the picture a uniform border holds,
@@ -79,6 +85,9 @@ class ImageEncoder {
   // Whether a picture pasted onto a uniform border is also encoded as a view
   // of its own (Result::views). On by default.
   void set_pasted_views(bool on) { pasted_views_ = on; }
+  // Hash each file's bytes with `kind` (the database's Store::hash_kind())
+  // into Result::content_hash; nullopt (the default) = do not.
+  void set_content_hash(std::optional<HashKind> kind) { content_hash_ = kind; }
 
  private:
   Result Encode(const std::string& name, LoadResult loaded);
@@ -87,6 +96,7 @@ class ImageEncoder {
   Result EncodeView(const std::string& name, const GrayImage& gray, std::vector<uint8_t> colour);
 
   bool pasted_views_ = true;
+  std::optional<HashKind> content_hash_;
 
   const DescriptorQuantizer* quantizer_;
   EncodingSettings settings_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <opencv2/calib3d.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <vector>
@@ -67,14 +69,35 @@ float HullShare(const std::vector<cv::Point2f>& points, uint32_t width, uint32_t
       std::clamp(area / (static_cast<double>(width) * static_cast<double>(height)), 0.0, 1.0));
 }
 
+// Share of `keypoints` that `h` maps inside a width x height frame, or
+// within a quarter of their described region (`scale` b pixels per a
+// pixel) or kContentMargin of the frame's size of it: a feature on a
+// picture's edge, or on the edge of a rotated copy's blank corners, lies
+// partly outside.
+constexpr double kContentMargin = 0.02;
+float ContentShare(const Homography& h, const std::vector<Keypoint>& keypoints, double scale,
+                   int width, int height) {
+  if (keypoints.empty()) return 0;
+  int inside = 0;
+  for (const Keypoint& k : keypoints) {
+    const double mx = std::max(kContentMargin * width, 0.25 * k.size * scale);
+    const double my = std::max(kContentMargin * height, 0.25 * k.size * scale);
+    double u = 0, v = 0;
+    if (Map(h, k.x, k.y, &u, &v) && u >= -mx && v >= -my && u <= width + mx && v <= height + my)
+      ++inside;
+  }
+  return static_cast<float>(inside) / static_cast<float>(keypoints.size());
+}
+
 // The shape of `h` (a's frame to b's) into `e`: local scale, rotation,
-// mirror, anisotropy at a's centre, perspective over a's corners.
-void DescribeShape(const Homography& h, int w, int hgt, MatchEvidence* e) {
-  const double cx = 0.5 * w, cy = 0.5 * hgt;
+// mirror and anisotropy at (cx, cy), perspective over `points` (a's
+// inliers). h's denominator must be positive there.
+void DescribeShape(const Homography& h, double cx, double cy,
+                   const std::vector<cv::Point2f>& points, MatchEvidence* e) {
   const double den = Denominator(h, cx, cy);
   const double u = (h[0] * cx + h[1] * cy + h[2]) / den;
   const double v = (h[3] * cx + h[4] * cy + h[5]) / den;
-  // Jacobian of the mapping at the centre.
+  // Jacobian of the mapping there.
   const double a = (h[0] - u * h[6]) / den, b = (h[1] - u * h[7]) / den;
   const double c = (h[3] - v * h[6]) / den, d = (h[4] - v * h[7]) / den;
   const double det = a * d - b * c;
@@ -92,12 +115,51 @@ void DescribeShape(const Homography& h, int w, int hgt, MatchEvidence* e) {
   constexpr double kDegrees = 180.0 / 3.14159265358979323846;
   e->rotation = static_cast<float>(std::atan2((rc - b) / 2, (ra + d) / 2) * kDegrees);
   double lo = den, hi = den;
-  for (const auto& [x, y] : {std::pair<double, double>{0, 0}, {w, 0}, {w, hgt}, {0, hgt}}) {
-    const double wc = Denominator(h, x, y);
-    lo = std::min(lo, wc);
-    hi = std::max(hi, wc);
+  for (const cv::Point2f& p : points) {
+    const double w = Denominator(h, p.x, p.y);
+    lo = std::min(lo, w);
+    hi = std::max(hi, w);
   }
-  e->perspective = static_cast<float>(hi / lo - 1);
+  e->perspective = lo > 0 ? static_cast<float>(hi / lo - 1) : std::numeric_limits<float>::max();
+}
+
+// The residuals of pb from pa mapped by the homography least squares fits
+// to them, in b's pixels: their RMS, and the 90th percentile over the
+// inliers of the magnitude of the mean residual vector of each inlier's
+// StructureNeighbours(n) nearest (in a): noise averages out, a coherent
+// shift (parallax, a thing that moved) does not. Zeros for fewer than 5
+// pairs.
+std::pair<double, double> Residuals(const std::vector<cv::Point2f>& pa,
+                                    const std::vector<cv::Point2f>& pb) {
+  const size_t n = pa.size();
+  if (n < 5) return {0, 0};
+  const cv::Mat fit = cv::findHomography(pa, pb, 0);
+  if (fit.empty()) return {0, 0};
+  std::vector<cv::Point2f> mapped;
+  cv::perspectiveTransform(pa, mapped, fit);
+  std::vector<cv::Point2f> r(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    r[i] = pb[i] - mapped[i];
+    sum += r[i].dot(r[i]);
+  }
+  const size_t k = static_cast<size_t>(StructureNeighbours(static_cast<int>(n)));
+  std::vector<std::pair<float, size_t>> by_distance(n);
+  std::vector<double> structured(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const cv::Point2f d = pa[j] - pa[i];
+      by_distance[j] = {d.dot(d), j};
+    }
+    std::nth_element(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                     by_distance.end());
+    cv::Point2d mean(0, 0);
+    for (size_t m = 0; m < k; ++m) mean += cv::Point2d(r[by_distance[m].second]);
+    structured[i] = std::hypot(mean.x, mean.y) / static_cast<double>(k);
+  }
+  const auto p90 = structured.begin() + static_cast<std::ptrdiff_t>((n * 9) / 10);
+  std::nth_element(structured.begin(), p90, structured.end());
+  return {std::sqrt(sum / static_cast<double>(n)), *p90};
 }
 
 }  // namespace
@@ -119,20 +181,34 @@ MatchEvidence MeasureMatch(const Verification& v, const LocalFeatures& a, const 
   }
   e.hull_a = HullShare(pa, a.width, a.height);
   e.hull_b = HullShare(pb, b.width, b.height);
-  if (!v.homography || a.width == 0 || a.height == 0 || b.width == 0 || b.height == 0) return e;
+  if (!v.homography || pa.empty() || a.width == 0 || a.height == 0 || b.width == 0 || b.height == 0)
+    return e;
   const int aw = static_cast<int>(a.width), ah = static_cast<int>(a.height);
   const int bw = static_cast<int>(b.width), bh = static_cast<int>(b.height);
-  const Homography h = PositiveAt(*v.homography, 0.5 * aw, 0.5 * ah);
-  // Every corner of a in front of the camera: the map is a proper picture
-  // transform over the whole of a.
-  for (const auto& [x, y] : {std::pair<int, int>{0, 0}, {aw, 0}, {aw, ah}, {0, ah}})
-    if (!(Denominator(h, x, y) > 1e-12)) return e;
+  cv::Point2f centre(0, 0);
+  for (const cv::Point2f& p : pa) centre += p;
+  centre *= 1.0f / static_cast<float>(pa.size());
+  const Homography h = PositiveAt(*v.homography, centre.x, centre.y);
+  // Every inlier in front of the camera: the map is a proper picture
+  // transform over the matched content.
+  for (const cv::Point2f& p : pa)
+    if (!(Denominator(h, p.x, p.y) > 1e-12)) return e;
   const auto inv = Inverse(h);
   if (!inv) return e;
   e.homography = true;
-  DescribeShape(h, aw, ah, &e);
+  DescribeShape(h, centre.x, centre.y, pa, &e);
+  double cu = 0, cv_ = 0;
+  Map(h, centre.x, centre.y, &cu, &cv_);
+  const Homography back = PositiveAt(*inv, cu, cv_);
   e.overlap_a = OverlapShare(h, aw, ah, bw, bh);
-  e.overlap_b = OverlapShare(PositiveAt(*inv, 0.5 * bw, 0.5 * bh), bw, bh, aw, ah);
+  e.overlap_b = OverlapShare(back, bw, bh, aw, ah);
+  e.content_a = ContentShare(h, a.keypoints, e.scale, bw, bh);
+  e.content_b = ContentShare(back, b.keypoints, 1.0 / std::max(1e-6f, e.scale), aw, ah);
+  // In the coarser frame's pixels.
+  const auto [rms, structured] = Residuals(pa, pb);
+  const double coarser = std::max(1.0, static_cast<double>(e.scale));
+  e.residual = static_cast<float>(rms / coarser);
+  e.structured_residual = static_cast<float>(structured / coarser);
   return e;
 }
 
@@ -227,6 +303,65 @@ std::optional<float> AlignedCorrelation(const GreyThumbnail& a, int a_width, int
   // The target is the side with the coarser sampling of the shared content.
   if (step >= 1) return WarpedCorrelation(a, b, ab, step);
   return WarpedCorrelation(b, a, PositiveAt(*ba, 0.5 * b.width, 0.5 * b.height), 1 / step);
+}
+
+namespace {
+
+// The share of `t`'s textured pixels (thumbnail of a width x height frame)
+// that `to_other` (frame to frame, positive at t's centre) maps inside an
+// other_width x other_height frame, widened by half a pixel of
+// `other_step` (the other thumbnail's pixel, in its frame's units) and
+// kContentMargin of its size; nullopt with fewer than kMinTexturedPixels
+// textured pixels.
+std::optional<float> TexturedShare(const GreyThumbnail& t, int width, int height,
+                                   const Homography& to_other, int other_width, int other_height,
+                                   double other_step) {
+  const Homography frame = ThumbnailToFrame(t.width, t.height, width, height);
+  const double mx = std::max(kContentMargin * other_width, other_step);
+  const double my = std::max(kContentMargin * other_height, other_step);
+  int textured = 0, inside = 0;
+  const auto at = [&t](int x, int y) {
+    x = std::clamp(x, 0, t.width - 1);
+    y = std::clamp(y, 0, t.height - 1);
+    return static_cast<int>(t.pixels[static_cast<size_t>(y) * t.width + x]);
+  };
+  for (int y = 0; y < t.height; ++y) {
+    for (int x = 0; x < t.width; ++x) {
+      const int gx = at(x + 1, y) - at(x - 1, y), gy = at(x, y + 1) - at(x, y - 1);
+      if (std::abs(gx) + std::abs(gy) < 2 * kTexturedGradient) continue;
+      ++textured;
+      double fx = 0, fy = 0, u = 0, v = 0;
+      Map(frame, x, y, &fx, &fy);
+      if (Map(to_other, fx, fy, &u, &v) && u >= -mx && v >= -my && u <= other_width + mx &&
+          v <= other_height + my)
+        ++inside;
+    }
+  }
+  if (textured < kMinTexturedPixels) return std::nullopt;
+  return static_cast<float>(inside) / static_cast<float>(textured);
+}
+
+}  // namespace
+
+void MeasureThumbnails(const GreyThumbnail& a, int a_width, int a_height, const GreyThumbnail& b,
+                       int b_width, int b_height, const std::array<double, 9>& a_to_b,
+                       MatchEvidence* e) {
+  if (!e->homography || a.empty() || b.empty() || a_width <= 0 || a_height <= 0 || b_width <= 0 ||
+      b_height <= 0)
+    return;
+  e->aligned_correlation = AlignedCorrelation(a, a_width, a_height, b, b_width, b_height, a_to_b);
+  const Homography h = PositiveAt(a_to_b, 0.5 * a_width, 0.5 * a_height);
+  const auto inv = Inverse(h);
+  if (!inv) return;
+  double cu = 0, cv_ = 0;
+  if (!Map(h, 0.5 * a_width, 0.5 * a_height, &cu, &cv_)) return;
+  const Homography back = PositiveAt(*inv, cu, cv_);
+  if (const auto share =
+          TexturedShare(a, a_width, a_height, h, b_width, b_height, 0.5 * b_width / b.width))
+    e->content_a = *share;
+  if (const auto share =
+          TexturedShare(b, b_width, b_height, back, a_width, a_height, 0.5 * a_width / a.width))
+    e->content_b = *share;
 }
 
 }  // namespace lookalike

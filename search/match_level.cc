@@ -1,6 +1,7 @@
 #include "search/match_level.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -43,17 +44,21 @@ MatchLevel ParseMatchLevel(const std::string& name) {
 }
 
 void MatchLevelOptions::Validate() const {
-  CheckShare(copy_min_overlap, "copy min overlap");
-  CheckShare(copy_min_hull, "copy min hull");
+  if (!(same_max_structure >= 0))
+    throw std::invalid_argument("same max structure must be >= 0, got " +
+                                std::to_string(same_max_structure));
+  CheckShare(same_min_inlier_ratio, "same min inlier ratio");
+  if (!(same_structured_floor >= 0))
+    throw std::invalid_argument("same structured floor must be >= 0, got " +
+                                std::to_string(same_structured_floor));
+  CheckCorrelation(same_min_aligned_correlation, "same min aligned correlation");
+  CheckShare(same_min_hull, "same min hull");
+  CheckShare(copy_min_content, "copy min content");
   CheckShare(copy_max_anisotropy, "copy max anisotropy");
   if (!(copy_max_perspective >= 0))
     throw std::invalid_argument("copy max perspective must be >= 0, got " +
                                 std::to_string(copy_max_perspective));
-  CheckShare(copy_min_inlier_ratio, "copy min inlier ratio");
-  CheckCorrelation(copy_min_aligned_correlation, "copy min aligned correlation");
-  CheckShare(part_min_overlap, "part min overlap");
-  CheckShare(part_min_hull, "part min hull");
-  CheckCorrelation(part_min_aligned_correlation, "part min aligned correlation");
+  CheckShare(part_min_content, "part min content");
 }
 
 MatchLevel ClassifyMatch(const MatchEvidence& e, const MatchLevelOptions& o) {
@@ -62,18 +67,22 @@ MatchLevel ClassifyMatch(const MatchEvidence& e, const MatchLevelOptions& o) {
   if (!e.homography) return MatchLevel::kView;
   const float inlier_ratio =
       e.matches > 0 ? static_cast<float>(e.inliers) / static_cast<float>(e.matches) : 0.0f;
-  const bool near_similarity =
-      e.anisotropy <= o.copy_max_anisotropy && e.perspective <= o.copy_max_perspective;
-  if (near_similarity && std::min(e.overlap_a, e.overlap_b) >= o.copy_min_overlap &&
-      std::min(e.hull_a, e.hull_b) >= o.copy_min_hull && inlier_ratio >= o.copy_min_inlier_ratio &&
-      PixelsAgree(e, o.copy_min_aligned_correlation))
+  // What keypoint noise alone leaves in the structured residual.
+  const float noise =
+      1.52f * e.residual / std::sqrt(static_cast<float>(StructureNeighbours(e.inliers)));
+  const bool exact =
+      e.structured_residual <= std::max(o.same_structured_floor, o.same_max_structure * noise);
+  if (!exact || inlier_ratio < o.same_min_inlier_ratio ||
+      !PixelsAgree(e, o.same_min_aligned_correlation))
+    return MatchLevel::kView;
+  if (std::min(e.content_a, e.content_b) >= o.copy_min_content &&
+      std::min(e.hull_a, e.hull_b) >= o.same_min_hull && e.anisotropy <= o.copy_max_anisotropy &&
+      e.perspective <= o.copy_max_perspective)
     return MatchLevel::kCopy;
-  // The image that lies inside the other: the one with the larger overlap.
-  const bool a_inside = e.overlap_a >= e.overlap_b;
-  const float inside_overlap = a_inside ? e.overlap_a : e.overlap_b;
-  const float inside_hull = a_inside ? e.hull_a : e.hull_b;
-  if (inside_overlap >= o.part_min_overlap && inside_hull >= o.part_min_hull &&
-      PixelsAgree(e, o.part_min_aligned_correlation))
+  // The image that lies inside the other: the one keeping more content.
+  const bool a_inside = e.content_a >= e.content_b;
+  if ((a_inside ? e.content_a : e.content_b) >= o.part_min_content &&
+      (a_inside ? e.hull_a : e.hull_b) >= o.same_min_hull)
     return MatchLevel::kPart;
   return MatchLevel::kView;
 }

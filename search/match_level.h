@@ -10,6 +10,7 @@
 // here.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -56,21 +57,39 @@ struct MatchEvidence {
   // Share of a's area that maps inside b, and of b's inside a: 1 and 1 for
   // an uncropped copy; ~1 and small for a picture pasted into a larger one.
   float overlap_a = 0, overlap_b = 0;
-  // The local scale at a's centre (b pixels per a pixel, the square root of
-  // the Jacobian's determinant) and rotation (degrees, (-180, 180], of the
-  // similarity nearest the Jacobian; mirror-free part when mirrored).
+  // The same for content: the share of a's keypoints that map inside b (a
+  // border or a rotated copy's blank corners hold none), and of b's inside
+  // a.
+  float content_a = 0, content_b = 0;
+  // Root mean square distance of the inliers from the homography refitted
+  // to them by least squares, in pixels of the coarser image's keypoint
+  // frame: an edit maps every point exactly (keypoint noise, about half a
+  // pixel), another shot of a 3-D scene leaves parallax.
+  float residual = 0;
+  // The part of it that is coherent across neighbouring inliers: the 90th
+  // percentile over the inliers of the magnitude of the mean residual
+  // vector of each one's StructureNeighbours(inliers) nearest inliers (same
+  // unit). Keypoint noise averages out (to about 1.52 / sqrt(neighbours) of
+  // the RMS); a region that moved between two moments, or parallax between
+  // two viewpoints, keeps its shift, as long as it holds a tenth of the
+  // inliers.
+  float structured_residual = 0;
+  // The local scale at the centre of a's inliers (b pixels per a pixel, the
+  // square root of the Jacobian's determinant) and rotation (degrees,
+  // (-180, 180], of the similarity nearest the Jacobian; mirror-free part
+  // when mirrored).
   float scale = 1;
   float rotation = 0;
   // The transform reverses orientation (a mirror image): determinant < 0,
   // or the match was found between mirrored features.
   bool mirrored = false;
   // How far the transform is from a similarity: 1 - the ratio of the
-  // Jacobian's smaller to larger singular value at a's centre (0 = no shear
-  // or stretch; a 2:1 stretch gives 0.5).
+  // Jacobian's smaller to larger singular value there (0 = no shear or
+  // stretch; a 2:1 stretch gives 0.5).
   float anisotropy = 0;
-  // How far from affine: max / min over a's corners of the homography's
-  // projective denominator, minus 1 (0 = affine; a wall photographed at 30
-  // degrees is typically 0.2-0.6). Local scale varies by that ratio across a.
+  // How far from affine over the matched content: max / min over a's
+  // inliers of the homography's projective denominator, minus 1 (0 =
+  // affine). Local scale varies by up to that ratio across the match.
   float perspective = 0;
 
   // Pearson correlation of the two images' grey pixels over their overlap
@@ -81,27 +100,42 @@ struct MatchEvidence {
   std::optional<float> aligned_correlation;
 };
 
-// Thresholds of ClassifyMatch; defaults calibrated as search/README.md
-// ("Match levels") describes.
+// How many nearest inliers (itself included) the structured residual
+// averages over for `inliers` inliers: 9, or half of them when fewer than
+// 18 (a mean over all of them is 0 by the least squares fit).
+inline int StructureNeighbours(int inliers) { return inliers >= 18 ? 9 : std::max(1, inliers / 2); }
+
+// Thresholds of ClassifyMatch; defaults chosen as search/README.md ("Match
+// levels") describes.
 struct MatchLevelOptions {
-  // copy: both images map mostly inside each other ...
-  float copy_min_overlap = 0.70f;
-  // ... with inliers spread over each (share of each image's area) ...
-  float copy_min_hull = 0.25f;
-  // ... by a transform close to a similarity ...
-  float copy_max_anisotropy = 0.15f;
-  float copy_max_perspective = 0.10f;
-  // ... that explains most matches (a second shot's parallax leaves many
-  // matches off any one homography) ...
-  float copy_min_inlier_ratio = 0.40f;
-  // ... and whose aligned pixels agree, when they could be compared.
-  float copy_min_aligned_correlation = 0.90f;
-  // part: one image maps almost entirely inside the other ...
-  float part_min_overlap = 0.85f;
-  // ... with inliers spread over that image ...
-  float part_min_hull = 0.25f;
-  // ... and its aligned pixels agree, when they could be compared.
-  float part_min_aligned_correlation = 0.80f;
+  // The same pixels, mapped (copy and part): the inliers' structured
+  // residual is at most this many times what keypoint noise alone leaves
+  // (the 90th percentile of the length of the mean of n independent noise
+  // vectors is 1.52 / sqrt(n) of their RMS) ...
+  float same_max_structure = 1.6f;
+  // ... or at most this many pixels, a shift nobody sees;
+  float same_structured_floor = 0.3f;
+  // most matches are on the homography (a chance verification of unrelated
+  // images explains a few of many);
+  float same_min_inlier_ratio = 0.50f;
+  // the aligned thumbnails correlate at least this much, when they could be
+  // compared;
+  float same_min_aligned_correlation = 0.85f;
+  // and the inliers spread over at least this share of the area of the
+  // image that lies inside the other (both, for a copy): a shared logo or
+  // watermark is packed into a corner.
+  float same_min_hull = 0.15f;
+  // copy: each image keeps at least this share of its content (keypoints)
+  // inside the other: a crop that keeps 70 % of a picture is still a copy,
+  // one that keeps half is a part ...
+  float copy_min_content = 0.70f;
+  // ... by a transform close to a similarity (how far: MatchEvidence's
+  // anisotropy and perspective).
+  float copy_max_anisotropy = 0.10f;
+  float copy_max_perspective = 0.15f;
+  // part: one image keeps at least this share of its content inside the
+  // other.
+  float part_min_content = 0.85f;
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;
 };
@@ -111,17 +145,22 @@ struct MatchLevelOptions {
 //  - none: not verified. A fused score, a colour or a thumbnail similarity
 //    never make a level on their own (a rotated copy's thumbnail can
 //    correlate with an unrelated photo's);
-//  - copy: one image maps onto the other by a near-similarity transform
-//    (anisotropy and perspective small) under which each image lies mostly
-//    inside the other (overlap), the inliers are spread over both (hull),
-//    most matches are inliers, and the aligned pixels agree: an edit of the
-//    same picture. Another shot of a scene fails at least one of these:
-//    perspective, parallax (matches off the homography), or pixels that
-//    differ once aligned;
-//  - part: one image lies almost entirely inside the other (its overlap),
-//    the inliers spread over it, and its aligned pixels agree: a crop, or a
-//    picture pasted into another (any homography: pasted in perspective);
-//  - view: any other verified pair: the same scene or object, another shot.
+//  - copy: the same pixels, mapped (below), by a near-similarity transform
+//    under which each image keeps most of its content inside the other:
+//    an edit of one picture
+//    (re-encoded, resized, recoloured, cropped a little, rotated, mirrored,
+//    written on);
+//  - part: the same pixels, mapped, with one image almost entirely inside
+//    the other, by any homography: a large crop, a picture pasted into
+//    another (also in perspective);
+//  - view: any other verified pair: the same scene or object in another
+//    shot.
+// "The same pixels, mapped": most matches are inliers, the homography maps
+// every inlier exactly, up to keypoint noise (no structured residual:
+// parallax between viewpoints, or things that moved between two moments,
+// leave neighbouring inliers shifted alike), the thumbnails agree once
+// aligned, and the inliers spread over the picture. Two shots of one scene fail at least one of
+// these, or the near-similarity a copy needs.
 MatchLevel ClassifyMatch(const MatchEvidence& evidence,
                          const MatchLevelOptions& options = MatchLevelOptions());
 

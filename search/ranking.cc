@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "indexer/colour.h"
+#include "search/match_evidence.h"
 #include "storage/encoding.h"
 
 namespace lookalike {
@@ -71,7 +72,10 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
       options_(options),
       verify_(VerifyFor(options.rerank)),
       colour_(colour),
-      colours_(colours) {
+      colours_(colours),
+      query_width_(features.width),
+      query_height_(features.height),
+      query_thumbnail_(thumbnail) {
   fuse_colour_ = options.fusion.colour_weight > 0 && options.fusion.colour_depth > 0 &&
                  !colour.empty() && store.stores_colour();
   if (fuse_colour_ && colours_) colour_query_ = ColourIndex::Prepare(colour);
@@ -149,11 +153,23 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
   for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
   for (uint64_t id : also) queue(id);
   std::vector<int> found(todo.size(), -1);
+  std::vector<std::optional<Measured>> measured(todo.size());
   ParallelFor(todo.size(), options_.threads, [&](size_t t) {
-    if (const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame()))
-      found[t] = prepared_->Verify(*candidate).inliers;
+    const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame());
+    if (!candidate) return;
+    Verification v = prepared_->Verify(*candidate);
+    found[t] = v.inliers;
+    if (v.inliers < options_.rerank.min_inliers) return;
+    LocalFeatures keypoints;
+    keypoints.width = candidate->width;
+    keypoints.height = candidate->height;
+    keypoints.keypoints = candidate->keypoints;
+    measured[t] = Measured{std::move(v), std::move(keypoints)};
   });
-  for (size_t t = 0; t < todo.size(); ++t) inliers_of_[todo[t]] = found[t];
+  for (size_t t = 0; t < todo.size(); ++t) {
+    inliers_of_[todo[t]] = found[t];
+    if (measured[t]) measured_.emplace(todo[t], std::move(*measured[t]));
+  }
   for (Candidate& c : *list) {
     c.score = c.base;
     const int n = inliers(c.id);
@@ -253,6 +269,44 @@ int QueryRanking::inliers(uint64_t id) const {
 
 bool QueryRanking::Verified(uint64_t id) const {
   return inliers(id) >= options_.rerank.min_inliers;
+}
+
+std::vector<MatchEvidence> QueryRanking::Evidence(const std::vector<uint64_t>& ids) const {
+  std::vector<MatchEvidence> out(ids.size());
+  std::vector<uint64_t> aligned;  // ids whose thumbnails are compared
+  std::vector<size_t> at;         // their index in ids
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto it = measured_.find(ids[i]);
+    if (it == measured_.end()) {
+      out[i].inliers = std::max(0, inliers(ids[i]));
+      continue;
+    }
+    const Measured& m = it->second;
+    out[i] = MeasureMatch(m.verification, *verified_, m.keypoints, options_.rerank.min_inliers);
+    if (!query_thumbnail_.empty() && out[i].homography) {
+      aligned.push_back(ids[i]);
+      at.push_back(i);
+    }
+  }
+  if (aligned.empty()) return out;
+  const std::vector<std::optional<std::string>> stored = store_.GetThumbnails(aligned);
+  for (size_t k = 0; k < aligned.size(); ++k) {
+    if (!stored[k]) continue;
+    GreyThumbnail thumbnail;
+    try {
+      thumbnail = DecodeGreyThumbnail(*stored[k]);
+    } catch (const encoding::CorruptValue& e) {
+      throw StoreError(StoreError::Kind::kCorrupt, "database " + store_.path() + ": image id " +
+                                                       std::to_string(aligned[k]) + ": " +
+                                                       e.what() + "; run `lookalike verify`");
+    }
+    const Measured& m = measured_.at(aligned[k]);
+    MeasureThumbnails(query_thumbnail_, static_cast<int>(query_width_),
+                      static_cast<int>(query_height_), thumbnail,
+                      static_cast<int>(m.keypoints.width), static_cast<int>(m.keypoints.height),
+                      *m.verification.homography, &out[at[k]]);
+  }
+  return out;
 }
 
 }  // namespace lookalike

@@ -63,6 +63,7 @@
 //          itself.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -74,6 +75,7 @@
 #include "indexer/local_features.h"
 #include "indexer/search_vectors.h"
 #include "search/colour_index.h"
+#include "search/match_level.h"
 #include "search/search_options.h"
 #include "search/thumbnail_match.h"
 #include "search/verifier.h"
@@ -199,8 +201,22 @@ class QueryRanking {
   // features).
   int inliers(uint64_t id) const;
 
+  // The match evidence of each of `ids` (search/match_level.h) against the
+  // query: for a candidate Rerank verified with >= min_inliers, its
+  // geometry and, when both sides have a thumbnail, the aligned thumbnail
+  // correlation (the stored thumbnails read in one MultiGet); for any other,
+  // evidence with `verified` false. Throws StoreError (a corrupt thumbnail).
+  std::vector<MatchEvidence> Evidence(const std::vector<uint64_t>& ids) const;
+
  private:
   bool Verified(uint64_t id) const;  // inliers(id) >= min_inliers
+
+  // What Rerank found for a verified candidate, for Evidence: the
+  // verification and the candidate's keypoints (no descriptors).
+  struct Measured {
+    Verification verification;
+    LocalFeatures keypoints;
+  };
 
   const Store& store_;
   const FeatureReader& stored_features_;
@@ -222,6 +238,9 @@ class QueryRanking {
   std::unordered_map<uint64_t, float> colour_of_;        // id -> c
   std::unordered_map<uint64_t, float> word_similarity_;  // id -> a
   std::unordered_map<uint64_t, int> inliers_of_;         // id -> inliers (-1: no stored features)
+  std::unordered_map<uint64_t, Measured> measured_;      // verified ids only
+  uint32_t query_width_ = 0, query_height_ = 0;          // the query's keypoint frame
+  GreyThumbnail query_thumbnail_;                        // the query's (may be empty)
   std::optional<ThumbnailMatcher> thumbnails_;           // the query's; only when correlates()
 };
 

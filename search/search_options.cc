@@ -39,6 +39,7 @@ void SearchOptions::Validate() const {
   thumbnail.Validate();
   expansion.Validate();
   index.Validate();
+  levels.Validate();
 }
 
 }  // namespace lookalike

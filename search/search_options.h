@@ -7,6 +7,7 @@
 
 #include "indexer/image_file.h"
 #include "indexer/vlad.h"
+#include "search/match_level.h"
 #include "search/vector_index.h"
 #include "search/verifier.h"
 
@@ -134,6 +135,12 @@ struct SearchOptions {
   // from the stored vectors. index.nprobe > 0 (--nprobe) overrides the lists
   // an ivfsq index visits per query.
   VectorIndexOptions index;
+  // Match levels: how each hit's level is decided from its evidence
+  // (search/match_level.h), and the lowest level a hit must reach to be
+  // returned (kNone = every hit). The filter keeps the hits of the first k
+  // that reach it (a verified match ranks above unverified look-alikes).
+  MatchLevelOptions levels;
+  MatchLevel min_level = MatchLevel::kNone;  // --min-level
   // Throws std::invalid_argument naming the offending field (and its flag).
   void Validate() const;
 };

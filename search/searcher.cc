@@ -227,6 +227,7 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   impl->encoder = std::make_unique<ImageEncoder>(impl->store->model(), options.backend,
                                                  impl->features->quantizer());
   impl->encoder->set_pasted_views(options.pasted_views);
+  impl->encoder->set_content_hash(impl->store->hash_kind());
   impl->vectors = std::make_unique<lookalike::SearchVectors>(*impl->store);
   // The persisted search index, reconciled in memory with the records if it
   // is stale (read-only: `lookalike index` writes it), or built from the
@@ -271,7 +272,13 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors, int6
       if (row < 0) continue;
       const float s = Cosine(scores[q * k + r]);
       const uint64_t id = impl_->ids[row];
-      if (auto path = impl_->PathOf(id)) out[q].push_back(Hit{id, std::move(*path), s, s, -1});
+      if (auto path = impl_->PathOf(id)) {
+        Hit h;
+        h.id = id;
+        h.path = std::move(*path);
+        h.score = h.similarity = s;
+        out[q].push_back(std::move(h));
+      }
     }
   }
   return out;
@@ -381,14 +388,50 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
       path = impl_->PathOf(c.id);
     else if (records[i])
       path = std::move(records[i]->path);
-    if (path)
-      hits.push_back(Hit{c.id, std::move(*path), c.score, c.similarity, ranking.inliers(c.id),
-                         c.colour, c.words, c.thumbnail});
+    if (!path) continue;
+    Hit h;
+    h.id = c.id;
+    h.path = std::move(*path);
+    h.score = c.score;
+    h.similarity = c.similarity;
+    h.inliers = ranking.inliers(c.id);
+    h.colour = c.colour;
+    h.words = c.words;
+    h.thumbnail = c.thumbnail;
+    hits.push_back(std::move(h));
+  }
+  std::vector<uint64_t> ids;
+  for (const Hit& h : hits) ids.push_back(h.id);
+  const std::vector<MatchEvidence> evidence = ranking.Evidence(ids);
+  for (size_t i = 0; i < hits.size(); ++i) {
+    hits[i].evidence = evidence[i];
+    hits[i].level = ClassifyMatch(evidence[i], opt.levels);
   }
   return hits;
 }
 
 std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const {
+  std::vector<Hit> hits = SearchViews(enc);
+  // A file with the query's bytes is identical, whatever its features said
+  // (it may have none).
+  if (enc.content_hash) {
+    std::vector<uint64_t> ids;
+    for (const Hit& h : hits) ids.push_back(h.id);
+    const std::vector<std::optional<ImageRecord>> records = impl_->store->FindByIds(ids);
+    for (size_t i = 0; i < hits.size(); ++i) {
+      if (!records[i] || records[i]->content_hash != *enc.content_hash) continue;
+      hits[i].evidence.identical = true;
+      hits[i].level = ClassifyMatch(hits[i].evidence, impl_->options.levels);
+    }
+  }
+  const MatchLevel min_level = impl_->options.min_level;
+  hits.erase(std::remove_if(hits.begin(), hits.end(),
+                            [min_level](const Hit& h) { return h.level < min_level; }),
+             hits.end());
+  return hits;
+}
+
+std::vector<Hit> Searcher::SearchViews(const ImageEncoder::Result& enc) const {
   std::vector<Hit> hits = SearchQuery(enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
   // The views are searched only when the query as it is verified nothing
   // first: most pasted copies keep enough features to be verified as they

@@ -12,6 +12,7 @@
 #include "indexer/image_file.h"
 #include "indexer/model.h"
 #include "indexer/vlad.h"
+#include "search/match_level.h"
 #include "search/search_options.h"
 #include "search/vector_index.h"
 #include "search/verifier.h"
@@ -37,6 +38,12 @@ struct Hit {
   // Thumbnail correlation with the query, [-1, 1]; -1 also when not compared
   // (search/thumbnail_match.h).
   float thumbnail = -1;
+  // How the hit relates to the query (search/match_level.h), decided from
+  // `evidence`, never from `score`.
+  MatchLevel level = MatchLevel::kNone;
+  // What verification measured (geometry of a verified hit; `identical`
+  // when the files' bytes are equal).
+  MatchEvidence evidence;
 };
 
 struct QueryResult {
@@ -77,7 +84,9 @@ class Searcher {
 
   // SearchQuery for an encoded query and each of its views (ImageEncoder::
   // Result::views, when pasted_views is on), merged: every image once, with
-  // its best-scoring hit, best first, at most k. `enc` must have no error.
+  // its best-scoring hit, best first, at most k; a hit whose file has the
+  // query's bytes (enc.content_hash) is `identical`; hits below
+  // options.min_level are dropped. `enc` must have no error.
   std::vector<Hit> SearchEncoded(const ImageEncoder::Result& enc) const;
 
   int64_t num_indexed() const;       // vectors in the search index
@@ -88,6 +97,8 @@ class Searcher {
  private:
   struct Impl;
   explicit Searcher(std::unique_ptr<Impl> impl);
+  // SearchEncoded's ranking: the query and its views searched and merged.
+  std::vector<Hit> SearchViews(const ImageEncoder::Result& enc) const;
   std::unique_ptr<Impl> impl_;
 };
 

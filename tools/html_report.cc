@@ -18,7 +18,10 @@ constexpr char kStyle[] =
     ".pic{height:160px;display:flex;align-items:center;justify-content:center;background:#eceff1}"
     ".pic img{max-width:160px;max-height:160px}.path{word-break:break-all;color:#444}"
     ".badge{background:#2e7d32;color:#fff;border-radius:3px;padding:0 4px;font-weight:bold}"
-    ".note{color:#b71c1c}";
+    ".note{color:#b71c1c}"
+    ".level{border-radius:3px;padding:0 4px;font-weight:bold;color:#fff;background:#9e9e9e}"
+    ".level.identical,.level.copy{background:#2e7d32}.level.part{background:#1565c0}"
+    ".level.view{background:#ef6c00}";
 
 std::string Base64(const std::string& bytes) {
   static const char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -123,14 +126,16 @@ void WriteSearchHtml(std::ostream& out, const std::vector<QueryResult>& results,
       out << "<p>no results</p>\n";
     for (size_t i = 0; i < r.hits.size(); ++i) {
       const Hit& h = r.hits[i];
-      std::vector<std::string> lines = {"<b>#" + std::to_string(i + 1) + "</b> score " +
-                                        Number(h.score, 4)};
+      std::vector<std::string> lines = {
+          "<b>#" + std::to_string(i + 1) + "</b> <span class=\"level " +
+          std::string(MatchLevelName(h.level)) + "\">" + MatchLevelName(h.level) +
+          "</span> score " + Number(h.score, 4)};
       lines.push_back("VLAD " + Number(h.similarity, 3) +
                       (h.colour >= 0 ? " &middot; colour " + Number(h.colour, 3) : "") +
                       (h.inliers >= 0 ? " &middot; inliers " + std::to_string(h.inliers) : "") +
                       (h.thumbnail > -1 ? " &middot; thumbnail " + Number(h.thumbnail, 3) : ""));
-      Card(out, h.inliers >= 8 ? "verified" : "", Picture(OfRecord(store, h.id, limits)), lines,
-           h.path);
+      Card(out, h.level > MatchLevel::kNone ? "verified" : "",
+           Picture(OfRecord(store, h.id, limits)), lines, h.path);
     }
     out << "</div>\n";
   }

@@ -404,6 +404,30 @@ void WriteMigrateSummary(std::ostream& out, const MigrationSummary& s, const std
 
 // -------------------------------------------------------------------- search
 
+Json MatchEvidenceJson(const MatchEvidence& e) {
+  Json j;
+  if (e.identical) j["identical"] = true;
+  j["verified"] = e.verified;
+  if (!e.verified) return j;
+  j["matches"] = e.matches;
+  j["inliers"] = e.inliers;
+  j["coverage"] = Rounded(e.coverage, 4);
+  j["hull"] = Json::array({Rounded(e.hull_a, 4), Rounded(e.hull_b, 4)});
+  if (e.homography) {
+    j["overlap"] = Json::array({Rounded(e.overlap_a, 4), Rounded(e.overlap_b, 4)});
+    j["content"] = Json::array({Rounded(e.content_a, 4), Rounded(e.content_b, 4)});
+    j["residual"] = Rounded(e.residual, 3);
+    j["structured_residual"] = Rounded(e.structured_residual, 3);
+    j["scale"] = Rounded(e.scale, 4);
+    j["rotation"] = Rounded(e.rotation, 2);
+    j["mirrored"] = e.mirrored;
+    j["anisotropy"] = Rounded(e.anisotropy, 4);
+    j["perspective"] = Rounded(e.perspective, 4);
+  }
+  if (e.aligned_correlation) j["aligned"] = Rounded(*e.aligned_correlation, 4);
+  return j;
+}
+
 Json QueryResultJson(const QueryResult& r, bool with_ids) {
   Json j;
   PutPath(&j, "query", r.query);
@@ -421,6 +445,8 @@ Json QueryResultJson(const QueryResult& r, bool with_ids) {
     if (h.colour >= 0) hit["colour"] = Rounded(h.colour, 4);
     if (h.words >= 0) hit["words"] = Rounded(h.words, 4);
     if (h.thumbnail > -1) hit["thumbnail"] = Rounded(h.thumbnail, 4);
+    hit["level"] = MatchLevelName(h.level);
+    hit["evidence"] = MatchEvidenceJson(h.evidence);
     j["results"].push_back(std::move(hit));
   }
   return j;
@@ -439,17 +465,18 @@ void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat form
   if (format == OutputFormat::kTsv) {
     for (size_t i = 0; i < r.hits.size(); ++i)
       out << EscapeField(r.query) << '\t' << i + 1 << '\t' << EscapeField(r.hits[i].path) << '\t'
-          << Fixed(r.hits[i].score, 6) << '\n';
+          << Fixed(r.hits[i].score, 6) << '\t' << MatchLevelName(r.hits[i].level) << '\n';
   } else if (format == OutputFormat::kJson) {
     WriteJsonLine(out, QueryResultJson(r));
   } else {
     out << "query " << EscapeField(r.query) << "\n";
     if (r.hits.empty()) out << "  (no results)\n";
-    out << "  rank  score   inliers  path\n";
+    out << "  rank  score   inliers  level      path\n";
     for (size_t i = 0; i < r.hits.size(); ++i) {
-      char line[64], inl[16] = "      -";
+      char line[80], inl[16] = "      -";
       if (r.hits[i].inliers >= 0) std::snprintf(inl, sizeof inl, "%7d", r.hits[i].inliers);
-      std::snprintf(line, sizeof line, "  %4zu  %.4f %s  ", i + 1, r.hits[i].score, inl);
+      std::snprintf(line, sizeof line, "  %4zu  %.4f %s  %-9s  ", i + 1, r.hits[i].score, inl,
+                    MatchLevelName(r.hits[i].level));
       out << line << EscapeField(r.hits[i].path) << "\n";
     }
   }

@@ -93,6 +93,10 @@ void WriteQueryResult(std::ostream& out, const QueryResult& r, OutputFormat form
 // adds each hit's image id (the web API's address of an image).
 Json QueryResultJson(const QueryResult& r, bool with_ids = false);
 void WriteQueryError(std::ostream& out, const QueryResult& r, OutputFormat format);
+// A hit's match evidence as JSON (the `evidence` of each search hit): what
+// its level was decided from (search/match_level.h); `hull` and `overlap`
+// are [query, hit].
+Json MatchEvidenceJson(const MatchEvidence& e);
 
 // `dedup`'s groups (table, TSV, JSON) or every candidate pair (pairs). TSV:
 // group, path, score, role, level, reason (one line per member); pairs: path

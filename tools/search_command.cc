@@ -33,7 +33,8 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Path("db", &c->db, "database folder built by 'lookalike index'");
   g->Value(",k", &o->k, d.k, "results per query");
   g->Text("format", "table",
-          "table | tsv (query<TAB>rank<TAB>path<TAB>score, one line per hit) | json (one object "
+          "table | tsv (query<TAB>rank<TAB>path<TAB>score<TAB>level, one line per hit) | json "
+          "(one object "
           "per query per line) | html (one self-contained page with thumbnails)",
           [c](const std::string& v) {
             c->format = ParseFormat(v, {OutputFormat::kTable, OutputFormat::kTsv,
@@ -41,6 +42,10 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
           });
   g->Text("backend", BackendName(d.backend), "VLAD encoder: auto | cpu | cuda",
           [o](const std::string& v) { o->backend = ParseBackend(v); });
+  g->Text("min-level", MatchLevelName(d.min_level),
+          "keep only hits at or above this match level: none (all) | view | part | copy | "
+          "identical (README, \"Match levels\")",
+          [o](const std::string& v) { o->min_level = ParseMatchLevel(v); });
   g->Value("rerank", &o->rerank.depth, d.rerank.depth,
            "spatially verify the top N results against the query (0 = off; -1 = 50, or 20 when "
            "a visual-word index's head is verified too)");

@@ -93,7 +93,7 @@ TEST(EndToEnd, EveryTransformedCopyFindsItsOriginalAtRankOne) {
   for (const std::string& line : Split(search.out, '\n')) {
     if (line.empty()) continue;
     const auto cols = Split(line, '\t');
-    ASSERT_EQ(cols.size(), 4u) << line;
+    ASSERT_EQ(cols.size(), 5u) << line;
     const std::string qstem = Stem(Basename(cols[0]));
     ++lines_per_query[qstem];
     EXPECT_EQ(std::stoi(cols[1]), lines_per_query[qstem]) << line;  // ranks 1..k in order

@@ -340,7 +340,7 @@ void SearchDuringIndex(Env& env) {
       int lines = 0;
       for (const std::string& line : testing::SplitLines(s.out)) {
         const auto cols = testing::SplitOn(line, '\t');
-        ASSERT_EQ(cols.size(), 4u) << line;
+        ASSERT_EQ(cols.size(), 5u) << line;
         EXPECT_TRUE(existing.count(cols[2])) << "result is not an indexed file: " << line;
         const double score = std::stod(cols[3]);
         EXPECT_TRUE(score >= -1.0001 && score <= 1.0001) << line;

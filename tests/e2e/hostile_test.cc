@@ -251,7 +251,7 @@ TEST(HostileCorpus, EveryFileGetsItsDocumentedOutcome) {
   std::map<std::string, std::string> top1;
   for (const std::string& line : testing::SplitLines(search.out)) {
     const auto cols = testing::SplitOn(line, '\t');
-    ASSERT_EQ(cols.size(), 4u) << "TSV line broken (a raw tab or newline in a path?): "
+    ASSERT_EQ(cols.size(), 5u) << "TSV line broken (a raw tab or newline in a path?): "
                                << Show(line);
     EXPECT_EQ(cols[1], "1");
     top1[cols[0]] = cols[2];

@@ -44,7 +44,7 @@ Results Search(const std::string& db, const std::string& queries, bool quick = f
   Results out;
   for (const std::string& line : testing::SplitLines(r.out)) {
     const auto f = testing::SplitOn(line, '\t');
-    if (f.size() != 4) continue;
+    if (f.size() != 5) continue;
     out[f[0]].emplace_back(testing::UnescapeField(f[2]), std::stod(f[3]));
   }
   return out;

@@ -160,7 +160,7 @@ class MigrateKillTest : public ::testing::Test {
     ASSERT_EQ(lines.size(), sample.size()) << search.out;
     for (const std::string& line : lines) {
       const auto f = testing::SplitOn(line, '\t');
-      ASSERT_EQ(f.size(), 4u) << line;
+      ASSERT_EQ(f.size(), 5u) << line;
       EXPECT_EQ(f[0], f[2]) << "an image does not find itself first";
     }
   }

@@ -115,7 +115,7 @@ void ExpectConsistent(const std::string& db, int bits) {
   std::map<std::string, std::string> first;  // query -> first hit
   for (const std::string& line : testing::SplitLines(r.out)) {
     const auto f = testing::SplitOn(line, '\t');
-    if (f.size() == 4 && f[1] == "1")
+    if (f.size() == 5 && f[1] == "1")
       first[testing::UnescapeField(f[0])] = testing::UnescapeField(f[2]);
   }
   for (const std::string& path : stored) EXPECT_EQ(first[path], path) << "query " << path;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <opencv2/imgproc.hpp>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -44,12 +45,12 @@ TEST(MatchLevelTest, ParseNamesTheAcceptedValues) {
 TEST(MatchLevelTest, OptionsValidateNamesTheField) {
   MatchLevelOptions o;
   EXPECT_NO_THROW(o.Validate());
-  o.copy_min_overlap = 1.5f;
+  o.copy_min_content = 1.5f;
   try {
     o.Validate();
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("copy min overlap"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("copy min content"), std::string::npos) << e.what();
   }
 }
 
@@ -63,7 +64,10 @@ MatchEvidence CopyEvidence() {
   e.hull_a = e.hull_b = 0.85f;
   e.homography = true;
   e.overlap_a = e.overlap_b = 1.0f;
+  e.content_a = e.content_b = 1.0f;
   e.scale = 0.5f;
+  e.residual = 0.4f;
+  e.structured_residual = 0.15f;
   e.aligned_correlation = 0.97f;
   return e;
 }
@@ -75,34 +79,71 @@ TEST(MatchLevelTest, ClassifiesTheLevels) {
   identical.identical = true;
   EXPECT_EQ(ClassifyMatch(identical), MatchLevel::kIdentical);
 
-  // A large crop: a lies inside b, b is mostly outside a.
+  // A crop keeping 80 % of the picture is still a copy ...
+  MatchEvidence small_crop = CopyEvidence();
+  small_crop.content_b = 0.8f;
+  EXPECT_EQ(ClassifyMatch(small_crop), MatchLevel::kCopy);
+  // ... one keeping 40 % a part: a lies inside b, b is mostly outside a.
   MatchEvidence crop = CopyEvidence();
-  crop.overlap_b = 0.4f;
+  crop.content_b = 0.4f;
   crop.hull_b = 0.3f;
   EXPECT_EQ(ClassifyMatch(crop), MatchLevel::kPart);
   // The same the other way round (b inside a), pasted in perspective.
   MatchEvidence pasted = CopyEvidence();
-  pasted.overlap_a = 0.2f;
-  pasted.hull_a = 0.15f;
+  pasted.content_a = 0.2f;
+  pasted.hull_a = 0.05f;
   pasted.perspective = 0.4f;
   EXPECT_EQ(ClassifyMatch(pasted), MatchLevel::kPart);
+  // A shared logo: inliers packed into a corner of either image.
+  MatchEvidence logo = CopyEvidence();
+  logo.hull_a = logo.hull_b = 0.02f;
+  EXPECT_EQ(ClassifyMatch(logo), MatchLevel::kView);
 
-  // Another shot: perspective, or parallax (few matches on the homography),
-  // or pixels that differ once aligned.
+  // The whole picture in perspective: not a copy; a part (a photographed
+  // print) while its pixels agree.
   MatchEvidence tilted = CopyEvidence();
   tilted.perspective = 0.3f;
-  tilted.overlap_a = tilted.overlap_b = 0.8f;
-  EXPECT_EQ(ClassifyMatch(tilted), MatchLevel::kView);
+  EXPECT_EQ(ClassifyMatch(tilted), MatchLevel::kPart);
+  MatchEvidence stretched = CopyEvidence();
+  stretched.anisotropy = 0.3f;
+  EXPECT_EQ(ClassifyMatch(stretched), MatchLevel::kPart);
+  // Another shot: parallax or moved things (a structured residual), or
+  // pixels that differ once aligned.
   MatchEvidence parallax = CopyEvidence();
-  parallax.inliers = 60;
-  parallax.overlap_a = parallax.overlap_b = 0.8f;
+  parallax.residual = 1.5f;
+  parallax.structured_residual = 1.6f;
   EXPECT_EQ(ClassifyMatch(parallax), MatchLevel::kView);
   MatchEvidence moved = CopyEvidence();
   moved.aligned_correlation = 0.5f;
   EXPECT_EQ(ClassifyMatch(moved), MatchLevel::kView);
+  // Many matches off the homography: a chance verification.
+  MatchEvidence loose = CopyEvidence();
+  loose.inliers = 100;
+  EXPECT_EQ(ClassifyMatch(loose), MatchLevel::kView);
+  // Shifted framing: neither keeps most of its content inside the other.
   MatchEvidence shifted = CopyEvidence();
-  shifted.overlap_a = shifted.overlap_b = 0.6f;
+  shifted.content_a = shifted.content_b = 0.6f;
   EXPECT_EQ(ClassifyMatch(shifted), MatchLevel::kView);
+}
+
+TEST(MatchLevelTest, AStructuredResidualBelowTheFloorOrKeypointNoiseIsExact) {
+  EXPECT_EQ(StructureNeighbours(280), 9);
+  EXPECT_EQ(StructureNeighbours(18), 9);
+  EXPECT_EQ(StructureNeighbours(17), 8);
+  EXPECT_EQ(StructureNeighbours(8), 4);
+  // Noise alone: the neighbourhood means keep about half of the RMS.
+  MatchEvidence noisy = CopyEvidence();
+  noisy.residual = 2.0f;
+  noisy.structured_residual = 1.0f;
+  EXPECT_EQ(ClassifyMatch(noisy), MatchLevel::kCopy);
+  // Coherent: as large as the RMS.
+  noisy.structured_residual = 1.9f;
+  EXPECT_EQ(ClassifyMatch(noisy), MatchLevel::kView);
+  // Below the floor whatever the ratio.
+  MatchEvidence tiny = CopyEvidence();
+  tiny.residual = 0.1f;
+  tiny.structured_residual = 0.25f;
+  EXPECT_EQ(ClassifyMatch(tiny), MatchLevel::kCopy);
 }
 
 TEST(MatchLevelTest, UnverifiedIsNoneWhateverElseAgrees) {
@@ -187,18 +228,30 @@ TEST(MatchEvidenceTest, MeasuresAMirrorACropAndPerspective) {
   // a is the middle half (each side) of b, enlarged twice: a maps inside b
   // entirely, b only a quarter inside a.
   const cv::Matx33d crop(0.5, 0, 100, 0, 0.5, 75, 0, 0, 1);
-  const Mapped part = MapGrid(400, 300, 400, 300, crop);
+  Mapped part = MapGrid(400, 300, 400, 300, crop);
+  // b's own keypoints, all over it (a 5 x 5 grid), besides the matched ones.
+  for (int y = 0; y < 5; ++y)
+    for (int x = 0; x < 5; ++x) {
+      Keypoint k;
+      k.x = (x + 0.5f) * 80;
+      k.y = (y + 0.5f) * 60;
+      part.b.keypoints.push_back(k);
+    }
   const MatchEvidence p = MeasureMatch(part.v, part.a, part.b, 8);
   EXPECT_NEAR(p.overlap_a, 1, 1e-6);
   EXPECT_NEAR(p.overlap_b, 0.25, 0.01);
+  EXPECT_NEAR(p.content_a, 1, 1e-6);
+  // b's keypoints inside a: the 25 matched, and of its own grid those in
+  // its middle half (within 2 % of it), 9 of 25.
+  EXPECT_NEAR(p.content_b, (25.0 + 9.0) / 50, 1e-6);
   EXPECT_EQ(ClassifyMatch(p), MatchLevel::kPart);
 
-  // A wall seen at an angle: the projective denominator varies by 1.5x
-  // across a.
+  // A wall seen at an angle: the projective denominator varies by 1.4x
+  // over the inliers (x from 40 to 360).
   const cv::Matx33d tilt(1, 0, 0, 0, 1, 0, 0.5 / 400, 0, 1);
   const Mapped wall = MapGrid(400, 300, 400, 300, tilt);
   const MatchEvidence w = MeasureMatch(wall.v, wall.a, wall.b, 8);
-  EXPECT_NEAR(w.perspective, 0.5, 1e-4);
+  EXPECT_NEAR(w.perspective, 1.45 / 1.05 - 1, 1e-4);
   EXPECT_GT(w.anisotropy, 0.1);
   // Never a copy; a part (a picture pasted in perspective) unless its
   // pixels, once aligned, disagree.
@@ -209,6 +262,45 @@ TEST(MatchEvidenceTest, MeasuresAMirrorACropAndPerspective) {
 
   // Too few inliers: not verified.
   EXPECT_FALSE(MeasureMatch(wall.v, wall.a, wall.b, 26).verified);
+}
+
+// a's 20 x 15 grid of inliers matched in b at the same place moved by
+// `shift`(point).
+template <typename Shift>
+Mapped Shifted(Shift shift) {
+  std::vector<cv::Point2f> pa, pb;
+  for (int y = 0; y < 15; ++y)
+    for (int x = 0; x < 20; ++x) {
+      pa.emplace_back(10.0f + 20 * x, 10.0f + 20 * y);
+      pb.push_back(pa.back() + shift(pa.back()));
+    }
+  Mapped m{FrameWith(400, 300, pa), FrameWith(400, 300, pb), {}};
+  m.v.matches = m.v.inliers = static_cast<int>(pa.size());
+  for (int i = 0; i < m.v.inliers; ++i) m.v.inlier_pairs.emplace_back(i, i);
+  m.v.homography = std::array<double, 9>{1, 0, 0, 0, 1, 0, 0, 0, 1};
+  return m;
+}
+
+TEST(MatchEvidenceTest, TellsKeypointNoiseFromAShiftedRegion) {
+  // Independent noise of about a pixel: the neighbourhood means keep about
+  // a third of it.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> noise(0.0f, 0.7f);
+  const Mapped noisy = Shifted([&](cv::Point2f) { return cv::Point2f(noise(rng), noise(rng)); });
+  const MatchEvidence n = MeasureMatch(noisy.v, noisy.a, noisy.b, 8);
+  EXPECT_NEAR(n.residual, 1.0, 0.15);
+  EXPECT_LT(n.structured_residual, 0.7f * n.residual);
+  EXPECT_EQ(ClassifyMatch(n), MatchLevel::kCopy);
+  // A thing in the middle moved 2 pixels between two frames (a sixth of
+  // the inliers): the residual is small overall, coherent where it is.
+  const Mapped moved = Shifted([](cv::Point2f p) {
+    const bool inside = std::abs(p.x - 200) < 90 && std::abs(p.y - 150) < 70;
+    return inside ? cv::Point2f(2.0f, 0.0f) : cv::Point2f(0.0f, 0.0f);
+  });
+  const MatchEvidence m = MeasureMatch(moved.v, moved.a, moved.b, 8);
+  EXPECT_GT(m.structured_residual, 1.2f);
+  EXPECT_GT(m.structured_residual, m.residual);
+  EXPECT_EQ(ClassifyMatch(m), MatchLevel::kView);
 }
 
 TEST(MatchEvidenceTest, WithoutAHomographyOnlyCountsAreMeasured) {
@@ -265,6 +357,68 @@ TEST(MatchEvidenceTest, AlignedCorrelationOfACropComparesTheSharedPart) {
   EXPECT_FALSE(AlignedCorrelation(Thumb(a, kQueryThumbnailSide), 320, 240, Thumb(b, kThumbnailSide),
                                   640, 480, away)
                    .has_value());
+}
+
+MatchEvidence WithHomography() {
+  MatchEvidence e;
+  e.verified = true;
+  e.homography = true;
+  return e;
+}
+
+TEST(MatchEvidenceTest, ThumbnailContentCountsTexturedPixels) {
+  // A picture (400 x 300) pasted at (120, 90) into another, textured one
+  // (640 x 480), half its size: a quarter of the composite's area. a is the
+  // composite, b the picture; a -> b: (x, y) -> (2 (x - 120), 2 (y - 90)).
+  const cv::Mat picture = testing::MakeSyntheticImage(21, 400, 300);
+  cv::Mat composite = testing::MakeSyntheticImage(22, 640, 480), half;
+  cv::resize(picture, half, cv::Size(200, 150), 0, 0, cv::INTER_AREA);
+  half.copyTo(composite(cv::Rect(120, 90, 200, 150)));
+  const std::array<double, 9> paste = {2, 0, -240, 0, 2, -180, 0, 0, 1};
+  MatchEvidence e = WithHomography();
+  MeasureThumbnails(Thumb(composite, kQueryThumbnailSide), 640, 480, Thumb(picture, kThumbnailSide),
+                    400, 300, paste, &e);
+  ASSERT_TRUE(e.aligned_correlation.has_value());
+  EXPECT_GT(*e.aligned_correlation, 0.85f);
+  EXPECT_NEAR(e.content_a, 0.1, 0.08);  // the pasted tenth of the composite
+  EXPECT_GT(e.content_b, 0.95f);
+
+  // A picture rotated 10 degrees on a black canvas grown to hold it: its
+  // blank corners hold no texture, so all of its content lies inside.
+  const cv::Point2f centre(199.5f, 149.5f);
+  cv::Mat m = cv::getRotationMatrix2D(centre, 10, 1);
+  m.at<double>(0, 2) += 30;
+  m.at<double>(1, 2) += 40;
+  cv::Mat rotated;
+  cv::warpAffine(picture, rotated, m, cv::Size(460, 380));
+  // rotated -> picture: the inverse of m.
+  cv::Mat inv;
+  cv::invertAffineTransform(m, inv);
+  const std::array<double, 9> back = {inv.at<double>(0, 0),
+                                      inv.at<double>(0, 1),
+                                      inv.at<double>(0, 2),
+                                      inv.at<double>(1, 0),
+                                      inv.at<double>(1, 1),
+                                      inv.at<double>(1, 2),
+                                      0,
+                                      0,
+                                      1};
+  MatchEvidence r = WithHomography();
+  MeasureThumbnails(Thumb(rotated, kQueryThumbnailSide), 460, 380, Thumb(picture, kThumbnailSide),
+                    400, 300, back, &r);
+  EXPECT_GT(r.content_a, 0.95f);
+  EXPECT_GT(r.content_b, 0.95f);
+  ASSERT_TRUE(r.aligned_correlation.has_value());
+  EXPECT_GT(*r.aligned_correlation, 0.9f);
+
+  // Flat thumbnails: too little texture to count; the shares are left.
+  MatchEvidence flat = WithHomography();
+  flat.content_a = flat.content_b = 0.5f;
+  const cv::Mat grey(300, 400, CV_8UC3, cv::Scalar(90, 90, 90));
+  MeasureThumbnails(Thumb(grey, kQueryThumbnailSide), 400, 300, Thumb(grey, kThumbnailSide), 400,
+                    300, {1, 0, 0, 0, 1, 0, 0, 0, 1}, &flat);
+  EXPECT_FLOAT_EQ(flat.content_a, 0.5f);
+  EXPECT_FALSE(flat.aligned_correlation.has_value());
 }
 
 }  // namespace

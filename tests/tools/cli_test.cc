@@ -194,7 +194,7 @@ TEST_F(CliIndexTest, IndexThenSearchTsvJsonAndInfo) {
   const std::vector<std::string> queries = {paths_[0], paths_[5], tmp_ / "photos/img_007.png"};
   for (size_t i = 0; i < lines.size(); ++i) {
     const auto f = Split(lines[i], '\t');
-    ASSERT_EQ(f.size(), 4u) << lines[i];
+    ASSERT_EQ(f.size(), 5u) << lines[i];
     EXPECT_EQ(f[0], queries[i / k]);
     EXPECT_EQ(f[1], std::to_string(i % k + 1)) << "ranks start at 1";
     EXPECT_EQ(f[2].front(), '/') << "paths are absolute";
@@ -562,7 +562,7 @@ TEST_P(CliSchemaTest, IndexSearchVerifyAndNothingReindexed) {
         RunLookalike({"search", "--db", db(), q, "-k", "1", "--format", "tsv", "--backend", "cpu"});
     ASSERT_EQ(hit.code, kExitOk) << hit.err;
     const auto f = Split(Lines(hit.out).at(0), '\t');
-    ASSERT_EQ(f.size(), 4u) << hit.out;
+    ASSERT_EQ(f.size(), 5u) << hit.out;
     EXPECT_EQ(f[2], AbsolutePath(q)) << "an indexed image finds itself first";
   }
   const CliRun clean = RunLookalike({"verify", "--db", db()});

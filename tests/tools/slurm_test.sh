@@ -208,7 +208,7 @@ n_out=$("$bin" info --db "$tmp/out" --format json | sed 's/.*"images":\([0-9]*\)
 "$bin" search --db "$tmp/single" "$tmp/photos" --format tsv -k 10 >"$tmp/single.tsv"
 [ "$(wc -l <"$tmp/single.tsv")" -eq 240 ] || fail "expected 24 queries x 10 results"
 paste "$tmp/merged.tsv" "$tmp/single.tsv" | awk -F'\t' '
-  $1 != $5 || $2 != $6 || $3 != $7 { print "different hit: " $0; bad = 1 }
-  { d = $4 - $8; if (d < 0) d = -d; if (d > 1e-5) { print "score differs: " $0; bad = 1 } }
+  $1 != $6 || $2 != $7 || $3 != $8 || $5 != $10 { print "different hit: " $0; bad = 1 }
+  { d = $4 - $9; if (d < 0) d = -d; if (d > 1e-5) { print "score differs: " $0; bad = 1 } }
   END { exit bad }' || fail "merged results differ from the single run"
 echo "slurm_test: ok: 4 shards under SLURM, failed shard resumed, merged results equal the single run ($((SECONDS - start)) s)"

@@ -67,6 +67,23 @@ int64_t Param(const httplib::Request& req, const std::string& name, int64_t fall
   return fallback;
 }
 
+// The match level a request's `min_level` names (a query or form field);
+// none (every hit) without one; 400 for an unknown name.
+MatchLevel MinLevel(const httplib::Request& req) {
+  std::string name;
+  if (req.has_param("min_level"))
+    name = req.get_param_value("min_level");
+  else if (req.has_file("min_level"))
+    name = req.get_file_value("min_level").content;
+  else
+    return MatchLevel::kNone;
+  try {
+    return ParseMatchLevel(name);
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, std::string("min_level: ") + e.what());
+  }
+}
+
 // The record of the image a route's id names; 404 if there is none.
 ImageRecord Image(const Snapshot& s, const std::string& id_text) {
   uint64_t id = 0;
@@ -108,9 +125,10 @@ httplib::MultipartFormData Upload(const httplib::Request& req) {
 // (encode, then SearchEncoded), so results equal `lookalike search`. With
 // `exclude` (an indexed query), that image is left out of its own results
 // (the rest keep their order, ranked from 1) and "self_rank" says where it
-// was (0: not among the hits).
+// was (0: not among the hits). Hits below `min_level` are dropped (after the
+// first k were ranked).
 Json Search(const Snapshot& s, const std::string& name, const std::string& bytes, int k,
-            std::optional<uint64_t> exclude = std::nullopt) {
+            MatchLevel min_level, std::optional<uint64_t> exclude = std::nullopt) {
   const auto start = std::chrono::steady_clock::now();
   QueryResult r;
   r.query = name;
@@ -124,6 +142,9 @@ Json Search(const Snapshot& s, const std::string& name, const std::string& bytes
     if (self_rank) r.hits.erase(r.hits.begin() + (self_rank - 1));
   }
   if (static_cast<int>(r.hits.size()) > k) r.hits.resize(k);
+  r.hits.erase(std::remove_if(r.hits.begin(), r.hits.end(),
+                              [min_level](const Hit& h) { return h.level < min_level; }),
+               r.hits.end());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json j = QueryResultJson(r, /*with_ids=*/true);
   if (exclude) j["self_rank"] = self_rank;
@@ -333,7 +354,7 @@ void RegisterApi(HttpServer* server, Catalog* catalog) {
                 const ImageRecord r = Image(*s, req.matches[1]);
                 const int k = static_cast<int>(Param(req, "k", kDefaultApiK, 1, kMaxApiK));
                 const std::string bytes = IndexedBytes(*s, r, catalog->options().limits);
-                Json j = Search(*s, r.path, bytes, k, r.id);
+                Json j = Search(*s, r.path, bytes, k, MinLevel(req), r.id);
                 j["query_id"] = r.id;
                 SendJson(&res, j);
               }));
@@ -354,7 +375,7 @@ void RegisterApi(HttpServer* server, Catalog* catalog) {
                  const int k = static_cast<int>(Param(req, "k", kDefaultApiK, 1, kMaxApiK));
                  auto s = catalog->Current();
                  SendJson(&res, Search(*s, file.filename.empty() ? "upload" : file.filename,
-                                       file.content, k));
+                                       file.content, k, MinLevel(req)));
                }));
 
   server->Post(R"(/api/matches/(\d+))",

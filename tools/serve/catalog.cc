@@ -51,6 +51,7 @@ ImageEncoder::Result Snapshot::Encode(const std::string& name, const std::string
     encoder = std::make_unique<ImageEncoder>(store_->model(), options_.search.backend,
                                              features_->quantizer());
     encoder->set_pasted_views(options_.search.pasted_views);
+    encoder->set_content_hash(store_->hash_kind());
   }
   ImageEncoder::Result result = encoder->EncodeBytes(name, bytes, options_.limits);
   std::lock_guard<std::mutex> lock(encoders_mutex_);
