@@ -229,6 +229,10 @@ Homography Compose(const Homography& outer, const Homography& inner) {
   return out;
 }
 
+// The Gaussian both sides of an aligned correlation are smoothed with,
+// target pixels.
+constexpr double kAlignedBlur = 1.5;
+
 cv::Mat AsMat(const GreyThumbnail& t) {
   return cv::Mat(t.height, t.width, CV_8U, const_cast<uint8_t*>(t.pixels.data())).clone();
 }
@@ -252,12 +256,30 @@ std::optional<float> WarpedCorrelation(const GreyThumbnail& target, const GreyTh
   cv::warpPerspective(cv::Mat(source.height, source.width, CV_8U, cv::Scalar(255)), mask, map,
                       cv::Size(target.width, target.height),
                       cv::INTER_NEAREST | cv::WARP_INVERSE_MAP, cv::BORDER_CONSTANT, 0);
+  // Both sides low-passed on the target's grid: a thumbnail's finest detail
+  // is aliasing that depends on where its pixel grid falls (a fine pattern
+  // cropped by a few pixels shrinks to another moire), not content. The
+  // outermost pixels, where the two blurs see different neighbours, are left
+  // out.
+  cv::Mat target_f = AsMat(target);
+  target_f.convertTo(target_f, CV_32F);
+  cv::GaussianBlur(target_f, target_f, cv::Size(), kAlignedBlur, kAlignedBlur,
+                   cv::BORDER_REPLICATE);
+  // The warped side only has pixels inside the mask: a normalised
+  // convolution (the blur of the masked pixels over the blur of the mask).
+  cv::Mat weight;
+  mask.convertTo(weight, CV_32F, 1.0 / 255);
+  warped = warped.mul(weight);
+  cv::GaussianBlur(warped, warped, cv::Size(), kAlignedBlur, kAlignedBlur, cv::BORDER_CONSTANT);
+  cv::GaussianBlur(weight, weight, cv::Size(), kAlignedBlur, kAlignedBlur, cv::BORDER_CONSTANT);
+  warped /= cv::max(weight, 1e-3);
+  cv::erode(mask, mask, cv::Mat(), cv::Point(-1, -1), 1);
   double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
   int n = 0;
   for (int y = 0; y < target.height; ++y) {
     const float* w = warped.ptr<float>(y);
     const uint8_t* m = mask.ptr<uint8_t>(y);
-    const uint8_t* t = target.pixels.data() + static_cast<size_t>(y) * target.width;
+    const float* t = target_f.ptr<float>(y);
     for (int x = 0; x < target.width; ++x) {
       if (!m[x]) continue;
       const double p = t[x], q = w[x];

@@ -49,7 +49,7 @@ std::optional<float> AlignedCorrelation(const GreyThumbnail& a, int a_width, int
 // detailed picture pasted onto a plainer one keeps most of the composite's
 // keypoints). Does nothing without a homography in `e`. Thread-safe.
 inline constexpr int kMinTexturedPixels = 32;
-inline constexpr int kTexturedGradient = 6;
+inline constexpr int kTexturedGradient = 1;
 void MeasureThumbnails(const GreyThumbnail& a, int a_width, int a_height, const GreyThumbnail& b,
                        int b_width, int b_height, const std::array<double, 9>& a_to_b,
                        MatchEvidence* e);
