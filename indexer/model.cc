@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "indexer/colour.h"
+#include "indexer/mirror_features.h"
 #include "indexer/pasted_picture.h"
 
 namespace lookalike {
@@ -138,7 +139,7 @@ ImageEncoder::Result ImageEncoder::Encode(const std::string& path, LoadResult lo
     return result;
   }
   LoadedImage& image = *loaded.image;
-  Result result = EncodeView(path, image.gray, std::move(image.colour));
+  Result result = EncodeView(path, image.gray, std::move(image.colour), mirror_views_);
   if (result.error || !pasted_views_) return result;
   // A picture pasted onto a uniform border, rotated or in perspective: its
   // rectified view finds the original where the pasted one cannot
@@ -166,7 +167,7 @@ ImageEncoder::Result ImageEncoder::Encode(const std::string& path, LoadResult lo
 }
 
 ImageEncoder::Result ImageEncoder::EncodeView(const std::string& path, const GrayImage& gray,
-                                              std::vector<uint8_t> colour) {
+                                              std::vector<uint8_t> colour, bool with_mirror) {
   Result result;
   result.colour = std::move(colour);
   result.thumbnail = MakeGreyThumbnail(gray, kQueryThumbnailSide);
@@ -185,6 +186,21 @@ ImageEncoder::Result ImageEncoder::EncodeView(const std::string& path, const Gra
   if (d.num == 0)
     result.error =
         FileError{FileErrorCode::kNoFeatures, path, "no keypoints found (flat or tiny image)"};
+  if (with_mirror && d.num > 0 && d.dim == kSiftDim) {
+    Result mirror;
+    mirror.colour = result.colour;
+    mirror.thumbnail = result.thumbnail;
+    const cv::Mat t(mirror.thumbnail.height, mirror.thumbnail.width, CV_8UC1,
+                    mirror.thumbnail.pixels.data());
+    cv::flip(t.clone(), t, 1);
+    const Descriptors m = MirrorDescriptors(d, static_cast<uint32_t>(gray.width));
+    mirror.num_descriptors = m.num;
+    mirror.features = MakeLocalFeatures(m, static_cast<uint32_t>(gray.width),
+                                        static_cast<uint32_t>(gray.height), quantizer_);
+    mirror.vlad.assign(static_cast<size_t>(encoder_->vlad_dim()), 0.0f);
+    encoder_->Encode(m.values.data(), offsets, 1, mirror.vlad.data());
+    result.mirror.push_back(std::move(mirror));
+  }
   return result;
 }
 

@@ -74,6 +74,12 @@ class ImageEncoder {
     // rectified (indexer/pasted_picture.h). Empty for most images, and when
     // pasted_views is off.
     std::vector<Result> views;
+    // The image's mirror image (flipped left to right), from the same
+    // extraction (indexer/mirror_features.h): features, VLAD vector and
+    // thumbnail mirrored, colour the same; what search looks for mirrored
+    // copies with. One element when set_mirror_views is on and the image has
+    // SIFT features, else empty; no views or mirror of its own.
+    std::vector<Result> mirror;
   };
   Result EncodeFile(const std::string& path, const ImageFileLimits& limits);
   // The same for a file's bytes already in memory (an upload), through the
@@ -85,6 +91,8 @@ class ImageEncoder {
   // Whether a picture pasted onto a uniform border is also encoded as a view
   // of its own (Result::views). On by default.
   void set_pasted_views(bool on) { pasted_views_ = on; }
+  // Whether Result::mirror is made. Off by default.
+  void set_mirror_views(bool on) { mirror_views_ = on; }
   // Hash each file's bytes with `kind` (the database's Store::hash_kind())
   // into Result::content_hash; nullopt (the default) = do not.
   void set_content_hash(std::optional<HashKind> kind) { content_hash_ = kind; }
@@ -93,9 +101,11 @@ class ImageEncoder {
   Result Encode(const std::string& name, LoadResult loaded);
   // The features, VLAD vector and thumbnail of one grey image, with the
   // colour histogram given.
-  Result EncodeView(const std::string& name, const GrayImage& gray, std::vector<uint8_t> colour);
+  Result EncodeView(const std::string& name, const GrayImage& gray, std::vector<uint8_t> colour,
+                    bool with_mirror = false);
 
   bool pasted_views_ = true;
+  bool mirror_views_ = false;
   std::optional<HashKind> content_hash_;
 
   const DescriptorQuantizer* quantizer_;

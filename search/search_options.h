@@ -124,6 +124,11 @@ struct SearchOptions {
   // with the picture rectified, and each result keeps the better of its two
   // scores (search/README.md, "Pasted pictures").
   bool pasted_views = true;  // --pasted-views
+  // Mirrored copies: the query's mirror image (its own features mirrored,
+  // indexer/mirror_features.h; no second extraction) is searched too,
+  // without expansion or thumbnail correlation, and its verified hits join
+  // the list (search/README.md, "Mirrored copies").
+  bool mirrored = true;  // --mirrored
   // Threads for verification; 0 = all hardware threads. >= 0.
   int threads = 0;
   FusionOptions fusion;

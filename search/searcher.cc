@@ -228,6 +228,7 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
                                                  impl->features->quantizer());
   impl->encoder->set_pasted_views(options.pasted_views);
   impl->encoder->set_content_hash(impl->store->hash_kind());
+  impl->encoder->set_mirror_views(options.mirrored);
   impl->vectors = std::make_unique<lookalike::SearchVectors>(*impl->store);
   // The persisted search index, reconciled in memory with the records if it
   // is stale (read-only: `lookalike index` writes it), or built from the
@@ -287,7 +288,13 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors, int6
 std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& features,
                                        const std::vector<uint8_t>& colour,
                                        const GreyThumbnail& thumbnail) const {
-  const SearchOptions& opt = impl_->options;
+  return SearchWith(impl_->options, vlad, features, colour, thumbnail);
+}
+
+std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vlad,
+                                      const LocalFeatures& features,
+                                      const std::vector<uint8_t>& colour,
+                                      const GreyThumbnail& thumbnail) const {
   const int64_t n_index = impl_->index->ntotal();
   if (n_index == 0) return {};
   // The ranking's preparation (verification's principal axes of the query)
@@ -412,6 +419,7 @@ std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& f
 
 std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const {
   std::vector<Hit> hits = SearchViews(enc);
+  if (impl_->options.mirrored && !enc.mirror.empty()) AddMirrored(enc.mirror[0], &hits);
   // A file with the query's bytes is identical, whatever its features said
   // (it may have none).
   if (enc.content_hash) {
@@ -429,6 +437,33 @@ std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const 
                             [min_level](const Hit& h) { return h.level < min_level; }),
              hits.end());
   return hits;
+}
+
+void Searcher::AddMirrored(const ImageEncoder::Result& mirror, std::vector<Hit>* hits) const {
+  // What only a verified match can use: no expansion, and no thumbnail
+  // correlation or candidates (a correlation gives no level).
+  SearchOptions opt = impl_->options;
+  opt.expansion.results = 0;
+  opt.thumbnail.weight = 0;
+  opt.thumbnail.candidates = 0;
+  std::unordered_map<uint64_t, size_t> at;  // id -> index in hits
+  for (size_t i = 0; i < hits->size(); ++i) at.emplace((*hits)[i].id, i);
+  for (Hit& h :
+       SearchWith(opt, mirror.vlad.data(), mirror.features, mirror.colour, mirror.thumbnail)) {
+    if (h.level == MatchLevel::kNone) continue;
+    h.evidence.mirrored = !h.evidence.mirrored;
+    const auto [it, added] = at.emplace(h.id, hits->size());
+    if (added) {
+      hits->push_back(std::move(h));
+      continue;
+    }
+    const Hit& had = (*hits)[it->second];
+    if (h.level > had.level || (h.level == had.level && h.score > had.score))
+      (*hits)[it->second] = std::move(h);
+  }
+  std::stable_sort(hits->begin(), hits->end(),
+                   [](const Hit& a, const Hit& b) { return a.score > b.score; });
+  if (static_cast<int>(hits->size()) > impl_->options.k) hits->resize(impl_->options.k);
 }
 
 std::vector<Hit> Searcher::SearchViews(const ImageEncoder::Result& enc) const {

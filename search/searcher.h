@@ -85,7 +85,8 @@ class Searcher {
   // SearchQuery for an encoded query and each of its views (ImageEncoder::
   // Result::views, when pasted_views is on), merged: every image once, with
   // its best-scoring hit, best first, at most k; a hit whose file has the
-  // query's bytes (enc.content_hash) is `identical`; hits below
+  // query's bytes (enc.content_hash) is `identical`; with options.mirrored,
+  // the verified hits of its mirror image (enc.mirror) join; hits below
   // options.min_level are dropped. `enc` must have no error.
   std::vector<Hit> SearchEncoded(const ImageEncoder::Result& enc) const;
 
@@ -99,6 +100,14 @@ class Searcher {
   explicit Searcher(std::unique_ptr<Impl> impl);
   // SearchEncoded's ranking: the query and its views searched and merged.
   std::vector<Hit> SearchViews(const ImageEncoder::Result& enc) const;
+  // The query's mirror image searched (without expansion or thumbnail
+  // correlation) and its verified hits merged into `hits` (an image's
+  // higher level, then higher score, wins), marked mirrored.
+  void AddMirrored(const ImageEncoder::Result& mirror, std::vector<Hit>* hits) const;
+  // SearchQuery with other options (the mirror's).
+  std::vector<Hit> SearchWith(const SearchOptions& options, const float* vlad,
+                              const LocalFeatures& features, const std::vector<uint8_t>& colour,
+                              const GreyThumbnail& thumbnail) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -73,6 +73,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "search a query that is a picture pasted onto a uniform border (rotated, in "
            "perspective) and verifies nothing as it is again with the picture rectified, adding "
            "the results that have evidence of their own (0 = off)");
+  g->Value("mirrored", &o->mirrored, d.mirrored,
+           "also search the query's mirror image (its features mirrored, not extracted "
+           "again), adding the verified results: finds mirrored copies (0 = off)");
   g->Value("expansion", &o->expansion.results, d.expansion.results,
            "query expansion from up to N verified results (0 = off)");
   g->Number("colour-weight", &o->fusion.colour_weight, d.fusion.colour_weight,

@@ -52,6 +52,7 @@ ImageEncoder::Result Snapshot::Encode(const std::string& name, const std::string
                                              features_->quantizer());
     encoder->set_pasted_views(options_.search.pasted_views);
     encoder->set_content_hash(store_->hash_kind());
+    encoder->set_mirror_views(options_.search.mirrored);
   }
   ImageEncoder::Result result = encoder->EncodeBytes(name, bytes, options_.limits);
   std::lock_guard<std::mutex> lock(encoders_mutex_);
