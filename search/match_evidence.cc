@@ -231,7 +231,7 @@ Homography Compose(const Homography& outer, const Homography& inner) {
 
 // The Gaussian both sides of an aligned correlation are smoothed with,
 // target pixels.
-constexpr double kAlignedBlur = 1.5;
+constexpr double kAlignedBlur = 1.0;
 
 cv::Mat AsMat(const GreyThumbnail& t) {
   return cv::Mat(t.height, t.width, CV_8U, const_cast<uint8_t*>(t.pixels.data())).clone();

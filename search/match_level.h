@@ -120,7 +120,7 @@ struct MatchLevelOptions {
   float same_min_inlier_ratio = 0.50f;
   // the aligned thumbnails correlate at least this much, when they could be
   // compared;
-  float same_min_aligned_correlation = 0.85f;
+  float same_min_aligned_correlation = 0.90f;
   // and the inliers spread over at least this share of the area of the
   // image that lies inside the other (both, for a copy): a shared logo or
   // watermark is packed into a corner.
