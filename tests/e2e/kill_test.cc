@@ -392,7 +392,7 @@ struct Checker {
     std::map<std::string, std::vector<std::string>> top;  // query -> columns
     for (const std::string& line : SplitLines(search.out)) {
       const auto cols = SplitTabs(line);
-      if (cols.size() == 4) top[testing::UnescapeField(cols[0])] = cols;
+      if (cols.size() == 5) top[testing::UnescapeField(cols[0])] = cols;
     }
     for (const std::string& p : sample) {
       checked.insert(p);
@@ -643,8 +643,9 @@ TEST(KillTest, RandomSigkillsLoseNoAcknowledgedImageAndResumeToTheSameVectors) {
     std::string diff;  // the lines that differ, not two pages of output
     for (size_t i = 0; i < ref_lines.size(); ++i) {
       const auto a = SplitTabs(killed_lines[i]), b = SplitTabs(ref_lines[i]);
-      const bool same = a.size() == 4 && b.size() == 4 && a[0] == b[0] && a[1] == b[1] &&
-                        a[2] == b[2] && std::fabs(std::stod(a[3]) - std::stod(b[3])) <= 2e-3;
+      const bool same = a.size() == 5 && b.size() == 5 && a[0] == b[0] && a[1] == b[1] &&
+                        a[2] == b[2] && a[4] == b[4] &&
+                        std::fabs(std::stod(a[3]) - std::stod(b[3])) <= 2e-3;
       if (!same) diff += "killed: " + killed_lines[i] + "\nref:    " + ref_lines[i] + "\n";
     }
     EXPECT_TRUE(diff.empty())

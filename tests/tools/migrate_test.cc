@@ -91,7 +91,7 @@ Ranking Search(const std::string& db, const std::vector<std::string>& queries) {
     std::vector<std::string> f;
     std::istringstream fields(line);
     for (std::string x; std::getline(fields, x, '\t');) f.push_back(x);
-    if (f.size() == 4) ranking[f[0]].emplace_back(f[2], std::stod(f[3]));
+    if (f.size() == 5) ranking[f[0]].emplace_back(f[2], std::stod(f[3]));
   }
   return ranking;
 }
