@@ -290,10 +290,11 @@ void Verify(const LocalFeatures& first, const PreparedQuery& prepared_first,
   if (first_record.width > 0 && second_record.width > 0 && first.width > 0 && second.width > 0)
     g.scale = pair->evidence.scale * (static_cast<double>(first.width) / first_record.width) /
               (static_cast<double>(second.width) / second_record.width);
+  // As search does: the aligned thumbnails' correlation, and each image's
+  // content share counted on its textured thumbnail pixels.
   if (pair->evidence.verified)
-    pair->evidence.aligned_correlation =
-        AlignedCorrelation(first_thumbnail, g.width_a, g.height_a, second_thumbnail, g.width_b,
-                           g.height_b, g.homography);
+    MeasureThumbnails(first_thumbnail, g.width_a, g.height_a, second_thumbnail, g.width_b,
+                      g.height_b, g.homography, &pair->evidence);
 }
 
 // A stored grey thumbnail, empty when the image has none.
