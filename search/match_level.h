@@ -113,8 +113,12 @@ struct MatchLevelOptions {
   // (the 90th percentile of the length of the mean of n independent noise
   // vectors is 1.52 / sqrt(n) of their RMS) ...
   float same_max_structure = 1.6f;
-  // ... or at most this many pixels, a shift nobody sees;
-  float same_structured_floor = 0.3f;
+  // ... or at most this many pixels: a strong JPEG's 8-pixel blocks shift
+  // neighbouring keypoints together by a fraction of a pixel (0.4-0.57 px
+  // between two stored copies at quality 30), where a thing that moved or
+  // parallax shifts them by a pixel or more (0.84 px and up among the dev
+  // set's other shots);
+  float same_structured_floor = 0.6f;
   // most matches are on the homography (a chance verification of unrelated
   // images explains a few of many);
   float same_min_inlier_ratio = 0.50f;

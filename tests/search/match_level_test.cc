@@ -144,6 +144,16 @@ TEST(MatchLevelTest, AStructuredResidualBelowTheFloorOrKeypointNoiseIsExact) {
   tiny.residual = 0.1f;
   tiny.structured_residual = 0.25f;
   EXPECT_EQ(ClassifyMatch(tiny), MatchLevel::kCopy);
+  // A strong JPEG's blocks: a coherent but sub-pixel shift is a copy; a
+  // video frame's moving parts (1.1 px at an RMS of 1.0) are not.
+  MatchEvidence blocky = CopyEvidence();
+  blocky.residual = 0.64f;
+  blocky.structured_residual = 0.57f;
+  EXPECT_EQ(ClassifyMatch(blocky), MatchLevel::kCopy);
+  MatchEvidence frames = CopyEvidence();
+  frames.residual = 1.0f;
+  frames.structured_residual = 1.1f;
+  EXPECT_EQ(ClassifyMatch(frames), MatchLevel::kView);
 }
 
 TEST(MatchLevelTest, UnverifiedIsNoneWhateverElseAgrees) {
