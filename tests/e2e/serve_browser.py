@@ -3,16 +3,20 @@
 and chromium-driver through python3-selenium; no browser is downloaded).
 
 usage: serve_browser.py URL QUERY_FILE EXPECTED_PATH PROFILE_DIR ORIGINAL COPY PASTED
-                        LARGE HALF
+                        LARGE HALF PART
 
 QUERY_FILE is an edited copy of EXPECTED_PATH; COPY is a byte-identical copy
 of ORIGINAL (their duplicate group); PASTED is an indexed image whose
 thumbnail is pasted as a query; HALF is LARGE at half the size (a group of
-level copy whose keeper is LARGE). The script walks what a user does:
+level copy whose keeper is LARGE); PART is a large crop of EXPECTED_PATH (a
+match of level part). The script walks what a user does:
 
 - search: reaches the file picker with the keyboard; uploads QUERY_FILE and
   expects EXPECTED_PATH first (thumbnail rendered, evidence shown, folder
-  and name on the card, the copy-path action); changes the count with Enter
+  and name on the card, the copy-path action); sees the results split into
+  matches, each with its level (the original a copy, the crop a part), and
+  the nearest images that are not a match, and narrows them with the level
+  filter; changes the count with Enter
   (the page stays, the search runs again with the new count); picks the
   same file again (searched again); pastes an image (searched);
 - the match view: inlier lines drawn, at most 100 until "draw all";
@@ -55,7 +59,7 @@ CATCH_DOWNLOADS = (
 
 
 def main():
-    url, query, expected, profile, original, copy, pasted, large, half = sys.argv[1:10]
+    url, query, expected, profile, original, copy, pasted, large, half, part = sys.argv[1:11]
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -77,6 +81,14 @@ def main():
         def ids_by_path():
             return js("return fetch('/api/images?limit=1000').then(r => r.json())"
                       ".then(j => Object.fromEntries(j.images.map(m => [m.path, m.id])));")
+
+        def open_match(where):
+            """Follows the first match link in `where`; the canvas once it shows that pair."""
+            link = where.find_element(By.CSS_SELECTOR, "a.match-link")
+            pair = link.get_attribute("href").split("#/match/")[1]
+            link.click()
+            return wait.until(lambda d: d.find_element(
+                By.CSS_SELECTOR, '#match-canvas[data-lines][data-pair="%s"]' % pair))
 
         step = "load the page"
         driver.get(url)
@@ -101,6 +113,51 @@ def main():
         got = first.get_attribute("data-path")
         if got != expected:
             raise AssertionError("ranked first: %r, expected %r" % (got, expected))
+
+        step = "see the original among the matches at level copy, the rest split by level"
+        if first.get_attribute("data-level") != "copy":
+            raise AssertionError("the rotated copy's original is at level %r" %
+                                 first.get_attribute("data-level"))
+        if first.find_element(By.CSS_SELECTOR, ".level").text != "copy":
+            raise AssertionError("its badge says %r" % first.find_element(By.CSS_SELECTOR, ".level").text)
+        matches = cards("#matches")
+        nearest = cards("#nearest")
+        if first not in matches or not nearest:
+            raise AssertionError("%d matches, %d nearest" % (len(matches), len(nearest)))
+        if any(c.get_attribute("data-level") == "none" for c in matches) or any(
+                c.get_attribute("data-level") != "none" for c in nearest):
+            raise AssertionError("matches %r, nearest %r" % (
+                [c.get_attribute("data-level") for c in matches],
+                [c.get_attribute("data-level") for c in nearest]))
+        if not driver.find_element(By.ID, "nearest-title").is_displayed():
+            raise AssertionError("the 'nearest, not a match' section is not shown")
+        crop = [c for c in matches if c.get_attribute("data-path") == part]
+        if len(crop) != 1 or crop[0].get_attribute("data-level") != "part":
+            raise AssertionError("the large crop is not a match at level part: %r" % [
+                (c.get_attribute("data-path"), c.get_attribute("data-level")) for c in cards()])
+        crop = crop[0]
+        if crop.find_element(By.CSS_SELECTOR, ".level").text != "part":
+            raise AssertionError("the crop's badge says %r" % crop.find_element(By.CSS_SELECTOR, ".level").text)
+
+        step = "show parts and closer: the nearest non-matches are hidden, the crop shown"
+        Select(driver.find_element(By.ID, "level-filter")).select_by_value("part")
+        wait.until(lambda d: not d.find_element(By.ID, "nearest-title").is_displayed())
+        if any(c.is_displayed() for c in nearest) or not first.is_displayed() or not crop.is_displayed():
+            raise AssertionError("under the filter 'part': nearest %r, copy %r, crop %r" % (
+                [c.is_displayed() for c in nearest], first.is_displayed(), crop.is_displayed()))
+
+        step = "show only copies: the crop is hidden too"
+        Select(driver.find_element(By.ID, "level-filter")).select_by_value("copy")
+        wait.until(lambda d: not crop.is_displayed())
+        if not first.is_displayed():
+            raise AssertionError("the copy is hidden by the filter 'copies'")
+        if any(c.is_displayed() for c in matches
+               if c.get_attribute("data-level") not in ("copy", "identical")):
+            raise AssertionError("a weaker match is shown under the filter 'copies'")
+        Select(driver.find_element(By.ID, "level-filter")).select_by_value("none")
+        wait.until(lambda d: d.find_element(By.ID, "nearest-title").is_displayed())
+        if not all(c.is_displayed() for c in cards()):
+            raise AssertionError("a card is still hidden under the filter 'all results'")
 
         step = "see what ranked the first hit, its thumbnail correlation included"
         meta = first.text
@@ -193,6 +250,8 @@ def main():
             raise AssertionError("the query itself is among its results: %r" % shown)
         if shown[0] != copy:
             raise AssertionError("its identical copy is not first: %r" % shown)
+        if cards()[0].get_attribute("data-level") != "identical":
+            raise AssertionError("its copy is at level %r" % cards()[0].get_attribute("data-level"))
         if "left out" not in driver.find_element(By.ID, "search-status").text:
             raise AssertionError("status: " + driver.find_element(By.ID, "search-status").text)
 
@@ -200,8 +259,7 @@ def main():
         driver.find_element(By.ID, "file").send_keys(query)
         first = wait.until(
             lambda d: d.find_elements(By.CSS_SELECTOR, '#results .card[data-rank="1"]'))[0]
-        first.find_element(By.CSS_SELECTOR, "a.match-link").click()
-        canvas = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#match-canvas[data-lines]"))
+        canvas = open_match(first)
         lines = int(canvas.get_attribute("data-lines"))
         status = driver.find_element(By.ID, "match-status").text
         if lines < 8:
@@ -273,11 +331,11 @@ def main():
         wait.until(lambda d: scaled.is_displayed())
 
         step = "the match view of the identical pair draws at most 100 lines until asked"
-        pair.find_element(By.CSS_SELECTOR, "a.match-link").click()
-        canvas = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#match-canvas[data-lines]"))
+        canvas = open_match(pair)
         drawn, total = int(canvas.get_attribute("data-lines")), int(canvas.get_attribute("data-total"))
         if total <= 100 or drawn != 100:
-            raise AssertionError("%d of %d lines drawn" % (drawn, total))
+            raise AssertionError("%d of %d lines drawn (%s)" % (
+                drawn, total, driver.find_element(By.ID, "match-status").text))
         toggle = driver.find_element(By.ID, "match-all-lines")
         toggle.send_keys(Keys.ENTER)
         wait.until(lambda d: int(canvas.get_attribute("data-lines")) == total)

@@ -2,9 +2,11 @@
 // chromium, chromium-driver and python3-selenium, installed by
 // tools/install_deps.sh) driven by serve_browser.py against a real server on
 // a generated, indexed image set with duplicates (a byte-identical copy
-// whose name needs shell quoting, a half-size copy). The script searches
-// (upload, count changed with Enter, the same file picked again, a pasted
-// image, an indexed image without itself), opens the match view, reviews
+// whose name needs shell quoting, a half-size copy) and a large crop (a match
+// of level part). The script searches (upload: the matches by level apart
+// from the nearest non-matches, and the level filter; count changed with
+// Enter, the same file picked again, a pasted image, an indexed image
+// without itself), opens the match view, reviews
 // the duplicates (keeper, selection, exports, "not duplicates" remembered
 // across a reload) and the collection: see serve_browser.py.
 #include <gtest/gtest.h>
@@ -34,6 +36,9 @@ TEST(ServeBrowserTest, SearchMatchViewDuplicateReviewAndCollectionInChromium) {
   cv::resize(cv::imread(photos[2], cv::IMREAD_COLOR), half, cv::Size(), 0.5, 0.5, cv::INTER_AREA);
   const std::string half_path = root + "/photos/img_002_half.png";
   WriteImage(half_path, half);
+  // A large crop of the query's original: a match of level part.
+  const std::string part_path = root + "/photos/img_004_part.png";
+  WriteImage(part_path, cv::imread(photos[4], cv::IMREAD_COLOR)(cv::Rect(0, 0, 312, 234)).clone());
   const std::string query = root + "/query.jpg";
   WriteImage(query, ApplyTransform(cv::imread(photos[4], cv::IMREAD_COLOR), Transform::kRotate));
   const ProcessResult index = RunLookalike(
@@ -53,7 +58,8 @@ TEST(ServeBrowserTest, SearchMatchViewDuplicateReviewAndCollectionInChromium) {
             copy,
             photos[6],
             photos[2],
-            half_path};
+            half_path,
+            part_path};
   const ProcessResult browser = RunProcess(o);
   EXPECT_EQ(browser.exit_code, 0) << browser.out << browser.Describe();
   EXPECT_EQ(browser.out.rfind("ok", 0), 0u) << browser.out;

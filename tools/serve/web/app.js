@@ -318,7 +318,9 @@ function drawMatch(all) {
 async function showMatch(a, b) {
   show('match');
   const canvas = $('match-canvas');
-  delete canvas.dataset.lines;
+  // The pair drawn (or failed) last, and its line counts: gone until this
+  // pair is drawn, so nothing reads the previous pair's.
+  for (const key of ['pair', 'lines', 'total']) delete canvas.dataset[key];
   $('match-all-lines').hidden = true;
   canvas.getContext('2d').clearRect(0, 0, canvas.width, canvas.height);
   setStatus('match-status', 'Matching…');
@@ -338,6 +340,7 @@ async function showMatch(a, b) {
     const [ia, ib] = await Promise.all([loadImage(srcA), loadImage('/api/images/' + b + '/thumbnail?size=640')]);
     state.match = { data, ia, ib, all: false };
     drawMatch(false);
+    canvas.dataset.pair = a + '/' + b;
     const name = data.a.path || data.a.query;
     const capped = data.lines.length > MAX_LINES ? ' (' + MAX_LINES + ' of the lines drawn)' : '';
     setStatus('match-status', data.inliers + ' inliers of ' + data.matches + ' matches' +
@@ -345,7 +348,8 @@ async function showMatch(a, b) {
       baseName(name) + ' ↔ ' + baseName(data.b.path) + capped);
     canvas.setAttribute('aria-label', baseName(name) + ' and ' + baseName(data.b.path) + ', joined at ' + data.inliers + ' matching points');
   } catch (e) {
-    canvas.dataset.lines = '0';
+    canvas.dataset.lines = canvas.dataset.total = '0';
+    canvas.dataset.pair = a + '/' + b;
     setStatus('match-status', 'Match failed: ' + e.message, true);
   }
 }
