@@ -73,6 +73,19 @@ void Card(std::ostream& out, const std::string& cls, const std::string& picture,
   out << "<div class=\"path\">" << EscapeHtml(path) << "</div></div>\n";
 }
 
+// A level's coloured badge, its meaning in the tooltip.
+std::string LevelBadge(MatchLevel level) {
+  static const char* const kMeaning[] = {
+      "not a match: only looks alike", "the same scene or object in another shot",
+      "one shows a part of the other",
+      "the same picture, edited (re-encoded, resized, recoloured, cropped a little, rotated or "
+      "mirrored)",
+      "the same pixels"};
+  const std::string name = MatchLevelName(level);
+  return "<span class=\"level " + name + "\" title=\"" + kMeaning[static_cast<int>(level)] + "\">" +
+         (level == MatchLevel::kNone ? std::string("no match") : name) + "</span>";
+}
+
 Thumbnail OfRecord(const Store& store, uint64_t id, const ImageFileLimits& limits) {
   const std::optional<ImageRecord> record = store.FindById(id);
   if (!record) return Thumbnail{"", "no longer in the database"};
@@ -119,25 +132,42 @@ void WriteSearchHtml(std::ostream& out, const std::vector<QueryResult>& results,
         read.error ? Thumbnail{"", read.error->message}
                    : ThumbnailOfBytes(r.query, read.bytes, kReportThumbnailSide, limits);
     Card(out, "query", Picture(query), {"<b>query</b>"}, r.query);
-    if (r.error && r.error->code != FileErrorCode::kNoFeatures)
+    out << "</div>\n";
+    if (r.error && r.error->code != FileErrorCode::kNoFeatures) {
       out << "<p class=\"note\">" << FileErrorCodeName(r.error->code) << ": "
           << EscapeHtml(r.error->message) << "</p>\n";
-    else if (r.hits.empty())
-      out << "<p>no results</p>\n";
-    for (size_t i = 0; i < r.hits.size(); ++i) {
-      const Hit& h = r.hits[i];
-      std::vector<std::string> lines = {
-          "<b>#" + std::to_string(i + 1) + "</b> <span class=\"level " +
-          std::string(MatchLevelName(h.level)) + "\">" + MatchLevelName(h.level) +
-          "</span> score " + Number(h.score, 4)};
-      lines.push_back("VLAD " + Number(h.similarity, 3) +
-                      (h.colour >= 0 ? " &middot; colour " + Number(h.colour, 3) : "") +
-                      (h.inliers >= 0 ? " &middot; inliers " + std::to_string(h.inliers) : "") +
-                      (h.thumbnail > -1 ? " &middot; thumbnail " + Number(h.thumbnail, 3) : ""));
-      Card(out, h.level > MatchLevel::kNone ? "verified" : "",
-           Picture(OfRecord(store, h.id, limits)), lines, h.path);
+      continue;
     }
-    out << "</div>\n";
+    if (r.hits.empty()) {
+      out << "<p>no results</p>\n";
+      continue;
+    }
+    // The matches (a level above none), then the nearest images that are
+    // not a match, each hit with its rank among all of them.
+    size_t matches = 0;
+    for (const Hit& h : r.hits) matches += h.level > MatchLevel::kNone;
+    for (const bool matched : {true, false}) {
+      const size_t n = matched ? matches : r.hits.size() - matches;
+      if (!matched && n == 0) continue;
+      out << "<h3>" << (matched ? "matches" : "nearest, not a match") << " (" << n << ")</h3>\n";
+      if (n == 0) {
+        out << "<p>no match: nothing found shows the same picture</p>\n";
+        continue;
+      }
+      out << "<div class=\"row\">\n";
+      for (size_t i = 0; i < r.hits.size(); ++i) {
+        const Hit& h = r.hits[i];
+        if ((h.level > MatchLevel::kNone) != matched) continue;
+        std::vector<std::string> lines = {"<b>#" + std::to_string(i + 1) + "</b> " +
+                                          LevelBadge(h.level) + " score " + Number(h.score, 4)};
+        lines.push_back("VLAD " + Number(h.similarity, 3) +
+                        (h.colour >= 0 ? " &middot; colour " + Number(h.colour, 3) : "") +
+                        (h.inliers >= 0 ? " &middot; inliers " + std::to_string(h.inliers) : "") +
+                        (h.thumbnail > -1 ? " &middot; thumbnail " + Number(h.thumbnail, 3) : ""));
+        Card(out, matched ? "verified" : "", Picture(OfRecord(store, h.id, limits)), lines, h.path);
+      }
+      out << "</div>\n";
+    }
   }
   out << "</body></html>\n";
 }
@@ -157,7 +187,7 @@ void WriteDedupHtml(std::ostream& out, const DedupResult& r, const Store& store,
          "too.</p>\n";
   for (size_t g = 0; g < r.groups.size(); ++g) {
     const DedupGroup& group = r.groups[g];
-    out << "<h2>group " << g + 1 << " &middot; " << MatchLevelName(group.level) << " &middot; "
+    out << "<h2>group " << g + 1 << " &middot; " << LevelBadge(group.level) << " &middot; "
         << group.members.size() << " images &middot; kept: " << EscapeHtml(group.keep_reason)
         << "</h2>\n<div class=\"row\">\n";
     for (const DedupMember& m : group.members) {
@@ -165,8 +195,7 @@ void WriteDedupHtml(std::ostream& out, const DedupResult& r, const Store& store,
       if (m.role != MemberRole::kDuplicate)
         lines.push_back("<span class=\"badge\">" + std::string(MemberRoleName(m.role)) + "</span>");
       else
-        lines.push_back(std::string(MatchLevelName(m.level)) + " &middot; score " +
-                        Number(m.score, 3));
+        lines.push_back(LevelBadge(m.level) + " &middot; score " + Number(m.score, 3));
       lines.push_back(std::to_string(m.width) + "&times;" + std::to_string(m.height) +
                       " px &middot; " + EscapeHtml(FormatBytes(m.size_bytes)));
       if (m.role != MemberRole::kKeep) lines.push_back(EscapeHtml(m.reason));

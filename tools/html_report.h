@@ -22,14 +22,16 @@ inline constexpr int kReportThumbnailSide = 160;
 std::string EscapeHtml(const std::string& text);
 
 // Each query (its own thumbnail from its file) and its ranked hits (thumbnails
-// of the indexed files, with score, VLAD similarity, colour and inliers);
-// queries that failed are listed with their error. Reads the files with
+// of the indexed files, with level badge, score, VLAD similarity, colour and
+// inliers), the matches (a level above none) apart from the nearest that are
+// not a match; queries that failed are listed with their error. Reads the files with
 // `limits`; an unreadable or changed file is shown as a note, not a picture.
 void WriteSearchHtml(std::ostream& out, const std::vector<QueryResult>& results, const Store& store,
                      const ImageFileLimits& limits);
 
-// Every group as a row of thumbnails, the member to keep first and marked,
-// with pixel size, file size and score.
+// Every group as a row of thumbnails under its level's badge, the member to
+// keep first and marked, each other member with its level's badge (with the
+// keeper), score, pixel size, file size and why it is not kept.
 void WriteDedupHtml(std::ostream& out, const DedupResult& r, const Store& store,
                     const ImageFileLimits& limits);
 

@@ -721,6 +721,19 @@ std::vector<cv::Mat> EmbeddedImages(const std::string& html) {
   return out;
 }
 
+// The section headings and level badges of an HTML report, in order.
+std::string HeadingsAndBadges(const std::string& html) {
+  std::string out;
+  static const std::string kHeading = "<h3>", kBadge = "<span class=\"level ";
+  for (size_t at = html.find('<'); at != std::string::npos; at = html.find('<', at + 1)) {
+    if (html.compare(at, kHeading.size(), kHeading) == 0)
+      out += html.substr(at, html.find("</h3>", at) - at) + "\n";
+    else if (html.compare(at, kBadge.size(), kBadge) == 0)
+      out += html.substr(at, html.find("</span>", at) - at) + "\n";
+  }
+  return out;
+}
+
 // What a self-contained report must not hold: references to other files.
 void ExpectSelfContained(const std::string& html) {
   EXPECT_EQ(html.rfind("<!doctype html>", 0), 0u);
@@ -747,6 +760,23 @@ TEST_F(ServeApiTest, HtmlReportsAreSelfContainedWithEmbeddedThumbnails) {
   // Each hit says what ranked it, its thumbnail correlation included.
   const size_t evidence = search.out.find("&middot; thumbnail ", first_hit);
   EXPECT_LT(evidence, search.out.find("<b>#2</b>")) << "the first hit's thumbnail correlation";
+  // Every hit has its level's badge; the rotated copy's original is a
+  // match at level copy, first among the matches; the nearest that are not
+  // a match come after them.
+  EXPECT_EQ(search.out.find("<b>#1</b> <span class=\"level copy\""), first_hit);
+  size_t badges = 0;
+  for (size_t at = search.out.find("class=\"level "); at != std::string::npos;
+       at = search.out.find("class=\"level ", at + 1))
+    ++badges;
+  EXPECT_EQ(badges, 4u);
+  const size_t matches = search.out.find("<h3>matches (");
+  const size_t nearest = search.out.find("<h3>nearest, not a match (");
+  EXPECT_LT(matches, first_hit);
+  ASSERT_NE(nearest, std::string::npos) << HeadingsAndBadges(search.out);
+  EXPECT_LT(first_hit, nearest);
+  for (const char* level : {"identical", "copy", "part", "view"})
+    EXPECT_EQ(search.out.find(std::string("class=\"level ") + level, nearest), std::string::npos)
+        << level << " among the nearest";
 
   const ProcessResult dedup = RunLookalike({"dedup", "--db", *db_, "--format", "html"});
   ASSERT_EQ(dedup.exit_code, 0) << dedup.Describe();
@@ -754,6 +784,11 @@ TEST_F(ServeApiTest, HtmlReportsAreSelfContainedWithEmbeddedThumbnails) {
   EXPECT_NE(dedup.out.find("img_000 &lt;copy&gt; &amp; &#39;x&#39;.png"), std::string::npos);
   EXPECT_EQ(dedup.out.find("<copy>"), std::string::npos);
   EXPECT_NE(dedup.out.find(">keep<"), std::string::npos);
+  // The copy's level, and its group's, as badges.
+  EXPECT_NE(dedup.out.find("&middot; <span class=\"level identical\""), std::string::npos);
+  EXPECT_NE(dedup.out.find("<span class=\"level identical\" title=\"the same pixels\">identical"
+                           "</span> &middot; score "),
+            std::string::npos);
   const std::vector<cv::Mat> members = EmbeddedImages(dedup.out);
   EXPECT_GE(members.size(), 2u);
   for (const cv::Mat& m : members) EXPECT_FALSE(m.empty());
