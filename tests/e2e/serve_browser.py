@@ -154,8 +154,18 @@ def main():
         if any(c.is_displayed() for c in matches
                if c.get_attribute("data-level") not in ("copy", "identical")):
             raise AssertionError("a weaker match is shown under the filter 'copies'")
+
+        step = "show only identical files: none here, and the page says so"
+        Select(driver.find_element(By.ID, "level-filter")).select_by_value("identical")
+        wait.until(lambda d: d.find_element(By.ID, "no-matches").is_displayed())
+        if any(c.is_displayed() for c in cards()):
+            raise AssertionError("a card is shown under the filter 'identical'")
+
+        step = "show all results again"
         Select(driver.find_element(By.ID, "level-filter")).select_by_value("none")
         wait.until(lambda d: d.find_element(By.ID, "nearest-title").is_displayed())
+        if driver.find_element(By.ID, "no-matches").is_displayed():
+            raise AssertionError("'no match at this level' is still shown")
         if not all(c.is_displayed() for c in cards()):
             raise AssertionError("a card is still hidden under the filter 'all results'")
 
