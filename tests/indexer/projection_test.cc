@@ -9,6 +9,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include "storage/store.h"
 #include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
+#include "util/rows.h"
 
 namespace lookalike {
 namespace {
@@ -287,6 +289,44 @@ TEST(ProjectionTest, ARowsProjectionDoesNotDependOnItsBatch) {
         EXPECT_EQ(std::memcmp(out.data() + at * out_dim, alone.data(), out_dim * sizeof(float)), 0)
             << "dim " << dim << ", row " << at << " of " << batch;
       }
+  }
+}
+
+// Apply's sums are LanedDot's over spans of 4,096 floats, added in order in
+// double, then offset and normalised: computed here the plain way (this
+// file is built for the baseline, Apply picks AVX2 where the CPU has it),
+// they must agree bit for bit, ragged span included.
+TEST(ProjectionTest, ApplyIsTheFixedOrderSum) {
+  const int64_t dim = 2 * 4096 + 1000 + 5, n = 3;
+  ProjectionRecord p;
+  p.in_dim = static_cast<uint32_t>(dim);
+  p.out_dim = 7;
+  p.whiten = false;
+  p.component_bits = 32;
+  p.power_alpha = 1.0f;
+  p.components = MakeVectors(p.out_dim, dim, 3);
+  p.eigenvalues.assign(p.out_dim, 1.0f);
+  p.mean = MakeVectors(1, dim, 4);
+  const SearchProjection sp = SearchProjection::FromRecord(&p, dim);
+  const std::vector<float> x = MakeVectors(n, dim, 5);
+  std::vector<float> got(n * p.out_dim);
+  sp.Apply(x.data(), n, got.data());
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<float> want(p.out_dim);
+    double norm2 = 0;
+    for (uint32_t c = 0; c < p.out_dim; ++c) {
+      double sum = 0;
+      for (int64_t j0 = 0; j0 < dim; j0 += 4096)
+        sum += LanedDot(p.components.data() + c * dim + j0, x.data() + i * dim + j0,
+                        std::min<int64_t>(4096, dim - j0));
+      double offset = 0;
+      for (int64_t j = 0; j < dim; ++j) offset += double{p.components[c * dim + j]} * p.mean[j];
+      want[c] = static_cast<float>(sum) - static_cast<float>(offset);
+      norm2 += double{want[c]} * want[c];
+    }
+    const float inv = static_cast<float>(1.0 / std::sqrt(norm2));
+    for (uint32_t c = 0; c < p.out_dim; ++c)
+      EXPECT_EQ(got[i * p.out_dim + c], want[c] * inv) << "row " << i << ", component " << c;
   }
 }
 
