@@ -269,6 +269,14 @@ class ProjectionWriter : public FieldWriter {
   }
 };
 
+// row[b * kPerByte + k] = table[in[b]][k] for the first `bytes` bytes: a
+// fixed-size copy per byte.
+template <uint32_t kPerByte>
+void ExpandBytes(const unsigned char* in, uint32_t bytes, const float (*table)[8], float* row) {
+  for (uint32_t b = 0; b < bytes; ++b)
+    std::memcpy(row + uint64_t{b} * kPerByte, table[in[b]], kPerByte * sizeof(float));
+}
+
 class ProjectionReader : public FieldReader {
  public:
   ProjectionReader(Reader* r, uint32_t format, uint64_t vlad_dim)
@@ -319,10 +327,27 @@ class ProjectionReader : public FieldReader {
                                        " of component " + std::to_string(r));
         float values[16];
         for (uint8_t c = 0; c <= mask; ++c) values[c] = ProjectionRecord::GridValue(c, step, bits);
+        // Value j is the code at bit bits x (j % per_byte) of byte j / per_byte:
+        // each byte's values from a table of all 256 bytes (a matrix row is
+        // 65,536 values at K = 512, read by every run that opens it).
+        float table[256][8];
+        for (uint32_t b = 0; b < 256; ++b)
+          for (uint32_t k = 0; k < per_byte; ++k) table[b][k] = values[(b >> (bits * k)) & mask];
         float* row = p.components.data() + uint64_t{r} * p.in_dim;
         const unsigned char* in = raw + r * row_bytes;
-        for (uint32_t j = 0; j < p.in_dim; ++j)
-          row[j] = values[(in[j / per_byte] >> (bits * (j % per_byte))) & mask];
+        const uint32_t whole = p.in_dim / per_byte;
+        switch (per_byte) {
+          case 8:
+            ExpandBytes<8>(in, whole, table, row);
+            break;
+          case 4:
+            ExpandBytes<4>(in, whole, table, row);
+            break;
+          default:
+            ExpandBytes<2>(in, whole, table, row);
+        }
+        for (uint32_t j = whole * per_byte; j < p.in_dim; ++j)
+          row[j] = table[in[whole]][j - whole * per_byte];
       }
     } else if (p.component_bits == 16) {
       encoding::GetHalves(r_->Raw(2 * n), n, p.components.data());
