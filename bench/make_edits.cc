@@ -167,10 +167,14 @@ int main(int argc, char** argv) {
         fs::copy_file(src / rel, out / target, fs::copy_options::overwrite_existing);
       } else {
         cv::Mat edited;
-        if (name == "reencode" || name == "mirror" || name == "brighter") {
+        // `edited` starts empty: an edit written into a Mat sharing the
+        // source's pixels would change the source for the edits after it.
+        if (name == "reencode") {
           edited = image;
-          if (name == "mirror") cv::flip(image, edited, 1);
-          if (name == "brighter") image.convertTo(edited, -1, 1.0, 40.0);
+        } else if (name == "mirror") {
+          cv::flip(image, edited, 1);
+        } else if (name == "brighter") {
+          image.convertTo(edited, -1, 1.0, 40.0);
         } else if (name == "resize") {
           cv::resize(image, edited,
                      cv::Size(std::max(1, image.cols / 2), std::max(1, image.rows / 2)), 0, 0,
