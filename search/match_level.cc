@@ -54,6 +54,7 @@ void MatchLevelOptions::Validate() const {
   CheckCorrelation(same_min_aligned_correlation, "same min aligned correlation");
   CheckShare(same_min_hull, "same min hull");
   CheckShare(copy_min_content, "copy min content");
+  CheckShare(copy_min_overlap, "copy min overlap");
   CheckShare(copy_max_anisotropy, "copy max anisotropy");
   if (!(copy_max_perspective >= 0))
     throw std::invalid_argument("copy max perspective must be >= 0, got " +
@@ -76,6 +77,7 @@ MatchLevel ClassifyMatch(const MatchEvidence& e, const MatchLevelOptions& o) {
       !PixelsAgree(e, o.same_min_aligned_correlation))
     return MatchLevel::kView;
   if (std::min(e.content_a, e.content_b) >= o.copy_min_content &&
+      std::min(e.overlap_a, e.overlap_b) >= o.copy_min_overlap &&
       std::min(e.hull_a, e.hull_b) >= o.same_min_hull && e.anisotropy <= o.copy_max_anisotropy &&
       e.perspective <= o.copy_max_perspective)
     return MatchLevel::kCopy;

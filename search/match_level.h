@@ -133,6 +133,9 @@ struct MatchLevelOptions {
   // inside the other: a crop that keeps 70 % of a picture is still a copy,
   // one that keeps half is a part ...
   float copy_min_content = 0.70f;
+  // ... and more than half of its area (overlap): a half crop that cut
+  // away only a plain background keeps all its content but is a part ...
+  float copy_min_overlap = 0.55f;
   // ... by a transform close to a similarity (how far: MatchEvidence's
   // anisotropy and perspective).
   float copy_max_anisotropy = 0.10f;

@@ -88,6 +88,12 @@ TEST(MatchLevelTest, ClassifiesTheLevels) {
   crop.content_b = 0.4f;
   crop.hull_b = 0.3f;
   EXPECT_EQ(ClassifyMatch(crop), MatchLevel::kPart);
+  // A half crop that cut away only a plain background keeps most of the
+  // content but half the area: a part.
+  MatchEvidence plain_half = CopyEvidence();
+  plain_half.content_b = 0.72f;
+  plain_half.overlap_b = 0.49f;
+  EXPECT_EQ(ClassifyMatch(plain_half), MatchLevel::kPart);
   // The same the other way round (b inside a), pasted in perspective.
   MatchEvidence pasted = CopyEvidence();
   pasted.content_a = 0.2f;
