@@ -13,12 +13,16 @@
 #                  flags plus one variant's flags, e.g.
 #                  VARIANTS="--index-kind flat|--index-kind ivfsq --nprobe 8"
 #   WORK=DIR       keep each run's groups and log in DIR (default: a temporary one)
+#   ROUNDS=N       N rounds of the runs above, alternating (the machine's drift
+#                  falls on all), then each one's median wall and CPU seconds
+#                  and their ratios to the first's (default 1)
 #
 # Example:
 #   cp -r /work/eval/s3f/distractors10k.db /tmp/d10k.db
 #   BASELINE=/work/main/build/tools/lookalike \
 #   VARIANTS="--index-kind ivfsq|--index-kind ivfsq --nprobe 8" \
 #     bench/dedup_scale.sh /tmp/d10k.db
+#   ROUNDS=3 VARIANTS="--mirrored 0" bench/dedup_scale.sh DB   # mirror images on, then off
 # Not a ctest test: timings on shared machines are not pass/fail material.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -67,9 +71,9 @@ time_run() {
   run=$((run + 1))
   out=$work/run$run
   /usr/bin/time -v "$binary" dedup --db "$db" --format tsv -v "$@" >"$out.tsv" 2>"$out.log"
-  python3 - "$label" "$out" "$work/run1.tsv" "$*" <<'EOF'
+  python3 - "$label" "$out" "$work/run1.tsv" "$*" "$work/summary" <<'EOF'
 import re, sys
-label, out, first, flags = sys.argv[1:5]
+label, out, first, flags, summary = sys.argv[1:6]
 log = open(out + '.log').read()
 def field(pattern, cast=float, default=None):
     m = re.search(pattern, log)
@@ -91,7 +95,7 @@ verify = field(r'verification ([0-9.]+) s')
 def group_sets(path):
     groups = {}
     for line in open(path):
-        g, p, _ = line.rstrip('\n').split('\t')
+        g, p = line.rstrip('\n').split('\t')[:2]
         groups.setdefault(g, set()).add(p)
     return {frozenset(m) for m in groups.values()}
 mine, reference = group_sets(out + '.tsv'), group_sets(first)
@@ -106,14 +110,38 @@ print('  %d images: %.1f s wall, %.1f s CPU, peak RSS %.0f MiB (%.1f KiB per ima
       '%d candidate pairs, %d groups holding %d images (%s)' %
       (images, wall, cpu, rss_mib, rss_mib * 1024 / max(images, 1), pairs, groups, grouped, same))
 print('  neighbour search %.2f s, verification %.2f s (wall); index: %s' % (search, verify, index))
+with open(summary, 'a') as f:
+    f.write('%s%s\t%.3f\t%.3f\n' % (label, ' (' + flags + ')' if flags else '', wall, cpu))
 EOF
 }
 
-[ -n "${BASELINE:-}" ] && time_run baseline "$BASELINE" "$@"
-time_run current "$bin" "$@"
-if [ -n "${VARIANTS:-}" ]; then
-  echo "$VARIANTS" | tr '|' '\n' | while read -r variant; do
-    # shellcheck disable=SC2086  # a variant is a list of flags
-    time_run current "$bin" "$@" $variant
-  done
-fi
+rounds=${ROUNDS:-1}
+round=0
+while [ "$round" -lt "$rounds" ]; do
+  round=$((round + 1))
+  [ -n "${BASELINE:-}" ] && time_run baseline "$BASELINE" "$@"
+  time_run current "$bin" "$@"
+  if [ -n "${VARIANTS:-}" ]; then
+    echo "$VARIANTS" | tr '|' '\n' | while read -r variant; do
+      # shellcheck disable=SC2086  # a variant is a list of flags
+      time_run current "$bin" "$@" $variant
+    done
+  fi
+done
+[ "$rounds" -gt 1 ] && python3 - "$work/summary" "$rounds" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    name, wall, cpu = line.rstrip('\n').split('\t')
+    runs.setdefault(name, []).append((float(wall), float(cpu)))
+print('medians of %s rounds (min-max), ratio to the first:' % sys.argv[2])
+base = None
+for name, times in runs.items():
+    wall = statistics.median(t[0] for t in times)
+    cpu = statistics.median(t[1] for t in times)
+    base = base or (wall, cpu)
+    print('  %s: %.2f s wall (%.2f-%.2f), %.2f s CPU (%.2f-%.2f); x%.2f wall, x%.2f CPU' % (
+        name, wall, min(t[0] for t in times), max(t[0] for t in times), cpu,
+        min(t[1] for t in times), max(t[1] for t in times), wall / base[0], cpu / base[1]))
+EOF
+true

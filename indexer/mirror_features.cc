@@ -1,6 +1,7 @@
 #include "indexer/mirror_features.h"
 
 #include <cmath>
+#include <opencv2/core.hpp>
 #include <stdexcept>
 #include <string>
 
@@ -60,6 +61,16 @@ LocalFeatures MirrorFeatures(const LocalFeatures& f) {
   MirrorRows(f.descriptors.data(), f.num(), f.dim, m.descriptors.data());
   m.keypoints.reserve(f.keypoints.size());
   for (const Keypoint& k : f.keypoints) m.keypoints.push_back(MirrorKeypoint(k, f.width));
+  return m;
+}
+
+GreyThumbnail MirrorThumbnail(const GreyThumbnail& thumbnail) {
+  GreyThumbnail m = thumbnail;
+  if (m.empty()) return m;
+  const cv::Mat in(thumbnail.height, thumbnail.width, CV_8UC1,
+                   const_cast<uint8_t*>(thumbnail.pixels.data()));
+  cv::Mat out(m.height, m.width, CV_8UC1, m.pixels.data());
+  cv::flip(in, out, 1);
   return m;
 }
 

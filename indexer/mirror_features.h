@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "indexer/extractor.h"
+#include "indexer/grey_thumbnail.h"
 #include "indexer/local_features.h"
 
 namespace lookalike {
@@ -41,5 +42,9 @@ Descriptors MirrorDescriptors(const Descriptors& descriptors, uint32_t width);
 // verifies a pair with when one side is mirrored. Descriptors must be in the
 // original frame (DescriptorFrame::kOriginal), not a quantizer's rotated one.
 LocalFeatures MirrorFeatures(const LocalFeatures& features);
+
+// A grey thumbnail flipped left to right: the mirror's, which aligned
+// correlation compares with a mirrored match's other side.
+GreyThumbnail MirrorThumbnail(const GreyThumbnail& thumbnail);
 
 }  // namespace lookalike

@@ -189,10 +189,7 @@ ImageEncoder::Result ImageEncoder::EncodeView(const std::string& path, const Gra
   if (with_mirror && d.num > 0 && d.dim == kSiftDim) {
     Result mirror;
     mirror.colour = result.colour;
-    mirror.thumbnail = result.thumbnail;
-    const cv::Mat t(mirror.thumbnail.height, mirror.thumbnail.width, CV_8UC1,
-                    mirror.thumbnail.pixels.data());
-    cv::flip(t.clone(), t, 1);
+    mirror.thumbnail = MirrorThumbnail(result.thumbnail);
     const Descriptors m = MirrorDescriptors(d, static_cast<uint32_t>(gray.width));
     mirror.num_descriptors = m.num;
     mirror.features = MakeLocalFeatures(m, static_cast<uint32_t>(gray.width),

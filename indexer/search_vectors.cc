@@ -2,14 +2,48 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
 
 #include "indexer/local_features.h"
+#include "indexer/mirror_features.h"
 #include "indexer/model.h"
 #include "storage/encoding.h"
 #include "util/rows.h"
 
 namespace lookalike {
+
+class SearchVectors::EncoderPool {
+ public:
+  EncoderPool(Codebook codebook, const VladOptions& options)
+      : codebook_(std::move(codebook)), options_(options) {
+    idle_.push_back(CreateVladEncoder(Backend::kCpu, codebook_, options_));
+    vlad_dim_ = idle_.back()->vlad_dim();
+  }
+  int64_t vlad_dim() const { return vlad_dim_; }
+  // Encodes as VladEncoder::Encode does, on an encoder no other thread uses.
+  void Encode(const float* descriptors, const int64_t* offsets, int64_t n, float* vlad) {
+    std::unique_ptr<VladEncoder> encoder;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!idle_.empty()) {
+        encoder = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    if (!encoder) encoder = CreateVladEncoder(Backend::kCpu, codebook_, options_);
+    encoder->Encode(descriptors, offsets, n, vlad);
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.push_back(std::move(encoder));
+  }
+
+ private:
+  const Codebook codebook_;
+  const VladOptions options_;
+  int64_t vlad_dim_ = 0;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<VladEncoder>> idle_;
+};
 
 SearchVectors::SearchVectors(const Store& store)
     : store_(store), projection_(SearchProjection::FromStore(store)) {
@@ -42,8 +76,8 @@ void SearchVectors::PrepareDerivation() {
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + store_.path() + ": " + e.what());
   }
-  encoder_ = CreateVladEncoder(Backend::kCpu, CodebookFromModel(store_.model()),
-                               SettingsFromModel(store_.model()).vlad);
+  encoders_ = std::make_unique<EncoderPool>(CodebookFromModel(store_.model()),
+                                            SettingsFromModel(store_.model()).vlad);
 }
 
 SearchVectors::SearchVectors(const Store& store, SearchProjection projection, Source source)
@@ -79,14 +113,53 @@ void SearchVectors::Map(const float* stored, int64_t n, float* out) const {
   }
 }
 
-void SearchVectors::Derive(const std::vector<ImageRecord>& records, float* vlad) const {
-  const int64_t vlad_dim = encoder_->vlad_dim();
+bool SearchVectors::PrepareMirrors() {
+  const EncodingSettings settings = SettingsFromModel(store_.model());
+  if (DescriptorDim(settings.extractor) != kSiftDim) return false;
+  if (encoders_) return true;
+  if (const auto blob = store_.GetDescriptorQuantizer()) {
+    try {
+      quantizer_ = DescriptorQuantizer::Deserialize(*blob);
+    } catch (const encoding::CorruptValue& e) {
+      throw StoreError(StoreError::Kind::kCorrupt, "database " + store_.path() + ": " + e.what());
+    }
+  }
+  encoders_ = std::make_unique<EncoderPool>(CodebookFromModel(store_.model()), settings.vlad);
+  return true;
+}
+
+void SearchVectors::ReadMirrored(const std::vector<ImageRecord>& records, float* out) const {
+  if (!encoders_) throw std::logic_error("SearchVectors::ReadMirrored before PrepareMirrors");
+  // A few images at a time: their decoded descriptors (about 0.75 MiB an
+  // image) and full VLAD vectors (256 KiB at K = 512) are held at once.
+  constexpr size_t kChunk = 16;
+  std::vector<float> vlad;
+  for (size_t begin = 0; begin < records.size(); begin += kChunk) {
+    const size_t end = std::min(records.size(), begin + kChunk);
+    const std::vector<ImageRecord> chunk(records.begin() + static_cast<std::ptrdiff_t>(begin),
+                                         records.begin() + static_cast<std::ptrdiff_t>(end));
+    vlad.resize(chunk.size() * static_cast<size_t>(encoders_->vlad_dim()));
+    Derive(chunk, vlad.data(), true);
+    projection_.Apply(vlad.data(), static_cast<int64_t>(chunk.size()),
+                      out + static_cast<std::ptrdiff_t>(begin) * dim());
+  }
+}
+
+void SearchVectors::Derive(const std::vector<ImageRecord>& records, float* vlad,
+                           bool mirrored) const {
+  const int64_t vlad_dim = encoders_->vlad_dim();
   std::vector<float> descriptors;
   std::vector<int64_t> offsets(1, 0);
   for (const ImageRecord& rec : records) {
     int64_t num = 0;
     if (rec.status != ImageStatus::kNoFeatures) {
       const auto blob = store_.GetFeatures(rec.id);
+      // A mirror is made where features are kept: a database indexed before
+      // they were has vectors but no features, and its images no mirrors.
+      if (!blob && mirrored) {
+        offsets.push_back(offsets.back());
+        continue;
+      }
       if (!blob)
         throw StoreError(StoreError::Kind::kCorrupt,
                          "database " + store_.path() + ": " + rec.path +
@@ -94,7 +167,8 @@ void SearchVectors::Derive(const std::vector<ImageRecord>& records, float* vlad)
                              "`lookalike verify`");
       LocalFeatures f;
       try {
-        f = DecodeLocalFeatures(*blob, &*quantizer_);
+        f = DecodeLocalFeatures(*blob, quantizer_ ? &*quantizer_ : nullptr);
+        if (mirrored) f = MirrorFeatures(f);
       } catch (const encoding::CorruptValue& e) {
         throw StoreError(StoreError::Kind::kCorrupt,
                          "database " + store_.path() + ": " + rec.path + ": " + e.what());
@@ -105,7 +179,7 @@ void SearchVectors::Derive(const std::vector<ImageRecord>& records, float* vlad)
     offsets.push_back(offsets.back() + num);
   }
   std::fill(vlad, vlad + static_cast<int64_t>(records.size()) * vlad_dim, 0.0f);
-  encoder_->Encode(descriptors.data(), offsets.data(), static_cast<int64_t>(records.size()), vlad);
+  encoders_->Encode(descriptors.data(), offsets.data(), static_cast<int64_t>(records.size()), vlad);
 }
 
 void SearchVectors::Read(const std::vector<uint64_t>& ids, float* out) const {
@@ -119,7 +193,7 @@ void SearchVectors::Read(const std::vector<uint64_t>& ids, float* out) const {
                                                          " vanished; run `lookalike verify`");
       records.push_back(std::move(*rec));
     }
-    std::vector<float> vlad(records.size() * encoder_->vlad_dim());
+    std::vector<float> vlad(records.size() * encoders_->vlad_dim());
     Derive(records, vlad.data());
     projection_.Apply(vlad.data(), static_cast<int64_t>(records.size()), out);
     return;
@@ -144,7 +218,7 @@ void SearchVectors::ForEach(
   if (source_ == Source::kDerived) chunk = std::min<int64_t>(chunk, 64);
   std::vector<ImageRecord> records;
   std::vector<float> raw, mapped;
-  const int64_t in_dim = source_ == Source::kDerived ? encoder_->vlad_dim()
+  const int64_t in_dim = source_ == Source::kDerived ? encoders_->vlad_dim()
                                                      : static_cast<int64_t>(store_.vector_dim());
   auto flush = [&] {
     if (records.empty()) return;

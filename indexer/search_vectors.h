@@ -46,6 +46,20 @@ class SearchVectors {
   // StoreError(kCorrupt) if an image has a record but no vector or features.
   void Read(const std::vector<uint64_t>& ids, float* out) const;
 
+  // Loads what ReadMirrored needs (the codebook's VLAD encoder, and the
+  // descriptor quantizer of a compact database); call it once before. False
+  // when the model's descriptors cannot be mirrored (not SIFT's layout).
+  // Throws as the constructor does for an unusable model.
+  bool PrepareMirrors();
+  // The search vectors of the mirror images (flipped left to right) of
+  // `records`' images into out (records.size() x dim()): each image's stored
+  // features mirrored (indexer/mirror_features.h) and encoded as the indexer
+  // encodes an image (VLAD with the database's codebook, then its
+  // projection), all zero for an image without features. What dedup finds
+  // mirrored copies with, without extracting again. Needs PrepareMirrors.
+  // Throws StoreError(kCorrupt) for missing or corrupt features.
+  void ReadMirrored(const std::vector<ImageRecord>& records, float* out) const;
+
   // Calls fn(records, vectors) over every stored image in id order, in
   // chunks of up to `chunk` images; vectors is records.size() x dim() (all
   // zero for an image without features) and valid during the call only.
@@ -55,10 +69,15 @@ class SearchVectors {
  private:
   enum class Source { kStoredVlad, kStoredSearch, kDerived };
   SearchVectors(const Store& store, SearchProjection projection, Source source);
-  // Loads the quantizer and the encoder that kDerived reads through.
+  // Loads the quantizer and the encoders that kDerived reads through.
   void PrepareDerivation();
-  // VLAD vectors of the images from their stored features, n x vlad_dim.
-  void Derive(const std::vector<ImageRecord>& records, float* vlad) const;
+  // VLAD encoders of the codebook, one per concurrent caller of Derive (an
+  // encoder is not thread-safe; Read and ReadMirrored may be called from
+  // several threads).
+  class EncoderPool;
+  // VLAD vectors of the images from their stored features (mirrored, if
+  // asked), n x vlad_dim.
+  void Derive(const std::vector<ImageRecord>& records, float* vlad, bool mirrored = false) const;
   // Raw stored vectors (vector_dim floats each) -> search vectors.
   void Map(const float* stored, int64_t n, float* out) const;
 
@@ -66,7 +85,7 @@ class SearchVectors {
   SearchProjection projection_;
   Source source_ = Source::kStoredVlad;
   std::optional<DescriptorQuantizer> quantizer_;
-  std::unique_ptr<VladEncoder> encoder_;
+  std::unique_ptr<EncoderPool> encoders_;
 };
 
 }  // namespace lookalike

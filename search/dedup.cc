@@ -19,6 +19,7 @@
 #include "indexer/file_walker.h"
 #include "indexer/grey_thumbnail.h"
 #include "indexer/local_features.h"
+#include "indexer/mirror_features.h"
 #include "indexer/search_vectors.h"
 #include "search/dedup_groups.h"
 #include "search/image_traits.h"
@@ -174,12 +175,14 @@ NeighbourIndex LoadIndex(const Store& store, const SearchVectors& vectors,
 }
 
 // Candidate pairs -> similarity: each indexed image's `neighbours` nearest
-// other images with similarity >= min_similarity. `records` are in id order;
-// `manifest` lists the images the index holds (ids among the records').
+// other images with similarity >= min_similarity; with `mirrored`, the
+// nearest images of each one's mirror image (SearchVectors::ReadMirrored,
+// prepared). `records` are in id order; `manifest` lists the images the
+// index holds (ids among the records').
 std::map<PairKey, float> FindCandidates(const SearchVectors& vectors, const VectorIndex& index,
                                         const std::vector<IndexedImage>& manifest,
                                         const std::vector<ImageRecord>& records,
-                                        const DedupOptions& options, int threads) {
+                                        const DedupOptions& options, int threads, bool mirrored) {
   std::vector<uint64_t> record_ids(records.size());
   for (size_t i = 0; i < records.size(); ++i) record_ids[i] = records[i].id;
   auto position = [&](int64_t id) -> std::optional<size_t> {
@@ -208,7 +211,19 @@ std::map<PairKey, float> FindCandidates(const SearchVectors& vectors, const Vect
       std::vector<uint64_t> ids(static_cast<size_t>(nq));
       for (int64_t q = 0; q < nq; ++q) ids[q] = manifest[q0 + q].id;
       std::vector<float> queries(static_cast<size_t>(nq * vectors.dim()));
-      vectors.Read(ids, queries.data());
+      if (mirrored) {
+        std::vector<ImageRecord> batch_records;
+        for (uint64_t id : ids)
+          if (const auto p = position(static_cast<int64_t>(id)))
+            batch_records.push_back(records[*p]);
+        if (batch_records.size() != ids.size())
+          throw StoreError(StoreError::Kind::kCorrupt,
+                           "the search index holds images without a record; run `lookalike "
+                           "verify`");
+        vectors.ReadMirrored(batch_records, queries.data());
+      } else {
+        vectors.Read(ids, queries.data());
+      }
       std::vector<float> scores(static_cast<size_t>(nq * k));
       std::vector<int64_t> hits(static_cast<size_t>(nq * k));
       index.Search(queries.data(), nq, k, scores.data(), hits.data());
@@ -297,6 +312,17 @@ void Verify(const LocalFeatures& first, const PreparedQuery& prepared_first,
                       g.height_b, g.homography, &pair->evidence);
 }
 
+// A mirrored pair's homography from the first image's mirror frame to the
+// second's, turned into one from the first's own frame (x -> width - 1 - x,
+// then the fitted map), as the keep rule compares frames.
+void FlipFirstFrame(PairGeometry* g) {
+  if (!g->valid) return;
+  const cv::Matx33d fitted(g->homography.data());
+  const cv::Matx33d flip(-1, 0, g->width_a - 1.0, 0, 1, 0, 0, 0, 1);
+  const cv::Matx33d h = fitted * flip;
+  for (int i = 0; i < 9; ++i) g->homography[static_cast<size_t>(i)] = h.val[i];
+}
+
 // A stored grey thumbnail, empty when the image has none.
 GreyThumbnail ReadThumbnail(const Store& store, uint64_t id) {
   if (!store.keeps_thumbnails()) return {};
@@ -304,12 +330,48 @@ GreyThumbnail ReadThumbnail(const Store& store, uint64_t id) {
   return value[0] ? DecodeGreyThumbnail(*value[0]) : GreyThumbnail();
 }
 
+// Whether a pair's verification with its first image's mirror image is
+// taken over its plain one: as search merges its mirror's hits, only with a
+// level, the higher level winning, then the higher score.
+bool MirroredWins(const DedupPair& mirrored, const DedupPair& plain) {
+  return mirrored.level != MatchLevel::kNone &&
+         (mirrored.level > plain.level ||
+          (mirrored.level == plain.level && mirrored.score > plain.score));
+}
+
+// One image's features (or its mirror image's), prepared for all its pairs
+// as their first image, read on first use.
+struct FirstImage {
+  bool loaded = false;
+  std::optional<LocalFeatures> features;
+  std::optional<PreparedQuery> prepared;  // borrows `features`
+  GreyThumbnail thumbnail;
+
+  void Load(const Store& store, const FeatureReader& reader, uint64_t id, bool mirror,
+            const VerifyOptions& verify) {
+    if (loaded) return;
+    loaded = true;
+    if (!mirror) {
+      features = reader.Read(id, reader.matching_frame());
+    } else if (const auto own = reader.Read(id, DescriptorFrame::kOriginal)) {
+      features = reader.InMatchingFrame(MirrorFeatures(*own));
+    }
+    if (!features) return;
+    prepared.emplace(*features, verify);
+    thumbnail = ReadThumbnail(store, id);
+    if (mirror) thumbnail = MirrorThumbnail(thumbnail);
+  }
+};
+
 // The candidate and identical pairs with their evidence, in key order: one
 // task per first image (its features are decoded and prepared once for all
-// its pairs).
+// its pairs). A pair among `mirrored` is verified with its first image's
+// mirror image too, and keeps that verification if it is the only one, or
+// reaches a level above none and a higher level, or score, than the other.
 std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRecord>& records,
                                    const std::vector<PairKey>& keys,
                                    const std::map<PairKey, float>& candidates,
+                                   const std::map<PairKey, float>& mirrored,
                                    const std::set<PairKey>& identical, const DedupOptions& options,
                                    int threads) {
   std::vector<DedupPair> pairs(keys.size());
@@ -323,12 +385,20 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (size_t t = 0; t < num_tasks; ++t) {
     try {
-      std::optional<LocalFeatures> first;
-      std::optional<PreparedQuery> prepared_first;  // borrows `first`
-      GreyThumbnail first_thumbnail;
-      bool first_loaded = false;
+      FirstImage first, first_mirror;
+      // Verified: enough inliers, explaining enough of the poorer image,
+      // spread over one of them (dedup's own bar, above search's).
+      auto level = [&](DedupPair* pair) {
+        if (pair->identical) pair->score = 1;
+        pair->evidence.verified = pair->inliers >= options.min_inliers &&
+                                  pair->score >= options.threshold &&
+                                  pair->spread >= options.min_spread;
+        pair->evidence.identical = pair->identical;
+        pair->level = ClassifyMatch(pair->evidence, options.levels);
+        pair->duplicate = pair->level >= options.level;
+      };
       for (size_t p = task_begin[t]; p < task_begin[t + 1]; ++p) {
-        const auto [a, b] = keys[p];
+        const size_t a = keys[p].first, b = keys[p].second;
         DedupPair& pair = pairs[p];
         pair.a = records[a].id;
         pair.b = records[b].id;
@@ -337,33 +407,45 @@ std::vector<DedupPair> VerifyPairs(const Store& store, const std::vector<ImageRe
         pair.identical = identical.count(keys[p]) > 0;
         pair.inliers = -1;
         const auto cand = candidates.find(keys[p]);
-        if (cand == candidates.end()) {
+        const auto mirror = mirrored.find(keys[p]);
+        std::optional<LocalFeatures> second;
+        GreyThumbnail second_thumbnail;
+        auto read_second = [&] {
+          if (second) return;
+          second = stored_features.Read(records[b].id, stored_features.matching_frame());
+          second_thumbnail = ReadThumbnail(store, records[b].id);
+        };
+        if (cand == candidates.end() && mirror == mirrored.end()) {
           pair.similarity = 1;  // identical files not searched (no features)
-        } else {
+        } else if (cand != candidates.end()) {
           pair.similarity = cand->second;
-          if (!first_loaded) {
-            first_loaded = true;
-            first = stored_features.Read(records[a].id, stored_features.matching_frame());
-            if (first) {
-              prepared_first.emplace(*first, options.verify);
-              first_thumbnail = ReadThumbnail(store, records[a].id);
-            }
-          }
-          if (first)
-            if (const auto second =
-                    stored_features.Read(records[b].id, stored_features.matching_frame()))
-              Verify(*first, *prepared_first, first_thumbnail, records[a], *second,
-                     ReadThumbnail(store, records[b].id), records[b], options.min_inliers, &pair);
+          first.Load(store, stored_features, records[a].id, false, options.verify);
+          if (first.features) read_second();
+          if (first.features && second)
+            Verify(*first.features, *first.prepared, first.thumbnail, records[a], *second,
+                   second_thumbnail, records[b], options.min_inliers, &pair);
         }
-        if (pair.identical) pair.score = 1;
-        // Verified: enough inliers, explaining enough of the poorer image,
-        // spread over one of them (dedup's own bar, above search's).
-        pair.evidence.verified = pair.inliers >= options.min_inliers &&
-                                 pair.score >= options.threshold &&
-                                 pair.spread >= options.min_spread;
-        pair.evidence.identical = pair.identical;
-        pair.level = ClassifyMatch(pair.evidence, options.levels);
-        pair.duplicate = pair.level >= options.level;
+        level(&pair);
+        if (mirror == mirrored.end()) continue;
+        // The same pair between a's mirror image and b.
+        DedupPair flipped;
+        flipped.a = pair.a;
+        flipped.b = pair.b;
+        flipped.path_a = pair.path_a;
+        flipped.path_b = pair.path_b;
+        flipped.identical = pair.identical;
+        flipped.inliers = -1;
+        flipped.similarity = mirror->second;
+        first_mirror.Load(store, stored_features, records[a].id, true, options.verify);
+        if (first_mirror.features) read_second();
+        if (first_mirror.features && second) {
+          Verify(*first_mirror.features, *first_mirror.prepared, first_mirror.thumbnail, records[a],
+                 *second, second_thumbnail, records[b], options.min_inliers, &flipped);
+          flipped.evidence.mirrored = !flipped.evidence.mirrored;
+          FlipFirstFrame(&flipped.geometry);
+        }
+        level(&flipped);
+        if (cand == candidates.end() || MirroredWins(flipped, pair)) pair = std::move(flipped);
       }
     } catch (...) {
 #pragma omp critical(lookalike_dedup_failure)
@@ -380,9 +462,11 @@ constexpr size_t kMaxCompletedComponent = 48;
 
 // The pairs inside the components (of kMaxCompletedComponent images or
 // fewer) of the verified pairs (any level: a crop at part can link a copy to
-// its original) that are not among `keys`, sorted.
+// its original) that are not among `known` (the pairs verified as they are,
+// not only mirrored), sorted. pairs[p] is the pair of keys[p].
 std::vector<PairKey> MissingPairs(size_t num_records, const std::vector<PairKey>& keys,
-                                  const std::vector<DedupPair>& pairs) {
+                                  const std::vector<DedupPair>& pairs,
+                                  const std::set<PairKey>& known) {
   std::vector<size_t> parent(num_records);
   std::iota(parent.begin(), parent.end(), 0);
   auto find = [&](size_t x) {
@@ -399,7 +483,6 @@ std::vector<PairKey> MissingPairs(size_t num_records, const std::vector<PairKey>
   std::map<size_t, std::vector<size_t>> components;
   for (size_t i = 0; i < num_records; ++i)
     if (linked[i]) components[find(i)].push_back(i);
-  const std::set<PairKey> known(keys.begin(), keys.end());
   std::vector<PairKey> missing;
   for (const auto& [root, nodes] : components) {
     if (nodes.size() < 3 || nodes.size() > kMaxCompletedComponent) continue;
@@ -412,10 +495,11 @@ std::vector<PairKey> MissingPairs(size_t num_records, const std::vector<PairKey>
 }
 
 // The search-vector cosine similarity of each pair (0 when an image has no
-// features).
+// features); with `mirrored`, of the first image's mirror image and the
+// second.
 std::map<PairKey, float> Similarities(const SearchVectors& vectors,
                                       const std::vector<ImageRecord>& records,
-                                      const std::vector<PairKey>& keys) {
+                                      const std::vector<PairKey>& keys, bool mirrored) {
   std::map<PairKey, float> out;
   const int64_t dim = vectors.dim();
   std::vector<float> va(static_cast<size_t>(dim)), vb(static_cast<size_t>(dim));
@@ -423,7 +507,10 @@ std::map<PairKey, float> Similarities(const SearchVectors& vectors,
     float similarity = 0;
     if (records[key.first].status != ImageStatus::kNoFeatures &&
         records[key.second].status != ImageStatus::kNoFeatures) {
-      vectors.Read({records[key.first].id}, va.data());
+      if (mirrored)
+        vectors.ReadMirrored({records[key.first]}, va.data());
+      else
+        vectors.Read({records[key.first].id}, va.data());
       vectors.Read({records[key.second].id}, vb.data());
       double dot = 0, na = 0, nb = 0;
       for (int64_t d = 0; d < dim; ++d) {
@@ -673,41 +760,70 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
   const int threads = ResolveThreads(options.threads);
   const auto search_start = Clock::now();
   const std::vector<ImageRecord> records = ReadRecords(store, &result.num_without_features);
-  std::map<PairKey, float> candidates;
-  const SearchVectors vectors(store);
+  std::map<PairKey, float> candidates, mirrored;
+  SearchVectors vectors(store);
+  // Mirrors need SIFT's descriptor layout, which every model has today.
+  const bool mirrors = options.mirrored && vectors.PrepareMirrors();
   {
     const NeighbourIndex loaded = LoadIndex(store, vectors, options);
     result.index_description = loaded.index->Describe();
     result.index_bytes = loaded.index->MemoryBytes();
-    candidates = FindCandidates(vectors, *loaded.index, loaded.manifest, records, options, threads);
+    candidates =
+        FindCandidates(vectors, *loaded.index, loaded.manifest, records, options, threads, false);
+    if (mirrors)
+      mirrored =
+          FindCandidates(vectors, *loaded.index, loaded.manifest, records, options, threads, true);
   }
+  result.num_mirror_candidates = static_cast<int64_t>(mirrored.size());
   result.num_images = static_cast<int64_t>(records.size());
   const std::set<PairKey> identical = IdenticalPairs(records);
   result.search_seconds = Seconds(search_start);
 
   const auto verify_start = Clock::now();
   std::vector<PairKey> keys;
-  keys.reserve(candidates.size() + identical.size());
+  keys.reserve(candidates.size() + mirrored.size() + identical.size());
   for (const auto& [key, sim] : candidates) keys.push_back(key);
-  for (const PairKey& key : identical)
+  for (const auto& [key, sim] : mirrored)
     if (!candidates.count(key)) keys.push_back(key);
+  for (const PairKey& key : identical)
+    if (!candidates.count(key) && !mirrored.count(key)) keys.push_back(key);
   std::sort(keys.begin(), keys.end());
   std::vector<DedupPair> pairs =
-      VerifyPairs(store, records, keys, candidates, identical, options, threads);
+      VerifyPairs(store, records, keys, candidates, mirrored, identical, options, threads);
   // Completing small groups: every pair inside a small component of the
   // verified pairs that the neighbours did not bring (an original with
   // eight copies is not among each copy's five nearest), so that stars
-  // around keepers miss no member for want of a candidate.
-  const std::vector<PairKey> missing = MissingPairs(records.size(), keys, pairs);
+  // around keepers miss no member for want of a candidate. A pair only a
+  // mirror image brought was verified mirrored only: it is completed as it
+  // is, and keeps the better of its two verifications.
+  std::set<PairKey> known;
+  for (const PairKey& key : keys)
+    if (!mirrored.count(key) || candidates.count(key) || identical.count(key)) known.insert(key);
+  const std::vector<PairKey> missing = MissingPairs(records.size(), keys, pairs, known);
   if (!missing.empty()) {
-    std::map<PairKey, float> added = Similarities(vectors, records, missing);
+    std::map<PairKey, float> added = Similarities(vectors, records, missing, false);
+    std::vector<PairKey> unmirrored;  // not verified mirrored yet
+    for (const PairKey& key : missing)
+      if (!mirrored.count(key)) unmirrored.push_back(key);
+    std::map<PairKey, float> added_mirrored;
+    if (mirrors) added_mirrored = Similarities(vectors, records, unmirrored, true);
     std::vector<DedupPair> more =
-        VerifyPairs(store, records, missing, added, identical, options, threads);
-    for (DedupPair& pair : more) pair.completing = true;
+        VerifyPairs(store, records, missing, added, added_mirrored, identical, options, threads);
     candidates.insert(added.begin(), added.end());
-    keys.insert(keys.end(), missing.begin(), missing.end());
-    pairs.insert(pairs.end(), std::make_move_iterator(more.begin()),
-                 std::make_move_iterator(more.end()));
+    const size_t num_searched = keys.size();  // sorted; missing ones are appended
+    for (size_t m = 0; m < missing.size(); ++m) {
+      if (mirrored.count(missing[m])) {
+        // A mirror image's candidate: its pair stays one, with the plain
+        // verification unless the mirrored one wins.
+        const auto at = std::lower_bound(keys.begin(), keys.begin() + num_searched, missing[m]);
+        DedupPair& had = pairs[static_cast<size_t>(at - keys.begin())];
+        if (!MirroredWins(had, more[m])) had = std::move(more[m]);
+        continue;
+      }
+      more[m].completing = true;
+      keys.push_back(missing[m]);
+      pairs.push_back(std::move(more[m]));
+    }
     std::vector<size_t> order(keys.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return keys[x] < keys[y]; });
@@ -721,8 +837,11 @@ DedupResult FindDuplicates(const Store& store, const DedupOptions& options) {
     pairs = std::move(sorted_pairs);
   }
   result.verify_seconds = Seconds(verify_start);
-  for (size_t p = 0; p < pairs.size(); ++p)
-    result.num_unverified += pairs[p].inliers < 0 && candidates.count(keys[p]) > 0;
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    result.num_unverified +=
+        pairs[p].inliers < 0 && (candidates.count(keys[p]) > 0 || mirrored.count(keys[p]) > 0);
+    result.num_mirrored += pairs[p].level != MatchLevel::kNone && pairs[p].evidence.mirrored;
+  }
 
   const auto keep_start = Clock::now();
   result.groups =

@@ -68,6 +68,16 @@ struct DedupOptions {
   // (DedupPair::spread), in [0, 1]: a shared logo, watermark or caption
   // verifies with dozens of inliers packed into a corner.
   float min_spread = 0.20f;
+  // Mirrored copies: each image's mirror image (its stored features
+  // mirrored, indexer/mirror_features.h; nothing is extracted again) is
+  // searched too, its `neighbours` nearest images are candidate pairs as
+  // well, and those pairs (and the pairs completing a small group) are
+  // verified with the first image's mirrored features too. The mirrored
+  // verification counts as search counts its mirror's hits: with a level,
+  // the higher level (then score) winning; it is marked
+  // MatchEvidence::mirrored. Off: left-right flipped copies are not found,
+  // and about half the candidate pairs are not verified.
+  bool mirrored = true;
   // Which member of a group to keep (search/keep_rule.h).
   KeepRule keep = KeepRule::kOriginal;
   // Reference folders (absolute, normalised, no trailing '/'): their images
@@ -104,9 +114,11 @@ struct DedupPair {
   float spread = 0;
   bool identical = false;  // same content hash: a copy of the same bytes
   // What verification measured (overlaps, scale, rotation, aligned pixels:
-  // search/match_level.h), a = the pair's first image.
+  // search/match_level.h), a = the pair's first image; evidence.mirrored
+  // when the pair was verified between a's mirror image and b.
   MatchEvidence evidence;
-  // The homography and feature frames, for the keep rule (valid when
+  // The homography (a's feature frame to b's, a flip included for a
+  // mirrored pair) and feature frames, for the keep rule (valid when
   // verification fitted one).
   PairGeometry geometry;
   // ClassifyMatch of the evidence: identical for the same bytes; none when
@@ -177,6 +189,10 @@ struct DedupResult {
   std::string index_description;
   int64_t index_bytes = 0;
   double verify_seconds = 0;  // decoding and verifying features
+  // Candidate pairs the mirror images found (DedupOptions::mirrored), and
+  // the pairs at a level above none that are mirrored.
+  int64_t num_mirror_candidates = 0;
+  int64_t num_mirrored = 0;
   // Candidate pairs left unverified because an image has no stored local
   // features (a database indexed before they were kept): never duplicates.
   int64_t num_unverified = 0;

@@ -85,6 +85,9 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
   g->Value("nprobe", &o->nprobe, d.nprobe,
            "lists an ivfsq index visits per image (0 = as stored with the index; fewer is "
            "faster and may miss copies)");
+  g->Value("mirrored", &o->mirrored, d.mirrored,
+           "also search each image's mirror image (its stored features mirrored, not extracted "
+           "again) and verify those pairs mirrored: finds mirrored copies (0 = off)");
   g->Value("min-inliers", &o->min_inliers, d.min_inliers, "RANSAC inliers a verified pair needs");
   DeclareVerifyFlags(g, &o->verify, d.verify);
   g->Number("min-spread", &o->min_spread, d.min_spread,
@@ -95,7 +98,7 @@ void DeclareFlags(FlagGroup* g, DedupCommandOptions* c) {
           "reason, one line per member) | json (one object per group per line) | pairs (one "
           "line per candidate pair, tab-separated: path a, path b, similarity, matches, "
           "inliers, score, spread, duplicate 0/1, level, aligned correlation, overlap a, overlap "
-          "b) | html (one self-contained page of "
+          "b, mirrored 0/1) | html (one self-contained page of "
           "thumbnails, the keeper marked)",
           [c](const std::string& v) {
             c->format =
@@ -255,9 +258,11 @@ int RunDedupCommand(const std::vector<std::string>& args, std::ostream& out, std
     std::snprintf(index_mib, sizeof index_mib, "%.1f MiB",
                   static_cast<double>(r.index_bytes) / (1 << 20));
     err << "lookalike: " << r.num_images << " images (" << r.num_without_features
-        << " without features), " << r.candidates.size() << " candidate pairs, " << r.groups.size()
-        << " groups holding " << grouped << " images; neighbours from " << r.index_description
-        << " (" << index_mib << "); " << timing << "\n";
+        << " without features), " << r.candidates.size() << " candidate pairs ("
+        << r.num_mirror_candidates << " found by mirror images, " << r.num_mirrored
+        << " mirrored at a level), " << r.groups.size() << " groups holding " << grouped
+        << " images; neighbours from " << r.index_description << " (" << index_mib << "); "
+        << timing << "\n";
   }
   return status;
 }

@@ -15,6 +15,9 @@
 #              lookalike-make-copy: re-encoded (JPEG 50), resized (1/2),
 #              cropped (central 70 %), and the Quick start's cropped + rotated
 #              + downscaled + brightened JPEG-40 copy.
+#   mirrored   devset/db plus five mirrored copies of every photo: flipped
+#              left to right (lookalike-make-copy --kind flip, JPEG 90), and
+#              flipped then edited as each of generated's four copies.
 #   samples    OpenCV's sample photos (tools/quickstart.sh fetches them into
 #              samples/photos; SAMPLES_DIR=DIR to use others) plus ten copies
 #              of twelve of them (every kind of lookalike-make-copy: the four
@@ -36,7 +39,8 @@
 # usage: tools/eval_dedup.sh [DEVSET_DIR] [BUILD_DIR] [-- extra dedup flags]
 #   DEVSET_DIR  default ../shared/data/devset (relative to the repository root)
 #   BUILD_DIR   default build
-# EVAL_DEDUP_SETS="dev generated samples" (the default) chooses the sets.
+# EVAL_DEDUP_SETS="dev generated mirrored samples" (the default) chooses the
+# sets.
 # EVAL_DEDUP_BASELINE=BIN also runs dedup with another build's binary BIN on
 # the same databases (same extra flags) and prints its figures first, labelled
 # "baseline", so old and new are compared in one run (a binary from before
@@ -51,7 +55,7 @@ build=${2:-$root/build}
 [ "${1:-}" = "--" ] && shift
 devset=$(cd "$devset" && pwd)
 samples=${SAMPLES_DIR:-$root/samples/photos}
-sets=${EVAL_DEDUP_SETS:-dev generated samples}
+sets=${EVAL_DEDUP_SETS:-dev generated mirrored samples}
 bin=$build/tools/lookalike
 copy=$build/tools/lookalike-make-copy
 [ -x "$bin" ] && [ -x "$copy" ] || {
@@ -66,17 +70,24 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-# Generated set: originals numbered, copies named after them (truth by name).
+# Generated sets: originals numbered, copies named after them (truth by
+# name), in $work/$1, of the kinds $2... (flip+crop: flipped, then cropped).
 make_generated() {
-  mkdir -p "$work/gen/orig" "$work/gen/copies"
-  [ -n "$(ls "$work/gen/copies")" ] && return
+  out=$work/$1
+  shift
+  mkdir -p "$out/orig" "$out/copies"
+  [ -n "$(ls "$out/copies")" ] && return
   i=0
   find "$devset/db" -type f -name '*.jpg' | LC_ALL=C sort | while read -r photo; do
     i=$((i + 1))
     n=$(printf '%03d' "$i")
-    cp "$photo" "$work/gen/orig/$n.jpg"
-    for kind in reencode resize crop copy; do
-      "$copy" --kind "$kind" "$photo" "$work/gen/copies/${n}_$kind.jpg"
+    cp "$photo" "$out/orig/$n.jpg"
+    for kinds in "$@"; do
+      from=$photo
+      for kind in $(echo "$kinds" | tr + ' '); do
+        "$copy" --kind "$kind" "$from" "$out/copies/${n}_$kinds.jpg"
+        from=$out/copies/${n}_$kinds.jpg
+      done
     done
   done
 }
@@ -100,7 +111,10 @@ make_samples() {
 for set in $sets; do
   case $set in
     dev) dir=$devset ;;
-    generated) make_generated && dir=$work/gen ;;
+    generated) make_generated gen reencode resize crop copy && dir=$work/gen ;;
+    mirrored)
+      make_generated mirrored flip flip+reencode flip+resize flip+crop flip+copy &&
+        dir=$work/mirrored ;;
     samples)
       if [ ! -d "$samples" ]; then
         echo "== samples: skipped, $samples missing (tools/quickstart.sh fetches OpenCV's sample photos)"
@@ -157,7 +171,7 @@ if set_name == 'dev':
     truth_of = lambda p: source.get(p, p)
     is_copy = lambda p: p in source
     kind_of = lambda p: 'forgery' if 'ela' in source.get(p, '') else kind[p]
-elif set_name == 'generated':
+elif set_name in ('generated', 'mirrored'):
     truth_of = lambda p: os.path.basename(p)[:3]
     is_copy = lambda p: '/copies/' in p
     kind_of = lambda p: os.path.basename(p)[4:-4]

@@ -521,6 +521,7 @@ Json DedupGroupJson(size_t number, const DedupGroup& group, bool with_ids) {
     pair["score"] = Rounded(p.score, 4);
     pair["spread"] = Rounded(p.spread, 4);
     pair["identical"] = p.identical;
+    pair["mirrored"] = p.evidence.mirrored;
     j["pairs"].push_back(std::move(pair));
   }
   return j;
@@ -565,7 +566,7 @@ void WriteDedup(std::ostream& out, const DedupResult& r, OutputFormat format) {
           << '\t' << MatchLevelName(p.level) << '\t'
           << (p.evidence.aligned_correlation ? Fixed(*p.evidence.aligned_correlation, 4) : "-")
           << '\t' << Fixed(p.evidence.overlap_a, 4) << '\t' << Fixed(p.evidence.overlap_b, 4)
-          << '\n';
+          << '\t' << (p.evidence.mirrored ? 1 : 0) << '\n';
     return;
   }
   if (format == OutputFormat::kTable) {

@@ -168,6 +168,8 @@ TEST_F(DedupCliTest, JsonHasOneObjectPerGroup) {
       EXPECT_GE(p["score"].number, 0.10);
       EXPECT_GE(p["spread"].number, 0.20);
       EXPECT_FALSE(p["identical"].boolean);
+      EXPECT_TRUE(p.Has("mirrored"));
+      EXPECT_FALSE(p["mirrored"].boolean);
     }
   }
   EXPECT_EQ(got, *expected_copy_) << run.out;
@@ -186,12 +188,68 @@ TEST_F(DedupCliTest, ThresholdAndPairsFormat) {
   int duplicates = 0, rejected = 0;
   for (const std::string& line : testing::SplitLines(pairs.out)) {
     const std::vector<std::string> f = testing::SplitOn(line, '\t');
-    ASSERT_EQ(f.size(), 12u) << line;
+    ASSERT_EQ(f.size(), 13u) << line;
+    if (f[8] != "none") {
+      EXPECT_EQ(f[12], "0") << "nothing here is mirrored: " << line;
+    }
     (f[7] == "1" ? duplicates : rejected)++;
     EXPECT_EQ(f[7] == "1", f[8] == "copy" || f[8] == "identical") << line;
   }
   EXPECT_GE(duplicates, 6);  // two groups of three, complete
   EXPECT_GT(rejected, 0);
+}
+
+// A mirrored copy (flipped left to right) is grouped with its original at
+// level copy, the pair marked mirrored in the JSON and in the pairs format's
+// last column; `--mirrored 0` leaves it out of every group.
+TEST(DedupMirroredCliTest, MirroredCopyIsACopy) {
+  TempDir tmp;
+  const std::string photos = fs::canonical(tmp.path()).string() + "/photos";
+  const std::vector<std::string> originals = testing::WriteSyntheticSet(photos, 6, 500);
+  cv::Mat mirrored;
+  cv::flip(cv::imread(originals[2], cv::IMREAD_COLOR), mirrored, 1);
+  const std::string copy = photos + "/mirrored.jpg";
+  testing::WriteImage(copy, mirrored);
+  const testing::ProcessResult index =
+      Lookalike({"index", photos, "--db", tmp / "db", "--clusters", "32", "--quiet"});
+  ASSERT_EQ(index.exit_code, 0) << index.Describe();
+
+  const testing::ProcessResult run =
+      Lookalike({"dedup", "--db", tmp / "db", "--format", "json", "-v"});
+  ASSERT_EQ(run.exit_code, 0) << run.Describe();
+  const std::vector<std::string> lines = testing::SplitLines(run.out);
+  ASSERT_EQ(lines.size(), 1u) << run.out;
+  const testing::Json group = JsonParser::Parse(lines[0]);
+  EXPECT_EQ(group["level"].str, "copy");
+  ASSERT_EQ(group["members"].items.size(), 2u) << run.out;
+  EXPECT_EQ(group["keeper"].str, originals[2]) << "a lossless original over a JPEG copy";
+  EXPECT_EQ(group["members"].items[1]["path"].str, copy);
+  EXPECT_EQ(group["members"].items[1]["level"].str, "copy");
+  ASSERT_EQ(group["pairs"].items.size(), 1u);
+  EXPECT_TRUE(group["pairs"].items[0]["mirrored"].boolean) << run.out;
+  EXPECT_NE(run.err.find(" mirrored at a level)"), std::string::npos) << run.err;
+
+  const testing::ProcessResult pairs =
+      Lookalike({"dedup", "--db", tmp / "db", "--format", "pairs"});
+  ASSERT_EQ(pairs.exit_code, 0) << pairs.Describe();
+  int mirrored_copies = 0;
+  for (const std::string& line : testing::SplitLines(pairs.out)) {
+    const std::vector<std::string> f = testing::SplitOn(line, '\t');
+    ASSERT_EQ(f.size(), 13u) << line;
+    const bool ours =
+        std::set<std::string>{f[0], f[1]} == std::set<std::string>{originals[2], copy};
+    if (ours) {
+      EXPECT_EQ(f[8], "copy") << line;
+      EXPECT_EQ(f[12], "1") << line;
+      ++mirrored_copies;
+    }
+  }
+  EXPECT_EQ(mirrored_copies, 1) << pairs.out;
+
+  const testing::ProcessResult off =
+      Lookalike({"dedup", "--db", tmp / "db", "--mirrored", "0", "--format", "tsv"});
+  ASSERT_EQ(off.exit_code, 0) << off.Describe();
+  EXPECT_EQ(off.out, "") << "without mirror images a mirrored copy is no copy";
 }
 
 TEST_F(DedupCliTest, UsageErrorsExitTwo) {

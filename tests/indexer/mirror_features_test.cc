@@ -1,7 +1,7 @@
 // Tests of mirrored features: SIFT extracted on a flipped image agrees with
 // the original's features mirrored (keypoints reflected, descriptor bins
 // permuted), which is what lets search look for mirrored copies without a
-// second extraction.
+// second extraction; and thumbnails flipped alike.
 #include "indexer/mirror_features.h"
 
 #include <gtest/gtest.h>
@@ -133,6 +133,19 @@ TEST(MirrorFeaturesTest, MirrorsLocalFeaturesAndRefusesOtherDescriptors) {
   f.dim = 64;
   f.descriptors.assign(64, 0.0f);
   EXPECT_THROW(MirrorFeatures(f), std::invalid_argument);
+}
+
+TEST(MirrorFeaturesTest, MirrorsThumbnails) {
+  GreyThumbnail t;
+  t.width = 3;
+  t.height = 2;
+  t.pixels = {1, 2, 3, 4, 5, 6};
+  const GreyThumbnail m = MirrorThumbnail(t);
+  EXPECT_EQ(m.width, 3);
+  EXPECT_EQ(m.height, 2);
+  EXPECT_EQ(m.pixels, (std::vector<uint8_t>{3, 2, 1, 6, 5, 4}));
+  EXPECT_EQ(t.pixels, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6})) << "the input is left alone";
+  EXPECT_TRUE(MirrorThumbnail(GreyThumbnail()).empty());
 }
 
 }  // namespace

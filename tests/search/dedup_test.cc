@@ -1,6 +1,7 @@
 // Tests of FindDuplicates over a generated collection: originals with
-// re-encoded, resized, rotated and brightened copies form exactly the
-// expected groups at level copy, each around its original, and with the
+// re-encoded, resized, rotated, brightened and mirrored copies form exactly
+// the expected groups at level copy, each around its original (the mirrored
+// copy found and verified through its mirror image only), and with the
 // large crops at level part; distinct images stay out of every group; byte-
 // identical files group even without features; output order does not
 // depend on threads; neighbours from an approximate index (and from the
@@ -20,6 +21,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "indexer/file_walker.h"
@@ -58,6 +60,7 @@ class DedupTest : public ::testing::Test {
     expected_ = new std::set<std::set<std::string>>;
     expected_copy_ = new std::set<std::set<std::string>>;
     originals_ = new std::set<std::string>;
+    mirrored_ = new std::string;
     for (int i = 0; i < kOriginals; ++i) {
       std::set<std::string> group = {AbsolutePath(originals[i])}, copies = group;
       originals_->insert(AbsolutePath(originals[i]));
@@ -69,6 +72,16 @@ class DedupTest : public ::testing::Test {
         group.insert(AbsolutePath(path));
         // The central 49 % of the picture is a part of it, not a copy.
         if (t != Transform::kCrop) copies.insert(AbsolutePath(path));
+      }
+      // A mirrored copy (flipped left to right) of the fourth.
+      if (i == 3) {
+        cv::Mat mirrored;
+        cv::flip(image, mirrored, 1);
+        const std::string path = photos + "/copy_3_mirrored.jpg";
+        testing::WriteImage(path, mirrored);
+        *mirrored_ = AbsolutePath(path);
+        group.insert(*mirrored_);
+        copies.insert(*mirrored_);
       }
       expected_->insert(group);
       expected_copy_->insert(copies);
@@ -111,6 +124,7 @@ class DedupTest : public ::testing::Test {
     delete expected_;
     delete expected_copy_;
     delete originals_;
+    delete mirrored_;
     delete tmp_;
   }
 
@@ -153,12 +167,14 @@ class DedupTest : public ::testing::Test {
   static std::set<std::set<std::string>>* expected_;
   static std::set<std::set<std::string>>* expected_copy_;
   static std::set<std::string>* originals_;  // the four photos with copies
+  static std::string* mirrored_;             // the mirrored copy of img_003
 };
 
 TempDir* DedupTest::tmp_ = nullptr;
 std::set<std::set<std::string>>* DedupTest::expected_ = nullptr;
 std::set<std::set<std::string>>* DedupTest::expected_copy_ = nullptr;
 std::set<std::string>* DedupTest::originals_ = nullptr;
+std::string* DedupTest::mirrored_ = nullptr;
 
 TEST_F(DedupTest, CopiesFormExactlyTheExpectedGroups) {
   auto store = OpenStore();
@@ -452,20 +468,125 @@ TEST_F(DedupTest, IvfsqIsBuiltOverACurrentPersistedFlatIndex) {
 }
 
 // nprobe reaches the index; each image gets at most `neighbours` candidates
-// of its own (a pair counts for both of its images).
+// of its own, and as many for its mirror image (a pair counts for both of
+// its images).
 TEST_F(DedupTest, NprobeAndNeighboursAreHonoured) {
   auto store = OpenPcaStore();
-  DedupOptions o;
-  o.index_kind = VectorIndexKind::kIvfSq;
-  o.nprobe = 1;
-  o.neighbours = 1;
-  const DedupResult r = FindDuplicates(*store, o);
-  EXPECT_NE(r.index_description.find("nprobe 1,"), std::string::npos) << r.index_description;
-  const int64_t with_features = r.num_images - r.num_without_features;
-  int64_t searched = 0;
-  for (const DedupPair& p : r.candidates) searched += !p.identical && !p.completing;
-  EXPECT_LE(searched, with_features) << "one neighbour per image at most";
-  EXPECT_GT(searched, 0);
+  for (const bool mirrored : {false, true}) {
+    SCOPED_TRACE(mirrored ? "with mirror images" : "without mirror images");
+    DedupOptions o;
+    o.index_kind = VectorIndexKind::kIvfSq;
+    o.nprobe = 1;
+    o.neighbours = 1;
+    o.mirrored = mirrored;
+    const DedupResult r = FindDuplicates(*store, o);
+    EXPECT_NE(r.index_description.find("nprobe 1,"), std::string::npos) << r.index_description;
+    const int64_t with_features = r.num_images - r.num_without_features;
+    int64_t searched = 0;
+    for (const DedupPair& p : r.candidates) searched += !p.identical && !p.completing;
+    EXPECT_LE(searched, (mirrored ? 2 : 1) * with_features) << "one neighbour per image at most";
+    EXPECT_LE(r.num_mirror_candidates, mirrored ? with_features : 0);
+    EXPECT_GT(searched, 0);
+  }
+}
+
+// The mirror images' search vectors (and derived vectors) read from several
+// threads at once, as dedup's neighbour search reads them, are those read
+// from one: each thread encodes with a VLAD encoder of its own.
+TEST_F(DedupTest, MirrorVectorsReadFromSeveralThreadsAreTheSame) {
+  for (const bool pca : {false, true}) {
+    SCOPED_TRACE(pca ? "PCA-whitened search vectors" : "full VLAD vectors");
+    auto store = pca ? OpenPcaStore() : OpenStore();
+    SearchVectors vectors(*store);
+    ASSERT_TRUE(vectors.PrepareMirrors());
+    std::vector<ImageRecord> records;
+    store->ForEachImage([&](const ImageRecord& r) { records.push_back(r); });
+    std::vector<uint64_t> ids;
+    for (const ImageRecord& r : records) ids.push_back(r.id);
+    const size_t n = records.size() * static_cast<size_t>(vectors.dim());
+    std::vector<float> mirrored(n), plain(n);
+    vectors.ReadMirrored(records, mirrored.data());
+    vectors.Read(ids, plain.data());
+    // Mirror images are other vectors than the images' own.
+    EXPECT_NE(mirrored, plain);
+    std::vector<std::thread> threads;
+    std::vector<int> differ(4, 0);
+    for (size_t t = 0; t < differ.size(); ++t)
+      threads.emplace_back([&, t] {
+        std::vector<float> got(n);
+        for (int round = 0; round < 10; ++round) {
+          if (t % 2 == 0) {
+            vectors.ReadMirrored(records, got.data());
+            differ[t] += got != mirrored;
+          } else {
+            vectors.Read(ids, got.data());
+            differ[t] += got != plain;
+          }
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(differ, std::vector<int>(4, 0));
+  }
+}
+
+// The mirrored copy joins its original's group at level copy only through
+// the mirror images: its mirror's search vector finds the original (its own
+// does not rank it first), and the pair verifies between the mirrored
+// features and the original's, marked mirrored, its homography flipping
+// one frame into the other. Without them it is in no group, and the other
+// groups are the same.
+TEST_F(DedupTest, MirroredCopyJoinsItsOriginalThroughItsMirrorImage) {
+  for (const bool pca : {false, true}) {
+    SCOPED_TRACE(pca ? "PCA-whitened search vectors" : "full VLAD vectors");
+    auto store = pca ? OpenPcaStore() : OpenStore();
+    const std::string original = AbsolutePath(*tmp_ / "photos/img_003.png");
+    auto find_pair = [&](const DedupResult& r) -> const DedupPair* {
+      for (const DedupPair& p : r.candidates)
+        if (std::set<std::string>{p.path_a, p.path_b} ==
+            std::set<std::string>{original, *mirrored_})
+          return &p;
+      return nullptr;
+    };
+    const DedupResult with = FindDuplicates(*store, DedupOptions());
+    EXPECT_GT(with.num_mirror_candidates, 0);
+    EXPECT_GT(with.num_mirrored, 0);
+    const DedupPair* pair = find_pair(with);
+    ASSERT_NE(pair, nullptr) << "the mirror image's nearest neighbour is its original";
+    EXPECT_FALSE(pair->completing);
+    EXPECT_EQ(pair->level, MatchLevel::kCopy);
+    EXPECT_TRUE(pair->duplicate);
+    EXPECT_TRUE(pair->evidence.mirrored);
+    EXPECT_GE(pair->inliers, DedupOptions().min_inliers);
+    ASSERT_TRUE(pair->geometry.valid);
+    const cv::Matx33d h(pair->geometry.homography.data());
+    EXPECT_LT(h(0, 0) * h(1, 1) - h(0, 1) * h(1, 0), 0) << "a's frame to b's includes the flip";
+    // The original is kept, the mirrored JPEG offered for removal.
+    for (const DedupGroup& g : with.groups)
+      for (const DedupMember& m : g.members)
+        if (m.path == *mirrored_) {
+          EXPECT_EQ(g.members[0].path, original) << g.keep_reason;
+          EXPECT_EQ(m.level, MatchLevel::kCopy);
+        }
+
+    DedupOptions plain;
+    plain.mirrored = false;
+    const DedupResult without = FindDuplicates(*store, plain);
+    EXPECT_EQ(without.num_mirror_candidates, 0);
+    EXPECT_EQ(without.num_mirrored, 0);
+    // The same groups, but for the mirrored copy in its original's.
+    std::set<std::set<std::string>> mirrors_added;
+    for (std::set<std::string> g : Groups(without)) {
+      EXPECT_FALSE(g.count(*mirrored_)) << "grouped without its mirror image";
+      if (g.count(original)) g.insert(*mirrored_);
+      mirrors_added.insert(g);
+    }
+    EXPECT_EQ(Groups(with), mirrors_added);
+    const DedupPair* plain_pair = find_pair(without);
+    if (plain_pair) {
+      EXPECT_FALSE(plain_pair->duplicate);
+      EXPECT_FALSE(plain_pair->evidence.mirrored);
+    }
+  }
 }
 
 TEST(DedupOptionsTest, ValidateNamesTheFlag) {
