@@ -170,14 +170,22 @@ std::vector<std::string> LookalikeArgs(const std::string& bin, std::vector<std::
   return args;
 }
 
-std::string UnprivilegedUnavailableReason() {
+std::string UnprivilegedUnavailableReason(const std::string& binary) {
   if (::geteuid() != 0) return "";
   const pid_t pid = ::fork();
   if (pid < 0) return std::string("fork failed: ") + std::strerror(errno);
-  if (pid == 0) ::_exit(DropToUnprivileged() ? 0 : 1);
+  if (pid == 0) {
+    if (!DropToUnprivileged()) ::_exit(1);
+    ::_exit(binary.empty() || ::access(binary.c_str(), X_OK) == 0 ? 0 : 2);
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+    return "uid 65534 cannot run " + binary +
+           " (a folder above it, e.g. /root, is not searchable by others), so "
+           "permissions cannot be tested as that user: build in a folder others "
+           "can reach, or chmod o+x the folders above it";
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return "running as root and cannot switch to uid/gid 65534 "
            "(setresuid/setgroups refused, "

@@ -86,9 +86,10 @@ constexpr gid_t kUnprivilegedGid = 65534;
 
 // Whether file permissions can be tested: "" when they can (we are not root,
 // or we are root and can drop to nobody in a child), else the reason they
-// cannot. Only when running as root does ProcessOptions::unprivileged change
+// cannot (also when that user cannot run `binary`, if given: a build under
+// /root). Only when running as root does ProcessOptions::unprivileged change
 // the user.
-std::string UnprivilegedUnavailableReason();
+std::string UnprivilegedUnavailableReason(const std::string& binary = "");
 
 // Makes `path` and everything under it owned by nobody (root only; no-op
 // otherwise). Throws on failure.

@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "cuda/kernel_bodies.h"
@@ -392,15 +394,25 @@ TEST(EmulatorCatches, ShuffleResultsAreThoseOfTheHardware) {
 }
 
 // A block sum with the barrier between the per-warp writes and warp 0's
-// read removed: a data race on shared memory.
+// read removed: a data race on shared memory. Thread 0 reads only once
+// warp 1's write has happened, seen through a relaxed flag, which orders
+// nothing for ThreadSanitizer: without it, on a busy machine thread 0 could
+// finish before thread 32 started, and the emulator's own locks between the
+// two threads made the accesses look ordered (the death test failed to die
+// once in a suite run at load 15).
 [[maybe_unused]] void RacyBlockSum() {
   double total = 0;
+  std::atomic<bool> written{false};
   simt::Launch(1, 64, k::kReduceSharedBytes, [&](const simt::EmuCtx& ctx, void* p) {
     double* smem = static_cast<double*>(p);
     const double v = k::WarpSum(ctx, 1.0);
     if (ctx.thread_idx() % 32 == 0) smem[ctx.thread_idx() / 32] = v;
+    if (ctx.thread_idx() == 32) written.store(true, std::memory_order_relaxed);
     // missing: ctx.sync();
-    if (ctx.thread_idx() == 0) total = smem[0] + smem[1];
+    if (ctx.thread_idx() == 0) {
+      while (!written.load(std::memory_order_relaxed)) std::this_thread::yield();
+      total = smem[0] + smem[1];
+    }
   });
   (void)total;
 }

@@ -230,7 +230,7 @@ void NonEmptyForeignFolder(Env& env) {
 }
 
 void ReadOnlyDbFolder(Env& env) {
-  const std::string reason = testing::UnprivilegedUnavailableReason();
+  const std::string reason = testing::UnprivilegedUnavailableReason(LOOKALIKE_BIN);
   if (!reason.empty()) GTEST_SKIP() << reason;
   env.Index();
   // Owned by root (or by us), not writable by the user that runs the checks.

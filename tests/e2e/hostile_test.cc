@@ -291,7 +291,7 @@ TEST(HostileCorpus, EveryFileGetsItsDocumentedOutcome) {
 // PERMISSION_DENIED needs a user that permissions apply to: as root (CI) the
 // indexer runs as nobody; if that is impossible the test says so and skips.
 TEST(HostileCorpus, PermissionDeniedAsUnprivilegedUser) {
-  const std::string reason = testing::UnprivilegedUnavailableReason();
+  const std::string reason = testing::UnprivilegedUnavailableReason(LOOKALIKE_BIN);
   if (!reason.empty()) GTEST_SKIP() << reason;
   TempDir tmp;
   ::chmod(tmp.path().c_str(), 0755);
