@@ -66,7 +66,7 @@ ColourIndex::Query ColourIndex::Prepare(const std::vector<uint8_t>& colour) {
   if (colour.empty()) return q;
   const std::vector<uint8_t> own = Row(colour);
   double norm2 = 0;
-  for (uint8_t v : colour) norm2 += double{v} * v;
+  for (uint8_t v : colour) norm2 += static_cast<double>(v) * v;
   const double own_similarity =
       Dot(own.data(), colour.data()) * InverseNorm(own.data()) / std::sqrt(std::max(norm2, 1.0));
   if (own_similarity <= 0) return q;  // every bin rounds to 0: no colour to compare
