@@ -15,7 +15,7 @@
 // recoloured; other shots of one scene (a stereo pair, a burst, consecutive
 // video frames) are `view` pairs, grouped only when `view` is asked for
 // ("similar shots"). Defaults measured by tools/eval_dedup.sh and
-// bench/dedup_scale.sh (search/README.md, "dedup").
+// bench/dedup_scale.sh (search/dedup.md).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +44,7 @@ struct DedupOptions {
   // The index the neighbours come from: flat = exact, over the stored search
   // vectors (n^2 x d multiply-adds through BLAS: 22 CPU-seconds for 100,000
   // images at 112-d, faster than the approximate index at the recall it
-  // needs; search/README.md, "dedup"); auto = the database's
+  // needs; search/dedup.md); auto = the database's
   // search index as `search` uses it (ivfsq from 20,000 images, `index
   // --index-threshold`); ivfsq = approximate (built in memory if the
   // database keeps a flat index).
