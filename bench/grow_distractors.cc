@@ -254,8 +254,9 @@ int main(int argc, char** argv) {
         real->GetThumbnails(source_ids);
     if (!grow)
       return AddThumbnails(*real, sources, source_thumbnails, *quantizer, thumbnails_into, seed);
+    const auto words = real->GetModelWordVocabulary();
     auto store = Store::Create(out, real->model(), &*projection_record, real->schema_version(),
-                               *real->GetDescriptorQuantizer());
+                               *real->GetDescriptorQuantizer(), words ? *words : std::string());
     const auto t = SteadyClock::now();
     constexpr int64_t kBatch = 256;
     const int64_t vlad_dim = encoder->vlad_dim();

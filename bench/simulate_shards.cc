@@ -81,8 +81,10 @@ int main(int argc, char** argv) {
     std::vector<float> v(dim);
     for (int s = 0; s < shards; ++s) {
       const std::string path = out + "/shard-" + std::to_string(s);
+      const auto words = real->GetModelWordVocabulary();
       auto store = Store::Create(path, real->model(), projection ? &*projection : nullptr,
-                                 real->schema_version(), quantizer ? *quantizer : std::string());
+                                 real->schema_version(), quantizer ? *quantizer : std::string(),
+                                 words ? *words : std::string());
       const auto t = SteadyClock::now();
       int64_t written = 0;
       for (int64_t i = s; i < images; i += shards) {

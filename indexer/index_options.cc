@@ -12,6 +12,7 @@ void ModelOptions::Validate() const {
   codebook.Validate();
   projection.Validate();
   quantizer.Validate(DescriptorDim(encoding.extractor));
+  CheckInRange({"model.words.fine_per_word", "--subwords"}, words.fine_per_word, 1, 256);
   CheckAtLeast({"model.train_images", "--train-images"}, train_images, 1);
 }
 

@@ -14,6 +14,7 @@
 #include "indexer/model.h"
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
+#include "indexer/word_signatures.h"
 
 namespace lookalike {
 
@@ -28,6 +29,9 @@ struct ModelOptions {
   // Compact local features: bytes per descriptor; 0 creates a database of
   // the older, 8x larger layout (schema 2).
   QuantizerOptions quantizer;
+  // The word index's vocabulary, learned from the codebook's sample; its
+  // seed is replaced by codebook.seed.
+  WordVocabularyOptions words;
   int train_images = 1000;  // --train-images: images sampled to learn the codebook; >= 1
   // Bytes of the training images' descriptors kept for reuse (encoding, PCA)
   // instead of being extracted again.

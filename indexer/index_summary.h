@@ -21,6 +21,7 @@ struct StageTimes {
   double extract = 0;      // SIFT + RootSIFT, and the colour histogram (indexer/colour.h)
   double train = 0;        // k-means (new database only)
   double quantizer = 0;    // the descriptor quantizer (new compact database only)
+  double words = 0;        // the word index's vocabulary (new database only)
   double pca = 0;          // VLAD of the training sample + PCA (when one is learned)
   double encode = 0;       // assignment + VLAD (encoder thread); split into:
   double assign = 0;       //   nearest centroid (0 on CUDA, which does not separate it)

@@ -249,9 +249,10 @@ MigrationSummary MigrateDatabase(const MigrationOptions& options, IndexObserver*
     summary.resumed = true;
   } else if (left == Sibling::kNone) {
     quantizer = TrainQuantizer(*original, options, observer);
+    const auto words = original->GetModelWordVocabulary();
     copy =
         Store::Create(sibling, original->model(), projection_record ? &*projection_record : nullptr,
-                      kSchemaVersion, quantizer->Serialize());
+                      kSchemaVersion, quantizer->Serialize(), words ? *words : std::string());
   } else {
     throw StoreError(StoreError::Kind::kNotADatabase,
                      sibling + " exists and is not an unfinished migration of " + db +

@@ -56,6 +56,11 @@ struct MigrationSummary {
   int64_t reused = 0;     // already in the copy, unchanged since
   int64_t dropped = 0;    // removed from the copy: gone or changed in the original since
   uint64_t bytes_before = 0, bytes_after = 0;  // database folder sizes
+  // What the `migrate` command did to give the model the word index's
+  // vocabulary (search/search_index.h, AddWordVocabularyToModel): "adopted"
+  // (the word index's own), "learned" (from stored features), "none" (no
+  // image has features to learn from), or empty (the model had one).
+  std::string word_vocabulary;
   double seconds = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "indexer/model.h"
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
+#include "indexer/word_signatures.h"
 #include "storage/encoding.h"
 #include "util/threads.h"
 #include "util/timing.h"
@@ -265,6 +266,34 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
                                            DescriptorDim(options.encoding.extractor), q, threads);
     summary->stages.quantizer = SecondsBetween(t, Clock::now());
   }
+  // The word index's vocabulary, part of the model: from the same sample,
+  // at most max(512, 32 x sub-words) descriptors per codebook word on
+  // average, taken at an even stride (about 1 s for the default 8,192 words).
+  std::string vocabulary;
+  {
+    const auto t = Clock::now();
+    WordVocabularyOptions w = options.words;
+    w.seed = options.codebook.seed;
+    const int dim = codebook.dim();
+    const int64_t cap = int64_t{codebook.num_clusters()} * std::max(512, 32 * w.fine_per_word);
+    const int64_t step = (training.num_descriptors + cap - 1) / cap;
+    std::vector<float> strided;
+    const float* rows = training.descriptors.data();
+    int64_t n = training.num_descriptors;
+    if (step > 1) {
+      for (int64_t i = 0; i < training.num_descriptors; i += step)
+        strided.insert(strided.end(), rows + i * dim, rows + (i + 1) * dim);
+      rows = strided.data();
+      n = static_cast<int64_t>(strided.size()) / dim;
+    }
+    if (observer)
+      observer->OnPhase("word vocabulary: " + std::to_string(codebook.num_clusters()) + " x " +
+                        std::to_string(w.fine_per_word) + " words from " + std::to_string(n) +
+                        " descriptors");
+    SetLibraryThreads(threads);
+    vocabulary = WordVocabulary::Train(codebook, rows, n, w).Serialize();
+    summary->stages.words = SecondsBetween(t, Clock::now());
+  }
   std::vector<float>().swap(training.descriptors);  // k-means is done with them
   std::optional<ProjectionRecord> projection;
   const bool learn = ShouldLearnProjection(options.projection, training.images_with_features);
@@ -284,7 +313,7 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
   out.store =
       Store::Create(db_path, MakeModelRecord(options.encoding, codebook, options.codebook.seed),
                     projection ? &*projection : nullptr, schema,
-                    quantizer ? quantizer->Serialize() : std::string());
+                    quantizer ? quantizer->Serialize() : std::string(), vocabulary);
   out.reusable = std::move(training.reusable);
   return out;
 }

@@ -37,8 +37,10 @@ std::unique_ptr<Store> OpenModelSource(const IndexOptions& options) {
 std::unique_ptr<Store> CreateFromModel(const Store& base, const std::string& db_path) {
   const auto projection = base.GetProjection();
   const auto quantizer = base.GetDescriptorQuantizer();
+  const auto words = base.GetModelWordVocabulary();
   return Store::Create(db_path, base.model(), projection ? &*projection : nullptr,
-                       base.schema_version(), quantizer ? *quantizer : std::string());
+                       base.schema_version(), quantizer ? *quantizer : std::string(),
+                       words ? *words : std::string());
 }
 
 // Opens `db_path` and checks it has the model of `base`.

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "indexer/model.h"
 #include "storage/encoding.h"
 #include "util/threads.h"
 
@@ -53,12 +54,11 @@ WordVocabulary::WordVocabulary(const Codebook& codebook, int fine_per_word, std:
 WordVocabulary WordVocabulary::Train(const Codebook& codebook, const float* descriptors, int64_t n,
                                      const WordVocabularyOptions& options) {
   const int k = codebook.num_clusters(), d = codebook.dim(), f = options.fine_per_word;
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  codebook.Assign(descriptors, n, labels.data());
   // One thread: hundreds of k-means runs over a few hundred points each are
   // too small for OpenMP to pay (as for the descriptor quantizer).
   const ScopedOmpThreads one_thread(1);
-
-  std::vector<int32_t> labels(static_cast<size_t>(n));
-  codebook.Assign(descriptors, n, labels.data());
   std::vector<std::vector<int64_t>> members(k);
   for (int64_t i = 0; i < n; ++i) members[labels[i]].push_back(i);
 
@@ -192,6 +192,18 @@ std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int6
     begin = end;
   }
   return out;
+}
+
+std::optional<WordVocabulary> ModelWordVocabulary(const Store& store) {
+  const std::optional<std::string> blob = store.GetModelWordVocabulary();
+  if (!blob) return std::nullopt;
+  try {
+    return WordVocabulary::Deserialize(*blob, CodebookFromModel(store.model()));
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt,
+                     "database " + store.path() + " is corrupt: model word vocabulary (m:wv): " +
+                         e.what() + "; run 'lookalike index' into a new --db");
+  }
 }
 
 }  // namespace lookalike

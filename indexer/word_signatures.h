@@ -13,10 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "indexer/codebook.h"
+#include "storage/store.h"
 
 namespace lookalike {
 
@@ -28,11 +30,17 @@ struct WordSignature {
 
 inline constexpr int kSignatureBits = 64;
 
+// Part of the model (ModelOptions::words): learned with the codebook, from
+// the same sample, and stored with it (Store m:wv); the serialized
+// vocabulary carries fine_per_word, so a database keeps the size it was
+// created with whatever the default becomes.
 struct WordVocabularyOptions {
   // Sub-words per codebook word: 16 x 512 = 8,192 words by default, so a
   // photo's ~1,000 descriptors fall in ~600 distinct words and each word's
   // residuals stay local (a larger vocabulary is more selective; ASMK uses
-  // 65k words).
+  // 65k words). A word whose share of the training sample has fewer
+  // descriptors than this keeps copies of its centroid (Train): the
+  // vocabulary is then as fine as the sample allows, never an error.
   int fine_per_word = 16;
   uint64_t seed = 1234;
   // Throws std::invalid_argument naming the offending field.
@@ -47,9 +55,10 @@ class WordVocabulary {
   // each word receives, and a seeded random rotation for the signatures.
   // Deterministic for a seed and a sample. A word that received fewer
   // descriptors than sub-words keeps copies of its own centroid (they are
-  // never chosen over the first). Needs n >= 1. `options` are trusted: no
-  // flag sets them (the search index trains with the defaults and the
-  // database's seed); a caller taking them from a user runs Validate first.
+  // never chosen over the first). Needs n >= 1. `options` are trusted: a
+  // caller taking them from a user (the model flags) runs Validate first.
+  // The assignment to codebook words runs on the caller's OpenMP threads,
+  // the per-word k-means on one.
   static WordVocabulary Train(const Codebook& codebook, const float* descriptors, int64_t n,
                               const WordVocabularyOptions& options);
   // Reads what Serialize wrote for `codebook`; throws encoding::CorruptValue
@@ -86,5 +95,10 @@ class WordVocabulary {
   std::vector<float> fine_by_dim_;
   std::vector<float> rotation_by_dim_;
 };
+
+// The vocabulary stored with `store`'s model (m:wv), or nullopt for a
+// database created before the model carried one. Throws StoreError(kCorrupt)
+// when it fails its checksum or does not fit the model's codebook.
+std::optional<WordVocabulary> ModelWordVocabulary(const Store& store);
 
 }  // namespace lookalike

@@ -358,13 +358,11 @@ class WordSource {
         if (!signatures[i - start].empty()) words->Add(ids[i], signatures[i - start]);
     }
   }
-  // A word index learned from a sample of the images of `manifest` (their
-  // features spread over the collection) and filled with all of them, its
-  // lists written to `writer` as they fill when there is one; null when none
-  // has stored features.
-  std::unique_ptr<StoredWordIndex> Build(const std::vector<IndexedImage>& manifest, uint64_t seed,
-                                         Store* writer) const {
-    if (manifest.empty()) return nullptr;
+  // A vocabulary learned from a sample of the images of `manifest` (their
+  // features spread over the collection), as a database whose model has
+  // none learns it; nullopt when none has stored features.
+  std::optional<WordVocabulary> Learn(const std::vector<IndexedImage>& manifest,
+                                      uint64_t seed) const {
     const Codebook codebook = CodebookFromModel(store_.model());
     // About 500 descriptors per codebook word from up to 400 images spread
     // over the collection: enough for 16 sub-words each.
@@ -387,12 +385,27 @@ class WordSource {
     }
     const int64_t n =
         std::min<int64_t>(static_cast<int64_t>(sample.size()) / codebook.dim(), max_sample);
-    if (n == 0) return nullptr;
+    if (n == 0) return std::nullopt;
     WordVocabularyOptions o;
     o.seed = seed;
-    auto words = std::make_unique<StoredWordIndex>(
-        store_, WordVocabulary::Train(codebook, sample.data(), n, o));
-    std::vector<float>().swap(sample);
+    return WordVocabulary::Train(codebook, sample.data(), n, o);
+  }
+  // A word index over the model's vocabulary (`model`), or else one learned
+  // (Learn), filled with all the images of `manifest`, its lists written to
+  // `writer` as they fill when there is one; null when there is no
+  // vocabulary (no image has stored features).
+  std::unique_ptr<StoredWordIndex> Build(const std::vector<IndexedImage>& manifest, uint64_t seed,
+                                         const std::optional<WordVocabulary>& model,
+                                         Store* writer) const {
+    if (manifest.empty()) return nullptr;
+    std::unique_ptr<StoredWordIndex> words;
+    if (model) {
+      words = std::make_unique<StoredWordIndex>(store_, *model, /*stored_with_model=*/true);
+    } else {
+      std::optional<WordVocabulary> learned = Learn(manifest, seed);
+      if (!learned) return nullptr;
+      words = std::make_unique<StoredWordIndex>(store_, std::move(*learned));
+    }
     if (writer) words->SetWriter(writer);
     std::vector<uint64_t> ids;
     ids.reserve(manifest.size());
@@ -406,12 +419,66 @@ class WordSource {
   std::optional<DescriptorQuantizer> quantizer_;
 };
 
+// The persisted word index of `shard` when it can be joined: its search
+// index matches its records (same generation) and its words were encoded
+// with `model` (the model's vocabulary, which the merged database shares).
+// Null otherwise: its images are then encoded from their features.
+std::unique_ptr<StoredWordIndex> CurrentShardWords(const Store& shard, const std::string& model) {
+  try {
+    const std::optional<std::string> vocabulary = shard.GetModelWordVocabulary();
+    const std::optional<ImageTotals> totals = shard.totals();
+    if (!vocabulary || *vocabulary != model || !totals || totals->generation == 0) return nullptr;
+    const auto blob = shard.GetSearchIndex();
+    if (!blob) return nullptr;
+    const Decoded d = Decode(*blob);
+    if (d.fingerprint != shard.model().codebook_hash || d.generation != totals->generation ||
+        d.word_table == 0)
+      return nullptr;
+    auto words = StoredWordIndex::Load(shard, CodebookFromModel(shard.model()), d.word_table);
+    if (!words || !words->vocabulary_from_model()) return nullptr;
+    return words;
+  } catch (const std::exception&) {
+    return nullptr;  // derived data: a damaged or older one is not joined
+  }
+}
+
+// Adds the images of `ids` to sync->words: those of a merged shard whose
+// word index can be joined (CurrentShardWords) by copying its postings with
+// their ids re-keyed (StoredWordIndex::AddFrom), the others encoded from
+// their stored features.
+void AddWords(const Store& store, const WordSource& source, const std::vector<uint64_t>& ids,
+              const std::vector<MergedShard>& merged, Store* writer, SearchIndexSync* sync) {
+  std::vector<uint64_t> rest = ids;
+  const std::optional<std::string> model =
+      merged.empty() ? std::nullopt : store.GetModelWordVocabulary();
+  if (writer && model && sync->words->vocabulary_from_model()) {
+    std::sort(rest.begin(), rest.end());
+    for (const MergedShard& m : merged) {
+      const std::unique_ptr<StoredWordIndex> shard = CurrentShardWords(*m.store, *model);
+      if (!shard) continue;
+      // Every image it holds is one this sync adds (re-keyed).
+      const std::vector<uint64_t> held = shard->ImageIds();
+      if (!std::all_of(held.begin(), held.end(), [&](uint64_t id) {
+            return std::binary_search(rest.begin(), rest.end(), id + m.id_offset);
+          }))
+        continue;
+      sync->words_joined += sync->words->AddFrom(*shard, m.id_offset);
+      // The shard's whole id range: its images without words have none to add.
+      const uint64_t first = m.id_offset + 1, end = m.id_offset + m.store->next_id();
+      rest.erase(std::remove_if(rest.begin(), rest.end(),
+                                [&](uint64_t id) { return id >= first && id < end; }),
+                 rest.end());
+    }
+  }
+  source.Add(rest, sync->words.get());
+}
+
 // The word index brought in line with the manifest: kept when current,
 // updated by `diff` (removed, then added), or built from every image.
 // With a `writer` (the `index` run), what it adds is written as segments.
 void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& options,
                const std::vector<int64_t>* to_remove, const std::vector<uint64_t>* to_add,
-               SearchIndexSync* sync) {
+               const std::vector<MergedShard>& merged, SearchIndexSync* sync) {
   const int64_t images = static_cast<int64_t>(sync->manifest.size());
   if (!options.words || images > options.max_word_images) {
     sync->words_dropped = sync->words_dropped || sync->words != nullptr;
@@ -419,13 +486,15 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
     return;
   }
   const WordSource source(store);
-  if (sync->words && options.relearn_words) sync->words.reset();
+  // The model's vocabulary, when it has one, is never learned again: every
+  // image of the database, and of every shard of its model, is encoded with it.
+  if (sync->words && options.relearn_words && !store.GetModelWordVocabulary()) sync->words.reset();
   if (sync->words && writer) sync->words->SetWriter(writer);
   if (sync->words && to_remove) {
     sync->words->Remove(*to_remove);
     // An image the index somehow still holds is re-encoded, not doubled.
     sync->words->Remove(std::vector<int64_t>(to_add->begin(), to_add->end()));
-    source.Add(*to_add, sync->words.get());
+    AddWords(store, source, *to_add, merged, writer, sync);
     return;
   }
   if (sync->words) return;
@@ -433,7 +502,17 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
   // minimum, or before it shrank) is kept and used, and rebuilt with an
   // index of another format.
   if (images < options.min_word_images && !sync->had_words) return;
-  sync->words = source.Build(sync->manifest, options.seed, writer);
+  const std::optional<WordVocabulary> model = ModelWordVocabulary(store);
+  if (model && writer) {
+    sync->words = std::make_unique<StoredWordIndex>(store, *model, /*stored_with_model=*/true);
+    sync->words->SetWriter(writer);
+    std::vector<uint64_t> ids;
+    ids.reserve(sync->manifest.size());
+    for (const IndexedImage& m : sync->manifest) ids.push_back(m.id);
+    AddWords(store, source, ids, merged, writer, sync);
+  } else {
+    sync->words = source.Build(sync->manifest, options.seed, model, writer);
+  }
   sync->words_built = sync->words != nullptr;
 }
 
@@ -515,7 +594,8 @@ void SyncTiny(const Store& store, bool read, const std::vector<uint64_t>& fresh,
 }
 
 SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vectors,
-                     const VectorIndexOptions& options, bool build_transient) {
+                     const VectorIndexOptions& options, bool build_transient,
+                     const std::vector<MergedShard>& merged = {}) {
   const int64_t dim = vectors.dim();
   SearchIndexSync sync;
   if (dim > kMaxPersistedFlatDim && WantedKind(options, static_cast<int64_t>(store.num_images()),
@@ -552,7 +632,7 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
         sync.retuned = true;
       }
     }
-    SyncWords(store, writer, options, nullptr, nullptr, &sync);
+    SyncWords(store, writer, options, nullptr, nullptr, merged, &sync);
     SyncTiny(store, writer != nullptr, {}, &sync);
     return sync;
   }
@@ -562,7 +642,7 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
   if (!sync.loaded) {
     Rebuild(store, vectors, options, &sync);
     sync.words.reset();
-    SyncWords(store, writer, options, nullptr, nullptr, &sync);
+    SyncWords(store, writer, options, nullptr, nullptr, merged, &sync);
     sync.tiny = TinyIndex();
     SyncTiny(store, writer != nullptr, {}, &sync);
     return sync;
@@ -578,7 +658,7 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
     sync.num_zero = 0;
     Rebuild(store, vectors, options, &sync);
     sync.words.reset();
-    SyncWords(store, writer, options, nullptr, nullptr, &sync);
+    SyncWords(store, writer, options, nullptr, nullptr, merged, &sync);
     sync.tiny = TinyIndex();
     SyncTiny(store, writer != nullptr, {}, &sync);
     return sync;
@@ -592,7 +672,7 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
     Retrain(vectors, options, want, diff.to_add, &sync);
   else
     AddFresh(vectors, options, diff.to_add, &sync);
-  SyncWords(store, writer, options, &diff.to_remove, &diff.to_add, &sync);
+  SyncWords(store, writer, options, &diff.to_remove, &diff.to_add, merged, &sync);
   SyncTiny(store, writer != nullptr, diff.to_add, &sync);
   return sync;
 }
@@ -606,7 +686,10 @@ std::string SearchIndexSync::Summary() const {
           : retrained ? " (re-built from its vectors: kind or lists follow the size)"
                       : " (+" + std::to_string(added) + " -" + std::to_string(removed) + ")") +
          (words ? "; word index, " + std::to_string(words->num_postings()) + " postings" +
-                      (words_built ? " (built from the stored features)" : "")
+                      (words_joined > 0 ? " (" + std::to_string(words_joined) +
+                                              " images' postings joined from merged shards)"
+                       : words_built ? " (built from the stored features)"
+                                     : "")
                 : "") +
          (colours_added ? "; colour table added (colour candidates)" : "") +
          (tiny_read ? "; " + std::to_string(tiny_read) + " tiny images read (thumbnail candidates)"
@@ -780,13 +863,38 @@ std::vector<std::string> VerifyColourTable(const Store& store) {
 }
 
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
-                                  const VectorIndexOptions& options) {
-  SearchIndexSync sync = Sync(*store, store, vectors, options, /*build_transient=*/false);
+                                  const VectorIndexOptions& options,
+                                  const std::vector<MergedShard>& merged) {
+  SearchIndexSync sync = Sync(*store, store, vectors, options, /*build_transient=*/false, merged);
   if (sync.changed())
     SaveSearchIndex(store, sync);  // compacts it out of level 0
   else
     store->CompactSearchIndexOutOfLevelZero();  // saved by an older build
   return sync;
+}
+
+ModelVocabularyStep AddWordVocabularyToModel(Store* store) {
+  if (store->GetModelWordVocabulary()) return ModelVocabularyStep::kPresent;
+  std::string blob;
+  ModelVocabularyStep step = ModelVocabularyStep::kAdopted;
+  if (const std::optional<std::string> held = store->GetWordVocabulary()) {
+    WordVocabulary::Deserialize(*held, CodebookFromModel(store->model()));  // fits the codebook
+    blob = *held;
+  } else {
+    std::vector<IndexedImage> manifest;
+    store->ForEachImage([&manifest](const ImageRecord& rec) {
+      manifest.push_back(IndexedImage{rec.id, rec.content_hash});
+    });
+    const std::optional<WordVocabulary> learned =
+        WordSource(*store).Learn(manifest, VectorIndexOptions().seed);
+    if (!learned) return ModelVocabularyStep::kNone;
+    blob = learned->Serialize();
+    step = ModelVocabularyStep::kLearned;
+  }
+  TestStopPoint("word-vocabulary-ready");
+  store->AddModelWordVocabulary(blob);
+  TestStopPoint("word-vocabulary-stored");
+  return step;
 }
 
 }  // namespace lookalike

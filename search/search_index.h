@@ -59,6 +59,13 @@ struct IndexedImage {
 // database is small (under --pca-min-images training images).
 inline constexpr int64_t kMaxPersistedFlatDim = 4096;
 
+// A shard `merge` has just added to the database: its image x is image
+// id_offset + x (ShardMerge::id_offset).
+struct MergedShard {
+  const Store* store = nullptr;
+  uint64_t id_offset = 0;
+};
+
 // What SyncSearchIndex found and did.
 struct SearchIndexSync {
   std::unique_ptr<VectorIndex> index;
@@ -66,7 +73,8 @@ struct SearchIndexSync {
   // index is transient, or no image has stored local features.
   // Its lists are read from `store` (which must outlive it) at each search.
   std::unique_ptr<StoredWordIndex> words;
-  bool words_built = false;  // learned and filled from every image's features
+  bool words_built = false;  // built (vocabulary learned when the model has none) and filled
+  int64_t words_joined = 0;  // images whose postings were copied from merged shards' word indexes
   // The persisted index, of another format, had a word index: it is rebuilt
   // whatever options.min_word_images says (one a database has is kept).
   bool had_words = false;
@@ -146,7 +154,27 @@ std::vector<std::string> VerifyColourTable(const Store& store);
 // SyncSearchIndex, then SaveSearchIndex if anything changed: what
 // `lookalike index` runs at the end of every run. Builds nothing for an index
 // that is not persisted (`transient`; `index` is null then).
+// With `merged` (`merge`: the shards it has just added), the word index of
+// a shard whose search index matches its records and whose words use the
+// model's vocabulary is joined (its postings copied, ids re-keyed) instead
+// of its images being encoded again from their features.
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
-                                  const VectorIndexOptions& options);
+                                  const VectorIndexOptions& options,
+                                  const std::vector<MergedShard>& merged = {});
+
+// What AddWordVocabularyToModel did.
+enum class ModelVocabularyStep {
+  kPresent,  // the model had one: nothing written
+  kAdopted,  // the vocabulary of the persisted word index (w:v): its postings stay valid
+  kLearned,  // learned from a sample of the stored features, as `index` learned one
+  kNone,     // no image has stored features: nothing to learn from, nothing written
+};
+
+// Gives the model of `store` (open read-write, its writer lock held) the
+// word index's vocabulary (Store::AddModelWordVocabulary, one write: a kill
+// leaves the database without it or with it), for a database created before
+// the model carried one: `migrate`. Throws StoreError, or
+// encoding::CorruptValue for a w:v that does not fit the codebook.
+ModelVocabularyStep AddWordVocabularyToModel(Store* store);
 
 }  // namespace lookalike

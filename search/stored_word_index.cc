@@ -128,10 +128,12 @@ ScoreFn LiveByIdScorer() {
 
 }  // namespace
 
-StoredWordIndex::StoredWordIndex(const Store& store, WordVocabulary vocabulary)
+StoredWordIndex::StoredWordIndex(const Store& store, WordVocabulary vocabulary,
+                                 bool stored_with_model)
     : store_(store),
       vocabulary_(std::move(vocabulary)),
-      vocabulary_new_(true),
+      vocabulary_new_(!stored_with_model),
+      from_model_(stored_with_model),
       memory_(std::make_unique<WordIndex>(vocabulary_)) {}
 
 std::unique_ptr<StoredWordIndex> StoredWordIndex::Load(const Store& store, const Codebook& codebook,
@@ -140,10 +142,14 @@ std::unique_ptr<StoredWordIndex> StoredWordIndex::Load(const Store& store, const
   if (!table) return nullptr;
   if (Hash64(HashKind::kXxh3_64, table->data(), table->size()) != table_hash)
     throw encoding::CorruptValue("word index table is not the one the search index names");
-  const std::optional<std::string> vocabulary = store.GetWordVocabulary();
+  // The model's vocabulary when it has one: `migrate` gave a database its
+  // word index's own (w:v), and every other word index was built with it.
+  std::optional<std::string> vocabulary = store.GetModelWordVocabulary();
+  const bool from_model = vocabulary.has_value();
+  if (!vocabulary) vocabulary = store.GetWordVocabulary();
   if (!vocabulary) throw encoding::CorruptValue("word index vocabulary missing");
-  auto out =
-      std::make_unique<StoredWordIndex>(store, WordVocabulary::Deserialize(*vocabulary, codebook));
+  auto out = std::make_unique<StoredWordIndex>(
+      store, WordVocabulary::Deserialize(*vocabulary, codebook), from_model);
   out->vocabulary_new_ = false;
   encoding::Reader r(*table, "word index table");
   if (r.Fixed32() != kTableFormat) throw encoding::CorruptValue("word index table: unknown format");
@@ -195,6 +201,13 @@ std::string StoredWordIndex::EncodeTable() const {
 
 int64_t StoredWordIndex::ntotal() const {
   return static_cast<int64_t>(rows_.size()) + memory_->ntotal();
+}
+
+std::vector<uint64_t> StoredWordIndex::ImageIds() const {
+  std::vector<uint64_t> ids;
+  ids.reserve(rows_.size());
+  for (const Row& row : rows_) ids.push_back(row.id);
+  return ids;
 }
 
 int64_t StoredWordIndex::num_postings() const { return live_postings_ + memory_->num_postings(); }
@@ -386,6 +399,43 @@ void StoredWordIndex::WriteMemory() {
   segments_.push_back(segment);
   memory_ = std::make_unique<WordIndex>(vocabulary_);
   Reindex();
+}
+
+int64_t StoredWordIndex::AddFrom(const StoredWordIndex& other, uint64_t id_offset) {
+  if (!writer_) throw std::logic_error("StoredWordIndex::AddFrom: no writer");
+  if (other.has_unwritten()) throw std::logic_error("StoredWordIndex::AddFrom: unwritten images");
+  if (other.vocabulary_.num_words() != vocabulary_.num_words() ||
+      other.vocabulary_.dim() != vocabulary_.dim())
+    throw std::logic_error("StoredWordIndex::AddFrom: another vocabulary");
+  if (other.rows_.empty()) return 0;
+  for (const Row& row : other.rows_)
+    if (RowOf(row.id + id_offset) >= 0)
+      throw std::logic_error("word index: image " + std::to_string(row.id + id_offset) +
+                             " added twice");
+  const uint32_t segment = NewSegment();
+  std::vector<std::pair<uint32_t, std::string>> lists;
+  size_t bytes = 0;
+  other.ForEachLiveRange([&](const std::vector<uint32_t>& words, LiveLists* live) {
+    for (size_t i = 0; i < words.size(); ++i) {
+      if ((*live)[i].empty()) continue;
+      for (auto& p : (*live)[i]) p.first = other.rows_[p.first].id + id_offset;
+      lists.emplace_back(words[i], EncodeList(&(*live)[i]));
+      bytes += lists.back().second.size();
+    }
+    if (bytes >= kBatchBytes) {
+      writer_->PutWordLists(segment, lists);
+      lists.clear();
+      bytes = 0;
+    }
+  });
+  if (!lists.empty()) writer_->PutWordLists(segment, lists);
+  for (const Row& row : other.rows_) rows_.push_back(Row{row.id + id_offset, row.words, segment});
+  std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.id < b.id; });
+  stored_postings_ += static_cast<uint64_t>(other.live_postings_);
+  live_postings_ += other.live_postings_;
+  segments_.push_back(segment);
+  Reindex();
+  return static_cast<int64_t>(other.rows_.size());
 }
 
 void StoredWordIndex::ForEachLiveRange(

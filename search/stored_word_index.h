@@ -6,7 +6,9 @@
 //        s x u32 segment, u64 postings stored (live or not), u64 images n,
 //        n x u64 id (ascending), n x u32 words of the image, n x u32 the
 //        segment holding its postings. About 16 bytes per image.
-//   w:v  the vocabulary (WordVocabulary::Serialize).
+//   w:v  the vocabulary (WordVocabulary::Serialize) of a database whose
+//        model has none; a model's vocabulary (m:wv) is the model's, read
+//        from there and never written here.
 //   w:s<segment BE32><word BE32>  the postings of one word among the images
 //        one segment added: u32 p, p x varint id delta (ids ascending, the
 //        first from 0), p x u64 signature.
@@ -51,16 +53,24 @@ class StoredWordIndex {
   // Images an `index` run holds in memory before writing them as a segment.
   static constexpr int64_t kSegmentImages = 8192;
 
-  // An empty index over `vocabulary` (written at the next Commit).
-  StoredWordIndex(const Store& store, WordVocabulary vocabulary);
-  // The persisted one (w:t, w:v), or null if the database has none; its
+  // An empty index over `vocabulary`: the model's (stored_with_model: the
+  // store holds it as m:wv), or one learned for this database, written as
+  // w:v at the next Commit.
+  StoredWordIndex(const Store& store, WordVocabulary vocabulary, bool stored_with_model = false);
+  // The persisted one (w:t, and the model's vocabulary, else w:v), or null
+  // if the database has none; its
   // table must hash (XXH3-64) to `table_hash` (what the search index blob
   // recorded). Throws encoding::CorruptValue or StoreError(kCorrupt).
   static std::unique_ptr<StoredWordIndex> Load(const Store& store, const Codebook& codebook,
                                                uint64_t table_hash);
 
   const WordVocabulary& vocabulary() const { return vocabulary_; }
+  // True when its vocabulary is the model's (m:wv), not learned for it.
+  bool vocabulary_from_model() const { return from_model_; }
   int64_t ntotal() const;
+  // The ids of the images written as segments (not those held in memory),
+  // ascending.
+  std::vector<uint64_t> ImageIds() const;
   int64_t num_postings() const;  // of held images
   // Postings in the written segments, live and dead (of images removed or
   // changed since); Commit compacts them away when they are too many.
@@ -74,6 +84,16 @@ class StoredWordIndex {
   // Adds image `id` (not held) with its signatures, in memory; with a writer
   // (SetWriter), every kSegmentImages images are written as a segment.
   void Add(uint64_t id, const std::vector<WordSignature>& signatures);
+
+  // Adds every image `other` (a persisted index of another database: a
+  // merged shard) holds, image x as image id_offset + x, by copying its live
+  // postings into one new segment, word by word, with the ids re-keyed:
+  // what encoding those images again would give, when both indexes use the
+  // same vocabulary (the model's; the caller checks). Needs a writer;
+  // none of the re-keyed ids may be held. Returns the images added. Throws
+  // std::logic_error on misuse, StoreError or encoding::CorruptValue on a
+  // damaged list of `other`.
+  int64_t AddFrom(const StoredWordIndex& other, uint64_t id_offset);
 
   // The `m` images most similar to `query`, exactly as WordIndex::Search
   // ranks and scores them over the same images. Reads the lists of the
@@ -131,6 +151,7 @@ class StoredWordIndex {
   Store* writer_ = nullptr;
   WordVocabulary vocabulary_;
   bool vocabulary_new_ = false;
+  bool from_model_ = false;
   std::vector<Row> rows_;            // ascending id
   std::vector<uint32_t> row_of_id_;  // dense id -> row + 1 (0 = none), when ids are dense
   // Dense id -> 1 + the index in segments_ of the segment its postings are

@@ -72,9 +72,12 @@ struct VectorIndexOptions {
   // images: 0.877 against 0.868), while its vocabulary (2 MiB) and lists
   // (about 8 KiB per photo) would be a third of the database. >= 0.
   int64_t min_word_images = 1000;
-  // Learn the word vocabulary again from the whole collection even when a
-  // persisted word index is usable (merge: a database grown shard by shard
-  // then holds the word index one run over all of it would have built).
+  // For a database whose model has no word vocabulary (created before the
+  // model carried one): learn the word index's vocabulary again from the
+  // whole collection even when a persisted word index is usable (merge: a
+  // database grown shard by shard then holds the word index one run over
+  // all of it would have built). Ignored when the model has one: it is
+  // never learned again.
   bool relearn_words = false;
 
   // Throws std::invalid_argument naming the offending field.

@@ -13,6 +13,12 @@
 //   m:vdim              u32 floats of each v: value (schema 3; 0 = none stored)
 //   m:dq                the descriptor quantizer (an opaque blob the indexer
 //                       encodes), u64 FNV-1a of the blob (schema 3)
+//   m:wv                the word index's vocabulary, part of the model (an
+//                       opaque blob the indexer encodes: WordVocabulary::
+//                       Serialize), u64 FNV-1a of the blob; written at
+//                       creation with the model (any schema), copied with it
+//                       by `index --model-from` and `merge`, added once by
+//                       `migrate` to a database created without one
 //   m:totals            u64 descriptors, u64 images without features: the
 //                       sums over the records, and u64 generation, bumped by
 //                       every write that changes which images there are or
@@ -25,7 +31,9 @@
 //                       encodes it: its images, word counts and segments),
 //                       u64 XXH3-64 of the value; optional, written in the
 //                       batch that writes m:xindex
-//   w:v                 the word index's vocabulary, u64 XXH3-64
+//   w:v                 the word index's vocabulary of a database whose
+//                       model has none (m:wv), learned with its first word
+//                       index, u64 XXH3-64; never written when m:wv exists
 //   w:s<seg BE32><word BE32>  the postings of one fine word among the images
 //                       a segment added (search/stored_word_index.h), u64
 //                       XXH3-64; a segment the table does not list is
@@ -76,6 +84,7 @@ inline constexpr char kSearchIndexKey[] = "m:xindex";
 inline constexpr char kVectorDimKey[] = "m:vdim";
 inline constexpr char kDescriptorQuantizerKey[] = "m:dq";
 inline constexpr char kTotalsKey[] = "m:totals";
+inline constexpr char kModelWordVocabularyKey[] = "m:wv";
 inline constexpr uint32_t kSearchIndexFormat = 1;
 inline constexpr size_t kSearchIndexChunk = size_t{4} << 20;
 
@@ -121,9 +130,9 @@ inline std::string ThumbnailKey(uint64_t id) {
 // "<letter>:..."; a space this table does not name makes merge fail rather
 // than drop it, so a new key space must be added here with its rule.
 enum class KeySpace {
-  kModel,        // m:schema, m:model, m:pca, m:vdim, m:dq: equal in every input
+  kModel,        // m:schema, m:model, m:pca, m:vdim, m:dq, m:wv: equal in every input
   kCounter,      // m:next_id, m:count, m:totals: recomputed for the result
-  kDerived,      // m:xindex, x:<chunk>, w:...: rebuilt from the records afterwards
+  kDerived,      // m:xindex, x:<chunk>, w:...: rebuilt afterwards (w: lists may be joined)
   kImageRecord,  // i:<id BE64>: copied with the id re-mapped in key and value
   kImageValue,   // v:, f:, t: <id BE64>: copied with the id re-mapped in the key
   kPath,         // p:<path>: copied with the id in its value re-mapped
@@ -150,8 +159,8 @@ inline KeySpace KeySpaceOf(const std::string& key, bool* known) {
         break;
     }
   }
-  for (const char* k :
-       {kSchemaKey, kModelKey, kProjectionKey, kVectorDimKey, kDescriptorQuantizerKey})
+  for (const char* k : {kSchemaKey, kModelKey, kProjectionKey, kVectorDimKey,
+                        kDescriptorQuantizerKey, kModelWordVocabularyKey})
     if (key == k) return KeySpace::kModel;
   for (const char* k : {kNextIdKey, kCountKey, kTotalsKey})
     if (key == k) return KeySpace::kCounter;

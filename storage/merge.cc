@@ -245,6 +245,7 @@ uint64_t Store::ModelFingerprint() const {
   add(projection ? EncodeProjection(*projection) : std::string());
   const auto quantizer = GetDescriptorQuantizer();
   add(quantizer ? *quantizer : std::string());
+  if (const auto words = GetModelWordVocabulary()) add(*words);
   return XXH3_64bits(all.data(), all.size());
 }
 
@@ -276,7 +277,7 @@ MergeSummary Store::CheckMerge(const std::vector<const Store*>& shards) const {
   MergeSummary summary;
   for (const Store* s : shards) {
     KeySpaces(s->impl_->db.get(), s->path());
-    summary.shards.push_back(ShardMerge{s->path(), s->num_images(), false});
+    summary.shards.push_back(ShardMerge{s->path(), s->num_images(), 0, false});
   }
   // One pass over the path entries: no path in two shards; a shard is either
   // wholly here already (same content) or not at all.
@@ -362,6 +363,7 @@ MergeSummary Store::MergeShards(const std::vector<const Store*>& shards,
   for (size_t s = 1; s < all.size(); ++s) {
     if (!in.take[s]) continue;
     in.offset[s] = next_id - 1;
+    summary.shards[s - 1].id_offset = in.offset[s];
     next_id += all[s]->next_id_ - 1;
   }
 

@@ -48,6 +48,7 @@ struct ImageRecord {
 struct ShardMerge {
   std::string path;             // the shard's folder
   uint64_t images = 0;          // images it holds
+  uint64_t id_offset = 0;       // its image x is image id_offset + x of the database (merged now)
   bool already_merged = false;  // every one of its images was in the database already
 };
 struct MergeSummary {

@@ -307,6 +307,29 @@ std::optional<std::string> Store::GetDescriptorQuantizer() const {
   }
 }
 
+std::optional<std::string> Store::GetModelWordVocabulary() const {
+  const auto value = impl_->Get(kModelWordVocabularyKey);
+  if (!value) return std::nullopt;
+  try {
+    return CheckedBlob(*value, "model word vocabulary (m:wv)");
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
+                                                     "; run 'lookalike index' into a new --db");
+  }
+}
+
+void Store::AddModelWordVocabulary(const std::string& blob) {
+  if (impl_->read_only)
+    throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");
+  if (impl_->Get(kModelWordVocabularyKey))
+    throw std::logic_error("database " + path_ + " has a model word vocabulary already");
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  const rocksdb::Status s =
+      impl_->Checked(impl_->db->Put(wo, kModelWordVocabularyKey, WithChecksum(blob)));
+  if (!s.ok()) throw IoError(path_, s, "write to");
+}
+
 std::optional<std::string> Store::GetSearchIndex() const {
   // One snapshot, so a writer replacing the index meanwhile is never mixed in.
   const ScopedSnapshot snapshot(impl_->db.get(), impl_->read_only);

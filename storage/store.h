@@ -81,10 +81,14 @@ class Store {
   // them); kOldestSchemaVersion..kSchemaVersion, else StoreError(kSchema).
   // `descriptor_quantizer` (schema 3) is the indexer's opaque quantizer of
   // local descriptors (indexer/descriptor_quantizer.h), stored checksummed.
+  // `word_vocabulary` (any schema; empty = none) is the indexer's opaque
+  // vocabulary of the word index (indexer/word_signatures.h), part of the
+  // model, stored checksummed (m:wv).
   static std::unique_ptr<Store> Create(const std::string& path, const ModelRecord& model,
                                        const ProjectionRecord* projection = nullptr,
                                        uint32_t schema_version = kSchemaVersion,
-                                       const std::string& descriptor_quantizer = std::string());
+                                       const std::string& descriptor_quantizer = std::string(),
+                                       const std::string& word_vocabulary = std::string());
 
   // Throws the StoreError Create would throw for `path` (a file, a non-empty
   // folder that is not a database, a missing parent), without creating anything.
@@ -228,6 +232,16 @@ class Store {
   // Throws StoreError(kCorrupt) if it fails its checksum.
   std::optional<std::string> GetDescriptorQuantizer() const;
 
+  // The word index's vocabulary stored with the model (m:wv), or nullopt
+  // for a database created before the model carried one (its word index
+  // keeps its own, w:v). Throws StoreError(kCorrupt) if it fails its
+  // checksum.
+  std::optional<std::string> GetModelWordVocabulary() const;
+  // Adds `blob` as the model's word vocabulary to a database that has none
+  // (`migrate`), in one write: a kill leaves it without or with it. Throws
+  // std::logic_error if it has one, StoreError(kIo) on a read-only store.
+  void AddModelWordVocabulary(const std::string& blob);
+
   // The persisted search index (an opaque blob that search/search_index.h
   // encodes), or nullopt if none was written. Throws StoreError(kCorrupt) if
   // a chunk is missing or the blob fails its checksum.
@@ -318,9 +332,10 @@ class Store {
   // A 64-bit fingerprint of everything that decides how images are encoded:
   // XXH3-64 over the canonical encodings of the model (settings and
   // codebook), the PCA projection and the descriptor quantizer (each
-  // length-prefixed, empty when absent). Computed from the stored values at
-  // every call (it reads the projection, tens of MiB at K = 512), so a model
-  // copied with `index --model-from` has the same fingerprint as its source.
+  // length-prefixed, empty when absent), then the model's word vocabulary
+  // when it has one (a database without one keeps its fingerprint). Computed from the stored values
+  // at every call (it reads the projection, tens of MiB at K = 512), so a model copied with `index
+  // --model-from` has the same fingerprint as its source.
   uint64_t ModelFingerprint() const;
 
   // Throws unless every store in `stores` has the schema, stored vector

@@ -270,6 +270,11 @@ std::vector<std::string> Store::Verify(size_t max_problems,
   } catch (const StoreError& e) {
     problems.Add(e.what());
   }
+  try {
+    GetModelWordVocabulary();
+  } catch (const StoreError& e) {
+    problems.Add(e.what());
+  }
   ImageTotals counted;
   const uint64_t num_records = CheckImages(c, &counted);
   if (num_records != num_images_)

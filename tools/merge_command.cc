@@ -96,8 +96,16 @@ void MergeInto(Store* store, const std::vector<const Store*>& shards, const Merg
   SetLibraryThreads(ResolveThreads(c.threads));
   const SearchVectors vectors(*store);
   VectorIndexOptions index = c.search_index;
-  index.relearn_words = true;  // the vocabulary of the whole, as one run would learn it
-  const SearchIndexSync sync = UpdateSearchIndex(store, vectors, index);
+  // The model's vocabulary (shared by the shards) encodes the merged images;
+  // a database whose model has none learns the vocabulary of the whole, as
+  // one run would.
+  index.relearn_words = true;
+  // Shards whose word index matches their records have it joined.
+  std::vector<MergedShard> joinable;
+  for (size_t s = 0; s < shards.size(); ++s)
+    if (!report->merge.shards[s].already_merged)
+      joinable.push_back(MergedShard{shards[s], report->merge.shards[s].id_offset});
+  const SearchIndexSync sync = UpdateSearchIndex(store, vectors, index, joinable);
   SetLibraryThreads(1);
   report->search_index = sync.Summary();
   report->index_seconds =
@@ -122,6 +130,9 @@ int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std
               "images from which --index-kind auto switches to ivfsq");
   flags.Value("nprobe", &c.search_index.nprobe, d.search_index.nprobe,
               "ivfsq lists visited per query (0 = automatic)");
+  flags.Value("word-index-min-images", &c.search_index.min_word_images,
+              d.search_index.min_word_images,
+              "keep the word index only from this many images on, as for 'index'");
   flags.Text("format", "table", "summary format: table | json", [&c](const std::string& v) {
     c.format = ParseFormat(v, {OutputFormat::kTable, OutputFormat::kJson});
   });
@@ -172,8 +183,10 @@ int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std
         const Store& first = *shards[0];
         const auto projection = first.GetProjection();
         const auto quantizer = first.GetDescriptorQuantizer();
+        const auto words = first.GetModelWordVocabulary();
         auto store = Store::Create(temp, first.model(), projection ? &*projection : nullptr,
-                                   first.schema_version(), quantizer ? *quantizer : std::string());
+                                   first.schema_version(), quantizer ? *quantizer : std::string(),
+                                   words ? *words : std::string());
         TestStopPoint("merge-created");
         MergeInto(store.get(), shards, c, &report);
         store->Flush();

@@ -23,7 +23,10 @@ constexpr char kUsage[] =
     "smaller), in place: same images, ids, records, codebook and PCA. The copy is built\n"
     "beside it in DB.migrating (needs about a tenth of DB's size free) and replaces DB\n"
     "atomically once complete and verified. Interrupted or killed, DB stays as it was;\n"
-    "re-running finishes the job. DB is locked against 'index' meanwhile.\n\n";
+    "re-running finishes the job. DB is locked against 'index' meanwhile.\n"
+    "A database whose model has no word vocabulary (created before the model carried\n"
+    "one) gets one: its word index's own (so the index stays valid), else one learned\n"
+    "from its stored features. Shards made with --model-from DB afterwards share it.\n\n";
 
 struct MigrateCommandOptions {
   MigrationOptions migration;
@@ -75,7 +78,19 @@ int RunMigrateCommand(const std::vector<std::string>& args, std::ostream& out, s
     throw UsageError(e.what());
   }
   ProgressObserver observer(err, tty, c.verbose, c.quiet, nullptr, nullptr);
+  std::string vocabulary_step;
+  const auto add_vocabulary = [&](Store* store) {
+    observer.OnPhase("giving the model the word index's vocabulary");
+    SetLibraryThreads(ResolveThreads(0));
+    const ModelVocabularyStep step = AddWordVocabularyToModel(store);
+    SetLibraryThreads(1);
+    vocabulary_step = step == ModelVocabularyStep::kAdopted   ? "adopted"
+                      : step == ModelVocabularyStep::kLearned ? "learned"
+                      : step == ModelVocabularyStep::kNone    ? "none"
+                                                              : "";
+  };
   const FinishCopy write_search_index = [&](Store* copy) {
+    add_vocabulary(copy);
     observer.OnPhase("building the search index of the copy");
     SetLibraryThreads(ResolveThreads(0));
     const SearchVectors vectors(*copy);
@@ -92,6 +107,13 @@ int RunMigrateCommand(const std::vector<std::string>& args, std::ostream& out, s
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
+    // A database of the current schema: its model gains the vocabulary in
+    // place (one write).
+    if (!s.migrated && !s.cancelled) {
+      auto store = Store::Open(c.migration.db_path, Store::Mode::kReadWrite);
+      add_vocabulary(store.get());
+    }
+    s.word_vocabulary = vocabulary_step;
   } catch (...) {
     observer.Finish();
     throw;

@@ -46,6 +46,8 @@ void DeclareModelFlags(FlagGroup* g, ModelOptions* o) {
            "else 4 at the default sizes, learned again with more bits as the collection "
            "grows), 4 (a 16-level code per value), 2 or 1 (a quarter or an eighth of "
            "float16's size), 16 (float16) or 32 (float32)");
+  g->Value("subwords", &o->words.fine_per_word, d.words.fine_per_word,
+           "sub-words per codebook word of the word index's vocabulary (K x N words; 1..256)");
   g->Value("iterations", &o->codebook.num_iterations, d.codebook.num_iterations,
            "k-means iterations");
   g->Value("seed", &o->codebook.seed, d.codebook.seed, "seed of the training sample and k-means");

@@ -249,6 +249,7 @@ void WriteIndexJson(std::ostream& out, const IndexSummary& s) {
                         {"extract", t.extract},
                         {"train", t.train},
                         {"quantizer", t.quantizer},
+                        {"words", t.words},
                         {"pca", t.pca},
                         {"encode", t.encode},
                         {"assign", t.assign},
@@ -296,9 +297,9 @@ void WriteIndexTable(std::ostream& out, const IndexSummary& s, const std::string
     line << std::setprecision(2) << "  stages     read " << t.read << " s, decode " << t.decode
          << " s, resize " << t.resize << " s, extract " << t.extract << " s, compact " << t.compact
          << " s (thread-seconds); train " << t.train << " s, quantizer " << t.quantizer
-         << " s, pca " << t.pca << " s, assign " << t.assign << " s, aggregate " << t.aggregate
-         << " s, project " << t.project << " s, store " << t.store << " s, search index "
-         << t.search_index << " s\n";
+         << " s, words " << t.words << " s, pca " << t.pca << " s, assign " << t.assign
+         << " s, aggregate " << t.aggregate << " s, project " << t.project << " s, store "
+         << t.store << " s, search index " << t.search_index << " s\n";
   }
   out << line.str();
 }
@@ -316,8 +317,8 @@ void WriteIndexSummary(std::ostream& out, const IndexSummary& s, const std::stri
 void WriteTrainSummary(std::ostream& out, const IndexSummary& s, const std::string& db) {
   std::ostringstream line;
   line << std::fixed << std::setprecision(1) << "trained " << db << " from " << s.listed
-       << " listed images in " << s.seconds << " s (k-means " << s.stages.train << " s, PCA "
-       << s.stages.pca << " s)\n";
+       << " listed images in " << s.seconds << " s (k-means " << s.stages.train
+       << " s, word vocabulary " << s.stages.words << " s, PCA " << s.stages.pca << " s)\n";
   out << line.str();
 }
 
@@ -377,10 +378,18 @@ void WriteMigrateSummary(std::ostream& out, const MigrationSummary& s, const std
     j["dropped"] = s.dropped;
     j["bytes_before"] = s.bytes_before;
     j["bytes_after"] = s.bytes_after;
+    j["word_vocabulary"] = s.word_vocabulary;
     j["seconds"] = Rounded(s.seconds, 3);
     WriteJsonLine(out, j);
     return;
   }
+  const std::string vocabulary =
+      s.word_vocabulary == "adopted"   ? "the model gained its word index's vocabulary"
+      : s.word_vocabulary == "learned" ? "the model gained a word vocabulary learned from its "
+                                         "stored features"
+      : s.word_vocabulary == "none"    ? "no image has stored features to learn the model's word "
+                                         "vocabulary from; migrate again once some have"
+                                       : "";
   if (s.cancelled) {
     out << "interrupted: " << EscapeField(db) << " is unchanged (schema " << s.from_schema
         << "); the copy made so far is kept, re-run to finish\n";
@@ -390,6 +399,7 @@ void WriteMigrateSummary(std::ostream& out, const MigrationSummary& s, const std
     out << EscapeField(db) << " is already schema " << s.from_schema << "; nothing to convert"
         << (s.leftover_removed ? " (removed the original an interrupted migration left)" : "")
         << "\n";
+    if (!vocabulary.empty()) out << "  " << vocabulary << "\n";
     return;
   }
   std::ostringstream line;
@@ -399,6 +409,7 @@ void WriteMigrateSummary(std::ostream& out, const MigrationSummary& s, const std
        << (s.resumed ? ", " + std::to_string(s.reused) + " by an interrupted run" : "")
        << ")\n  size       " << FormatBytes(s.bytes_before) << " -> " << FormatBytes(s.bytes_after)
        << "\n  time       " << s.seconds << " s\n";
+  if (!vocabulary.empty()) line << "  " << vocabulary << "\n";
   out << line.str();
 }
 

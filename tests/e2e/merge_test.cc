@@ -231,6 +231,58 @@ TEST_F(MergeTest, GrowsIncrementally) {
   ExpectSameResults(Search(direct, Dir("queries"), true), *quick_reference_, "merged into a shard");
 }
 
+// The word vocabulary is the model's: `train` learns it, every shard copies
+// it, and merge and growth encode with it (no database learns its own: no
+// w:v), so with the word stage on a database grown in two runs (the first
+// over half the folder) and merged ones rank exactly like one run over the
+// whole folder: shards without a word index have their images encoded,
+// shards with a current one have their postings joined.
+TEST_F(MergeTest, ShardsAndGrowthShareTheModelsWordVocabulary) {
+  const std::string photos = Dir("photos");
+  std::string vocabulary;
+  {
+    const auto base = Store::Open(Dir("base"), Store::Mode::kReadOnly);
+    ASSERT_TRUE(base->GetModelWordVocabulary().has_value()) << "train stored no vocabulary";
+    vocabulary = *base->GetModelWordVocabulary();
+  }
+  const auto run = [](std::vector<std::string> args) {
+    args.insert(args.end(), {"--word-index-min-images", "1", "--format", "json"});
+    const auto r = Lookalike(args);
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    return r.out;
+  };
+  const std::string single = Dir("words-single"), grown = Dir("words-grown"),
+                    encoded = Dir("words-merged-encoded"), joined = Dir("words-merged-joined");
+  run({"index", photos, "--db", single, "--model-from", Dir("base")});
+  run({"index", photos + "/a", "--db", grown, "--model-from", Dir("base")});
+  run({"index", photos, "--db", grown, "--model-from", Dir("base")});
+  std::string out = run(MergeArgs(encoded, {0, 1, 2}));
+  EXPECT_EQ(out.find("joined"), std::string::npos) << out;
+  std::vector<std::string> merge_joined = {"merge", "--db", joined};
+  for (int i = 0; i < kShards; ++i) {
+    const std::string shard = Dir("words-shard" + std::to_string(i));
+    run({"index", photos, "--db", shard, "--model-from", Dir("base"), "--shard",
+         std::to_string(i) + "/" + std::to_string(kShards)});
+    merge_joined.push_back(shard);
+  }
+  out = run(merge_joined);
+  EXPECT_NE(out.find(std::to_string(kImages) + " images' postings joined"), std::string::npos)
+      << out;
+  for (const std::string& db : {Shard(0), single, grown, encoded, joined}) {
+    SCOPED_TRACE(db);
+    const auto store = Store::Open(db, Store::Mode::kReadOnly);
+    EXPECT_EQ(store->GetModelWordVocabulary(), vocabulary);
+    EXPECT_FALSE(store->GetWordVocabulary().has_value()) << "a vocabulary learned for " << db;
+    if (db != Shard(0)) EXPECT_TRUE(store->GetWordTable().has_value()) << "no word index";
+  }
+  for (const std::string& db : {grown, encoded, joined}) ExpectVerifies(db);
+  const Results reference = Search(single, photos);
+  ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
+  ExpectSameResults(Search(grown, photos), reference, "grown in two runs");
+  ExpectSameResults(Search(encoded, photos), reference, "merged, encoded");
+  ExpectSameResults(Search(joined, photos), reference, "merged, joined");
+}
+
 TEST_F(MergeTest, RefusalsNameBothAndChangeNothing) {
   MakeOtherModels();
   const std::string out = Dir("merged-refusals");

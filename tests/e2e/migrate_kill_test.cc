@@ -325,6 +325,63 @@ TEST_F(MigrateKillTest, KilledAtAnyMomentLosesNothingAndARerunFinishes) {
 // SIGINT and SIGTERM half-way through the conversion (delivered while the run
 // is stopped in that state, then let go): the run stops by itself with exit
 // 1, the database unchanged and the copy kept; the next run continues it.
+// A database of the current schema whose model has no word vocabulary (as
+// builds before the model carried one wrote it): `migrate` gives the model
+// its word index's in one write. Killed in the states around that write, it
+// is left without it or with it, verifies and finds its images; a re-run
+// finishes, and the word index stays valid (the same hits and scores).
+TEST_F(MigrateKillTest, AddingTheWordVocabularyIsAtomic) {
+  const std::string donor = tmp_ / "donor", orig = tmp_ / "orig";
+  const std::vector<std::string> model = {"--clusters", "16", "--train-images", "40", "-q"};
+  std::vector<std::string> args = {"index", tmp_ / "photos", "--db", donor};
+  args.insert(args.end(), model.begin(), model.end());
+  ASSERT_EQ(testing::RunProcess(Lookalike(args)).exit_code, 0);
+  {
+    auto source = Store::Open(donor, Store::Mode::kReadOnly);
+    const auto projection = source->GetProjection();
+    Store::Create(orig, source->model(), projection ? &*projection : nullptr, kSchemaVersion,
+                  *source->GetDescriptorQuantizer());
+  }
+  args = {"index", tmp_ / "photos", "--db", orig, "--word-index-min-images", "1"};
+  args.insert(args.end(), model.begin(), model.end());
+  ASSERT_EQ(testing::RunProcess(Lookalike(args)).exit_code, 0);
+  original_ = ReadImages(orig);
+  const std::string own = Store::Open(orig, Store::Mode::kReadOnly)->GetWordVocabulary().value();
+  const std::vector<std::string> queries(paths_.begin(), paths_.begin() + 8);
+  const auto search = [&](const std::string& db) {
+    std::vector<std::string> a = {"search", "--db", db, "-k", "5", "--format", "tsv"};
+    a.insert(a.end(), queries.begin(), queries.end());
+    const auto r = testing::RunProcess(Lookalike(a));
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    return r.out;
+  };
+  const std::string hits = search(orig);
+  for (const std::string stop : {"word-vocabulary-ready", "word-vocabulary-stored"}) {
+    SCOPED_TRACE(stop);
+    const std::string db = tmp_ / ("db-" + stop);
+    fs::copy(orig, db, fs::copy_options::recursive);
+    ::setenv("LOOKALIKE_TEST_STOP_AT", stop.c_str(), 1);
+    testing::ChildProcess child(Lookalike({"migrate", "--db", db, "-q"}));
+    const bool exited = RunsUntil(&child, [&] { return Stopped(child.pid()); });
+    ::unsetenv("LOOKALIKE_TEST_STOP_AT");
+    ASSERT_FALSE(exited) << "migrate never reached " << stop;
+    ::kill(child.pid(), SIGKILL);
+    child.Wait();
+    Check(db, "killed at " + stop);
+    const auto kept = Store::Open(db, Store::Mode::kReadOnly)->GetModelWordVocabulary();
+    if (stop == std::string("word-vocabulary-ready"))
+      EXPECT_FALSE(kept.has_value());
+    else
+      EXPECT_EQ(kept, own);
+    EXPECT_EQ(search(db), hits);
+    const auto rerun = testing::RunProcess(Lookalike({"migrate", "--db", db, "-q"}));
+    ASSERT_EQ(rerun.exit_code, 0) << rerun.Describe();
+    EXPECT_EQ(Store::Open(db, Store::Mode::kReadOnly)->GetModelWordVocabulary(), own);
+    Check(db, "re-run after " + stop);
+    EXPECT_EQ(search(db), hits);
+  }
+}
+
 TEST_F(MigrateKillTest, SignalStopsCleanlyAndARerunContinues) {
   const std::string db = tmp_ / "db";
   const auto index =

@@ -211,6 +211,75 @@ TEST_F(StoredWordIndexTest, SparseIdsAndManySegmentsScoreAsTheInMemoryIndex) {
   ExpectSame(oracle2, many, 2);
 }
 
+// `merge` joins a shard's persisted word index: its live postings copied
+// into one new segment with the ids re-keyed (dead ones, of images the shard
+// removed or changed, dropped), scoring as if the images had been encoded
+// again; the shard is only read.
+TEST_F(StoredWordIndexTest, AddFromJoinsAnotherDatabasesIndexWithIdsReKeyed) {
+  const std::string shard_path = (tmp_ / "shard").string();
+  auto shard_store = Store::Create(shard_path, model_);
+  WordIndex shard_oracle(vocabulary_);
+  uint64_t shard_hash = 0;
+  {
+    StoredWordIndex shard(*shard_store, vocabulary_);
+    shard.SetWriter(shard_store.get());
+    shard.set_segment_images(23);
+    for (uint64_t id = 1; id <= 90; ++id) {
+      const auto sig = Image(2000 + id);
+      shard_oracle.Add(id, sig);
+      shard.Add(id, sig);
+    }
+    WordIndexCommit c = shard.Commit();
+    shard_store->PutSearchIndex("blob", &c);
+    // A second run removes some and changes some: dead postings stay behind.
+    std::vector<int64_t> gone = {3, 17, 40, 41, 88}, changed = {5, 60};
+    for (const auto* list : {&gone, &changed}) {
+      shard_oracle.Remove(*list);
+      shard.Remove(*list);
+    }
+    for (int64_t id : changed) {
+      const auto sig = Image(5000 + static_cast<uint64_t>(id));
+      shard_oracle.Add(static_cast<uint64_t>(id), sig);
+      shard.Add(static_cast<uint64_t>(id), sig);
+    }
+    c = shard.Commit();
+    shard_store->PutSearchIndex("blob", &c);
+    shard_hash = Hash64(HashKind::kXxh3_64, c.table.data(), c.table.size());
+    ASSERT_GT(shard.stored_postings(), shard.num_postings()) << "no dead postings to drop";
+  }
+  auto shard = StoredWordIndex::Load(*shard_store, codebook_, shard_hash);
+  ASSERT_NE(shard, nullptr);
+
+  constexpr uint64_t kOffset = 1000;
+  WordIndex oracle(vocabulary_);
+  StoredWordIndex stored(*store_, vocabulary_);
+  stored.SetWriter(store_.get());
+  for (uint64_t id = 1; id <= 40; ++id) {
+    const auto sig = Image(1000 + id);
+    oracle.Add(id, sig);
+    stored.Add(id, sig);
+  }
+  for (uint64_t id = 1; id <= 90; ++id) {
+    std::vector<int64_t> one = {static_cast<int64_t>(id)};
+    if (shard_oracle.Remove(one) == 0) continue;
+    const uint64_t seed = id == 5 || id == 60 ? 5000 + id : 2000 + id;
+    oracle.Add(id + kOffset, Image(seed));
+  }
+  EXPECT_EQ(stored.AddFrom(*shard, kOffset), 85);
+  ExpectSame(oracle, stored, 1);
+  EXPECT_THROW(stored.AddFrom(*shard, kOffset), std::logic_error);
+  const uint64_t hash = Commit(&stored);
+  auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
+  ASSERT_NE(loaded, nullptr);
+  ExpectSame(oracle, *loaded, 2);
+  EXPECT_TRUE(loaded->Check().empty());
+  // Only the live postings were copied: none is dead.
+  EXPECT_EQ(loaded->stored_postings(), oracle.num_postings());
+  // Without a writer nothing is joined.
+  StoredWordIndex reader(*store_, vocabulary_);
+  EXPECT_THROW(reader.AddFrom(*shard, 5000), std::logic_error);
+}
+
 TEST_F(StoredWordIndexTest, AnUncommittedSegmentIsNeverRead) {
   WordIndex oracle(vocabulary_);
   StoredWordIndex stored(*store_, vocabulary_);

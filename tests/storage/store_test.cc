@@ -911,6 +911,57 @@ TEST(StoreTest, CorruptQuantizerIsReportedNotUsed) {
   EXPECT_NE(problems[0].find("descriptor quantizer"), std::string::npos) << problems[0];
 }
 
+// The word vocabulary stored with the model (m:wv): written at creation in
+// any schema, part of the fingerprint (a database without one keeps its
+// own), added once to a database without one, checked like the quantizer.
+TEST(StoreTest, ModelWordVocabularyIsPartOfTheModel) {
+  TempDir tmp;
+  const std::string with = tmp / "with", without = tmp / "without", other = tmp / "other";
+  Store::Create(with, MakeModel(), nullptr, kSchemaVersion, "quantizer", "vocabulary A").reset();
+  Store::Create(without, MakeModel(), nullptr, kSchemaVersion, "quantizer").reset();
+  Store::Create(other, MakeModel(), nullptr, kSchemaVersion, "quantizer", "vocabulary B").reset();
+  const std::string old = tmp / "schema2";
+  Store::Create(old, MakeModel(), nullptr, 2, "", "vocabulary A").reset();
+  EXPECT_EQ(Store::Open(old, Store::Mode::kReadOnly)->GetModelWordVocabulary(), "vocabulary A");
+  uint64_t fingerprint_without = 0;
+  {
+    auto a = Store::Open(with, Store::Mode::kReadOnly);
+    auto n = Store::Open(without, Store::Mode::kReadOnly);
+    auto b = Store::Open(other, Store::Mode::kReadOnly);
+    EXPECT_EQ(a->GetModelWordVocabulary(), "vocabulary A");
+    EXPECT_FALSE(n->GetModelWordVocabulary().has_value());
+    EXPECT_NE(a->ModelFingerprint(), n->ModelFingerprint());
+    EXPECT_NE(a->ModelFingerprint(), b->ModelFingerprint());
+    EXPECT_THROW(Store::CheckSameModel({a.get(), b.get()}), StoreError);
+    EXPECT_TRUE(a->Verify().empty());
+    fingerprint_without = n->ModelFingerprint();
+    EXPECT_THROW(n->AddModelWordVocabulary("vocabulary A"), StoreError);  // read-only
+  }
+  {
+    auto n = Store::Open(without, Store::Mode::kReadWrite);
+    n->AddModelWordVocabulary("vocabulary A");
+    EXPECT_THROW(n->AddModelWordVocabulary("vocabulary B"), std::logic_error);
+  }
+  auto a = Store::Open(with, Store::Mode::kReadOnly);
+  auto n = Store::Open(without, Store::Mode::kReadOnly);
+  EXPECT_EQ(n->GetModelWordVocabulary(), "vocabulary A");
+  EXPECT_NE(n->ModelFingerprint(), fingerprint_without);
+  EXPECT_EQ(n->ModelFingerprint(), a->ModelFingerprint());
+  n.reset();
+  {
+    auto raw = OpenRaw(without);
+    std::string value;
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), "m:wv", &value).ok());
+    value[2] ^= 0x20;
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "m:wv", value).ok());
+  }
+  auto damaged = Store::Open(without, Store::Mode::kReadOnly);
+  EXPECT_THROW(damaged->GetModelWordVocabulary(), StoreError);
+  const auto problems = damaged->Verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("model word vocabulary (m:wv)"), std::string::npos) << problems[0];
+}
+
 TEST(StoreTest, DetectsCorruptedVector) {
   for (uint32_t schema : {1u, 2u}) {
     SCOPED_TRACE("schema " + std::to_string(schema));

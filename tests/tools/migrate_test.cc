@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -245,6 +246,70 @@ INSTANTIATE_TEST_SUITE_P(Layouts, MigrateTest,
                          [](const ::testing::TestParamInfo<Layout>& info) {
                            return std::string(info.param.name);
                          });
+
+// A database of the current schema created before the model carried the
+// word vocabulary: `migrate` adopts its word index's (search unchanged) or,
+// without one, learns one from its stored features; `index` then builds the
+// word index with it and learns no vocabulary of its own (no w:v).
+TEST(MigrateCommandTest, GivesTheModelAWordVocabulary) {
+  TempDir tmp;
+  const std::vector<std::string> photos =
+      testing::WriteSyntheticSet(tmp / "photos", 12, 31, 320, 240);
+  const std::vector<std::string> index = {"index",     tmp / "photos", "--clusters", "16",
+                                          "--backend", "cpu",          "-q"};
+  const auto run = [&](std::vector<std::string> args) {
+    const CliRun r = RunLookalike(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r;
+  };
+  std::vector<std::string> donor_args = index;
+  donor_args.insert(donor_args.end(), {"--db", tmp / "donor"});
+  run(donor_args);
+  for (const bool with_words : {true, false}) {
+    SCOPED_TRACE(with_words ? "a word index to adopt" : "no word index");
+    const std::string db = tmp / (with_words ? "adopt" : "learn");
+    {
+      auto donor = Store::Open(tmp / "donor", Store::Mode::kReadOnly);
+      ASSERT_TRUE(donor->GetModelWordVocabulary().has_value());
+      const auto projection = donor->GetProjection();
+      Store::Create(db, donor->model(), projection ? &*projection : nullptr, kSchemaVersion,
+                    *donor->GetDescriptorQuantizer());  // as builds before m:wv created it
+    }
+    std::vector<std::string> args = index;
+    args.insert(args.end(), {"--db", db, "--word-index-min-images", with_words ? "1" : "1000"});
+    run(args);
+    std::optional<std::string> own;
+    {
+      auto store = Store::Open(db, Store::Mode::kReadOnly);
+      ASSERT_FALSE(store->GetModelWordVocabulary().has_value());
+      own = store->GetWordVocabulary();
+      ASSERT_EQ(own.has_value(), with_words) << "the old path learns w:v with its word index";
+    }
+    const Ranking before = Search(db, photos);
+    CliRun r = run({"migrate", "--db", db, "--format", "json"});
+    EXPECT_TRUE(Contains(
+        r.out, std::string("\"word_vocabulary\":\"") + (with_words ? "adopted" : "learned") + "\""))
+        << r.out;
+    {
+      auto store = Store::Open(db, Store::Mode::kReadOnly);
+      ASSERT_TRUE(store->GetModelWordVocabulary().has_value());
+      if (with_words) EXPECT_EQ(store->GetModelWordVocabulary(), own);
+    }
+    EXPECT_EQ(RunLookalike({"verify", "--db", db}).code, 0);
+    if (with_words) EXPECT_EQ(Search(db, photos), before) << "the adopted word index changed";
+    // The word index built from here on uses the model's vocabulary.
+    args = index;
+    args.insert(args.end(), {"--db", db, "--word-index-min-images", "1"});
+    run(args);
+    {
+      auto store = Store::Open(db, Store::Mode::kReadOnly);
+      EXPECT_TRUE(store->GetWordTable().has_value());
+      EXPECT_EQ(store->GetWordVocabulary(), own) << "a vocabulary learned beside the model's";
+    }
+    r = run({"migrate", "--db", db, "--format", "json"});
+    EXPECT_TRUE(Contains(r.out, "\"word_vocabulary\":\"\"")) << r.out;
+  }
+}
 
 // A folder at DB.migrating that no migration made is never touched, and the
 // database stays as it is.
