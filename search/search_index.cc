@@ -463,6 +463,7 @@ void AddWords(const Store& store, const WordSource& source, const std::vector<ui
           }))
         continue;
       sync->words_joined += sync->words->AddFrom(*shard, m.id_offset);
+      TestStopPoint("merge-word-lists-joined");  // a segment the table does not list yet
       // The shard's whole id range: its images without words have none to add.
       const uint64_t first = m.id_offset + 1, end = m.id_offset + m.store->next_id();
       rest.erase(std::remove_if(rest.begin(), rest.end(),

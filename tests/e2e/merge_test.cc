@@ -122,6 +122,7 @@ class MergeTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete reference_;
     delete quick_reference_;
+    delete words_reference_;
     delete tmp_;
   }
   // Every photo as a query, full search, on the single run (made once, by
@@ -156,6 +157,30 @@ class MergeTest : public ::testing::Test {
       ASSERT_EQ(s.exit_code, 0) << s.Describe();
     }
   }
+  // Shards made with the word index on (each has one, current), made once.
+  static std::string WordShard(int i) {
+    const std::string shard = Dir("words-shard" + std::to_string(i));
+    if (!fs::exists(shard)) {
+      const auto r = Lookalike({"index", Dir("photos"), "--db", shard, "--model-from", Dir("base"),
+                                "--shard", std::to_string(i) + "/" + std::to_string(kShards),
+                                "--word-index-min-images", "1", "-q"});
+      EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    }
+    return shard;
+  }
+  // Every photo as a query on one run over the folder with the word index
+  // on (made once).
+  static const Results& WordsReference() {
+    if (!words_reference_) {
+      const std::string single = Dir("words-single");
+      const auto r = Lookalike({"index", Dir("photos"), "--db", single, "--model-from", Dir("base"),
+                                "--word-index-min-images", "1", "-q"});
+      EXPECT_EQ(r.exit_code, 0) << r.Describe();
+      words_reference_ = new Results(Search(single, Dir("photos")));
+      EXPECT_EQ(words_reference_->size(), static_cast<size_t>(kImages));
+    }
+    return *words_reference_;
+  }
   static std::string Dir(const std::string& name) { return *tmp_ / name; }
   static std::string Shard(int i) { return Dir("shard" + std::to_string(i)); }
   static std::vector<std::string> MergeArgs(const std::string& out, std::vector<int> shards) {
@@ -167,10 +192,12 @@ class MergeTest : public ::testing::Test {
   static testing::TempDir* tmp_;
   static Results* reference_;
   static Results* quick_reference_;
+  static Results* words_reference_;
 };
 testing::TempDir* MergeTest::tmp_ = nullptr;
 Results* MergeTest::reference_ = nullptr;
 Results* MergeTest::quick_reference_ = nullptr;
+Results* MergeTest::words_reference_ = nullptr;
 
 TEST_F(MergeTest, ShardsSplitTheFolderExactlyOnce) {
   std::set<std::string> seen;
@@ -253,18 +280,13 @@ TEST_F(MergeTest, ShardsAndGrowthShareTheModelsWordVocabulary) {
   };
   const std::string single = Dir("words-single"), grown = Dir("words-grown"),
                     encoded = Dir("words-merged-encoded"), joined = Dir("words-merged-joined");
-  run({"index", photos, "--db", single, "--model-from", Dir("base")});
+  const Results& reference = WordsReference();
   run({"index", photos + "/a", "--db", grown, "--model-from", Dir("base")});
   run({"index", photos, "--db", grown, "--model-from", Dir("base")});
   std::string out = run(MergeArgs(encoded, {0, 1, 2}));
   EXPECT_EQ(out.find("joined"), std::string::npos) << out;
   std::vector<std::string> merge_joined = {"merge", "--db", joined};
-  for (int i = 0; i < kShards; ++i) {
-    const std::string shard = Dir("words-shard" + std::to_string(i));
-    run({"index", photos, "--db", shard, "--model-from", Dir("base"), "--shard",
-         std::to_string(i) + "/" + std::to_string(kShards)});
-    merge_joined.push_back(shard);
-  }
+  for (int i = 0; i < kShards; ++i) merge_joined.push_back(WordShard(i));
   out = run(merge_joined);
   EXPECT_NE(out.find(std::to_string(kImages) + " images' postings joined"), std::string::npos)
       << out;
@@ -276,8 +298,6 @@ TEST_F(MergeTest, ShardsAndGrowthShareTheModelsWordVocabulary) {
     if (db != Shard(0)) EXPECT_TRUE(store->GetWordTable().has_value()) << "no word index";
   }
   for (const std::string& db : {grown, encoded, joined}) ExpectVerifies(db);
-  const Results reference = Search(single, photos);
-  ASSERT_EQ(reference.size(), static_cast<size_t>(kImages));
   ExpectSameResults(Search(grown, photos), reference, "grown in two runs");
   ExpectSameResults(Search(encoded, photos), reference, "merged, encoded");
   ExpectSameResults(Search(joined, photos), reference, "merged, joined");
@@ -375,6 +395,29 @@ TEST_F(MergeTest, KilledAtEveryStepLeavesOutWholeAndReRunFinishes) {
           << name << " left behind";
     }
   }
+}
+
+// A merge into an existing OUT killed after joining a shard's word lists
+// (written as a segment OUT's table does not list yet) leaves OUT as it was
+// before the search index update: merged records, the old search index,
+// verifying; the re-run finds the shards merged, encodes their images and
+// ranks as one run, the orphaned segment deleted.
+TEST_F(MergeTest, KilledWhileJoiningWordListsReRunFinishes) {
+  const std::string out = Dir("kill-words");
+  const std::vector<std::string> words = {"--word-index-min-images", "1"};
+  std::vector<std::string> first = {"merge", "--db", out, WordShard(0)};
+  first.insert(first.end(), words.begin(), words.end());
+  ASSERT_EQ(Lookalike(first).exit_code, 0);
+  std::vector<std::string> rest = {"merge", "--db", out, WordShard(1), WordShard(2)};
+  rest.insert(rest.end(), words.begin(), words.end());
+  std::string why;
+  ASSERT_TRUE(KillMergeAt(rest, "merge-word-lists-joined", &why)) << why;
+  ExpectVerifies(out);
+  EXPECT_EQ(NumImages(out), kImages);
+  const auto rerun = Lookalike(rest);
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.Describe();
+  ExpectVerifies(out);
+  ExpectSameResults(Search(out, Dir("photos")), WordsReference(), "re-run after a kill");
 }
 
 TEST_F(MergeTest, UsageErrors) {

@@ -20,6 +20,7 @@
 #include "indexer/file_walker.h"
 #include "indexer/grey_thumbnail.h"
 #include "indexer/search_vectors.h"
+#include "indexer/word_signatures.h"
 #include "storage/store.h"
 #include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
@@ -391,6 +392,35 @@ TEST(PipelineTest, CancelledWhileTrainingCreatesNothing) {
   EXPECT_TRUE(s.cancelled);
   EXPECT_FALSE(s.created);
   EXPECT_FALSE(Store::IsDatabase(tmp / "db"));
+}
+
+// A new database's model carries the word index's vocabulary, learned from
+// the codebook's sample at the size the options ask for; a database made
+// with --model-from copies it byte for byte.
+TEST(PipelineTest, TheModelCarriesTheWordVocabularyAtItsSize) {
+  TempDir tmp;
+  MakeFolder(tmp / "photos");
+  IndexOptions o = testing::SmallIndexOptions(tmp / "photos", tmp / "db");
+  o.model.words.fine_per_word = 3;
+  const IndexSummary s = BuildIndex(o, nullptr);
+  EXPECT_GT(s.stages.words, 0.0);
+  std::string blob;
+  {
+    auto store = Store::Open(tmp / "db", Store::Mode::kReadOnly);
+    const std::optional<WordVocabulary> v = ModelWordVocabulary(*store);
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->num_words(), 16 * 3);
+    blob = *store->GetModelWordVocabulary();
+  }
+  IndexOptions copy = testing::SmallIndexOptions(tmp / "photos", tmp / "copy");
+  copy.model_from = tmp / "db";
+  BuildIndex(copy, nullptr);
+  EXPECT_EQ(Store::Open(tmp / "copy", Store::Mode::kReadOnly)->GetModelWordVocabulary(), blob);
+  for (int bad : {0, 257}) {
+    o = testing::SmallIndexOptions(tmp / "photos", tmp / "bad");
+    o.model.words.fine_per_word = bad;
+    EXPECT_THROW(BuildIndex(o, nullptr), std::invalid_argument) << bad;
+  }
 }
 
 TEST(PipelineTest, ValidationAndFatalErrors) {
