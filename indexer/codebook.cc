@@ -2,7 +2,6 @@
 
 #include <faiss/Clustering.h>
 #include <faiss/IndexFlat.h>
-#include <faiss/utils/distances.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <string>
 
 #include "cuda/vlad_math.h"
+#include "indexer/seed_distances.h"
 #include "storage/encoding.h"
 #include "util/blas.h"
 
@@ -117,20 +117,16 @@ Codebook Codebook::Train(const float* descriptors, int64_t num, int dim,
                 sample.begin() + i * dim);
     const float* row0 = sample.data();
     init.reserve(static_cast<size_t>(k) * dim);
-    std::vector<float> nearest(m, std::numeric_limits<float>::infinity());
-    std::vector<float> dist(m);
+    // FAISS's distances, computed eight points at a time on this thread
+    // (indexer/seed_distances.h).
+    SeedDistances distances(row0, m, dim);
+    const float* nearest = distances.nearest();
     int64_t chosen = std::uniform_int_distribution<int64_t>(0, m - 1)(rng);
     for (int64_t c = 0; c < k; ++c) {
       const float* centre = row0 + chosen * dim;
       init.insert(init.end(), centre, centre + dim);
       if (c + 1 == k) break;
-      constexpr int64_t kChunk = 4096;
-#pragma omp parallel for schedule(static)
-      for (int64_t start = 0; start < m; start += kChunk) {
-        const int64_t n = std::min(kChunk, m - start);
-        faiss::fvec_L2sqr_ny(dist.data() + start, centre, row0 + start * dim, dim, n);
-        for (int64_t i = start; i < start + n; ++i) nearest[i] = std::min(nearest[i], dist[i]);
-      }
+      distances.Lower(centre);
       double total = 0;
       for (int64_t i = 0; i < m; ++i) total += nearest[i];
       // Next centre with probability proportional to the squared distance to
