@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cuda/vlad_math.h"
+#include "indexer/nearest_flat_l2.h"
 #include "indexer/seed_distances.h"
 #include "storage/encoding.h"
 #include "util/blas.h"
@@ -25,14 +26,14 @@ namespace {
 // per OpenMP thread and searches the blocks in parallel (k-means of the dev
 // set, K = 512 on 2 cores: 7.0 s -> 4.7 s). Results are identical: each
 // query's nearest centroid does not depend on the blocking.
-class ParallelFlatL2 final : public faiss::IndexFlatL2 {
+class ParallelFlatL2 final : public NearestFlatL2 {
  public:
-  using faiss::IndexFlatL2::IndexFlatL2;
+  using NearestFlatL2::NearestFlatL2;
   void search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
               const faiss::SearchParameters* params = nullptr) const override {
     const int threads = omp_get_max_threads();
     if (threads <= 1 || n < 4096) {
-      faiss::IndexFlatL2::search(n, x, k, distances, labels, params);
+      NearestFlatL2::search(n, x, k, distances, labels, params);
       return;
     }
     const idx_t block = (n + threads - 1) / threads;
@@ -40,8 +41,8 @@ class ParallelFlatL2 final : public faiss::IndexFlatL2 {
     for (int t = 0; t < threads; ++t) {
       const idx_t begin = t * block, end = std::min(n, begin + block);
       if (begin < end)
-        faiss::IndexFlatL2::search(end - begin, x + begin * d, k, distances + begin * k,
-                                   labels + begin * k, params);
+        NearestFlatL2::search(end - begin, x + begin * d, k, distances + begin * k,
+                              labels + begin * k, params);
     }
   }
 };

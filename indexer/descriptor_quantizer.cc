@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "indexer/nearest_flat_l2.h"
 #include "indexer/slice_codes.h"
 #include "storage/encoding.h"
 #include "util/threads.h"
@@ -63,7 +64,11 @@ void TrainSlices(const float* x, int64_t n, int threads, faiss::ProductQuantizer
                       slice.data() + static_cast<size_t>(i) * dsub);
         faiss::ProductQuantizer one(dsub, 1, pq->nbits);
         one.cp = pq->cp;
+        // FAISS's assignments, computed faster (indexer/nearest_flat_l2.h).
+        NearestFlatL2 assign(static_cast<faiss::Index::idx_t>(dsub));
+        one.assign_index = &assign;
         one.train(static_cast<size_t>(n), slice.data());
+        one.assign_index = nullptr;
         pq->set_params(one.centroids.data(), static_cast<int>(m));
       }
     } catch (...) {

@@ -1,7 +1,7 @@
 // The k-means++ seeding's distance pass (Codebook::Train): after each new
 // seed, every sampled point's squared distance to its nearest seed so far.
 // The points are copied once into blocks of eight, dimension-major, so one
-// vector register holds eight points' running sums; each sum is still taken
+// AVX2 register holds eight points' running sums; each sum is still taken
 // in dimension order, the difference, its square and the sum each rounded
 // to float as FAISS's baseline fvec_L2sqr_ny (fvec_L2sqr_ref) rounds them,
 // without fused multiply-add (the file is compiled with -ffp-contract=off).
@@ -24,7 +24,8 @@ class SeedDistances {
 
   // nearest[i] = std::min(nearest[i], ||seed - point_i||^2) for every point,
   // the distance as faiss::fvec_L2sqr_ny(.., seed, points, dim, n) gives it.
-  void Lower(const float* seed);
+  // An AVX2 path where the CPU has it; `portable` (tests) forces the other.
+  void Lower(const float* seed, bool portable = false);
 
   // The n running minima, in point order.
   const float* nearest() const { return nearest_.data(); }
