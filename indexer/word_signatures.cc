@@ -3,15 +3,16 @@
 #include <faiss/Clustering.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/VectorTransform.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <numeric>
 #include <stdexcept>
 
 #include "indexer/model.h"
 #include "storage/encoding.h"
-#include "util/threads.h"
 
 namespace lookalike {
 namespace {
@@ -56,39 +57,48 @@ WordVocabulary WordVocabulary::Train(const Codebook& codebook, const float* desc
   const int k = codebook.num_clusters(), d = codebook.dim(), f = options.fine_per_word;
   std::vector<int32_t> labels(static_cast<size_t>(n));
   codebook.Assign(descriptors, n, labels.data());
-  // One thread: hundreds of k-means runs over a few hundred points each are
-  // too small for OpenMP to pay (as for the descriptor quantizer).
-  const ScopedOmpThreads one_thread(1);
   std::vector<std::vector<int64_t>> members(k);
   for (int64_t i = 0; i < n; ++i) members[labels[i]].push_back(i);
 
   std::vector<float> fine(static_cast<size_t>(k) * f * d);
   const float* coarse = codebook.centroids().data();
-  std::vector<float> residuals;
+  // Words in parallel on the caller's threads, each word's k-means on one
+  // (hundreds of runs over a few hundred points each are too small for
+  // FAISS's own threads to pay): every word is learned alone, from its own
+  // seed, so the vocabulary does not depend on the thread count.
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic, 4)
   for (int w = 0; w < k; ++w) {
-    float* out = fine.data() + static_cast<size_t>(w) * f * d;
-    const float* c = coarse + static_cast<size_t>(w) * d;
-    const auto& m = members[w];
-    if (static_cast<int64_t>(m.size()) < f) {
-      // Too few points to split: every sub-word is the word itself.
-      for (int s = 0; s < f; ++s) std::copy_n(c, d, out + static_cast<size_t>(s) * d);
-      continue;
+    try {
+      omp_set_num_threads(1);  // FAISS's regions inside this thread's word
+      float* out = fine.data() + static_cast<size_t>(w) * f * d;
+      const float* c = coarse + static_cast<size_t>(w) * d;
+      const auto& m = members[w];
+      if (static_cast<int64_t>(m.size()) < f) {
+        // Too few points to split: every sub-word is the word itself.
+        for (int s = 0; s < f; ++s) std::copy_n(c, d, out + static_cast<size_t>(s) * d);
+        continue;
+      }
+      std::vector<float> residuals(m.size() * d);
+      for (size_t i = 0; i < m.size(); ++i)
+        for (int j = 0; j < d; ++j) residuals[i * d + j] = descriptors[m[i] * d + j] - c[j];
+      faiss::ClusteringParameters cp;
+      cp.niter = 20;
+      cp.seed = static_cast<int>((options.seed + static_cast<uint64_t>(w)) & 0x7fffffff);
+      cp.min_points_per_centroid = 1;  // small words: no FAISS warning on stderr
+      cp.max_points_per_centroid = 256;
+      faiss::Clustering clustering(d, f, cp);
+      faiss::IndexFlatL2 assigner(d);
+      clustering.train(static_cast<faiss::Index::idx_t>(m.size()), residuals.data(), assigner);
+      for (int s = 0; s < f; ++s)
+        for (int j = 0; j < d; ++j)
+          out[static_cast<size_t>(s) * d + j] = c[j] + clustering.centroids[s * d + j];
+    } catch (...) {
+#pragma omp critical(lookalike_vocabulary_failure)
+      if (!failure) failure = std::current_exception();
     }
-    residuals.resize(m.size() * d);
-    for (size_t i = 0; i < m.size(); ++i)
-      for (int j = 0; j < d; ++j) residuals[i * d + j] = descriptors[m[i] * d + j] - c[j];
-    faiss::ClusteringParameters cp;
-    cp.niter = 20;
-    cp.seed = static_cast<int>((options.seed + static_cast<uint64_t>(w)) & 0x7fffffff);
-    cp.min_points_per_centroid = 1;  // small words: no FAISS warning on stderr
-    cp.max_points_per_centroid = 256;
-    faiss::Clustering clustering(d, f, cp);
-    faiss::IndexFlatL2 assigner(d);
-    clustering.train(static_cast<faiss::Index::idx_t>(m.size()), residuals.data(), assigner);
-    for (int s = 0; s < f; ++s)
-      for (int j = 0; j < d; ++j)
-        out[static_cast<size_t>(s) * d + j] = c[j] + clustering.centroids[s * d + j];
   }
+  if (failure) std::rethrow_exception(failure);
   for (float& v : fine) v = encoding::HalfToFloat(encoding::FloatToHalf(v));
   faiss::RandomRotationMatrix rotation(d, kSignatureBits);
   rotation.init(static_cast<int>(options.seed & 0x7fffffff));

@@ -57,8 +57,9 @@ class WordVocabulary {
   // descriptors than sub-words keeps copies of its own centroid (they are
   // never chosen over the first). Needs n >= 1. `options` are trusted: a
   // caller taking them from a user (the model flags) runs Validate first.
-  // The assignment to codebook words runs on the caller's OpenMP threads,
-  // the per-word k-means on one.
+  // Runs on the caller's OpenMP threads (the assignment to codebook words,
+  // then the words side by side, each word's k-means on one); the result
+  // does not depend on their number.
   static WordVocabulary Train(const Codebook& codebook, const float* descriptors, int64_t n,
                               const WordVocabularyOptions& options);
   // Reads what Serialize wrote for `codebook`; throws encoding::CorruptValue

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "storage/encoding.h"
+#include "util/threads.h"
 
 namespace lookalike {
 namespace {
@@ -87,6 +88,26 @@ TEST(WordSignaturesTest, OneSignaturePerDistinctWordInWordOrder) {
   // the sub-words split them.
   EXPECT_GT(s.size(), 8u);
   EXPECT_TRUE(f.vocabulary.Encode(image.data(), 0).empty());
+}
+
+// Words are learned side by side on the caller's threads: the vocabulary is
+// the same byte for byte on one thread and on several.
+TEST(WordSignaturesTest, TheSameOnAnyNumberOfThreads) {
+  std::vector<float> centres = RandomUnit(8, 1);
+  const std::vector<float> sample = Around(centres, 4000, 0.05f, 2);
+  const Codebook codebook(8, kDim, centres);
+  WordVocabularyOptions o;
+  o.fine_per_word = 4;
+  std::string one, several;
+  {
+    const ScopedOmpThreads threads(1);
+    one = WordVocabulary::Train(codebook, sample.data(), 4000, o).Serialize();
+  }
+  {
+    const ScopedOmpThreads threads(3);
+    several = WordVocabulary::Train(codebook, sample.data(), 4000, o).Serialize();
+  }
+  EXPECT_TRUE(one == several);
 }
 
 TEST(WordSignaturesTest, DeterministicAndOrderIndependent) {
