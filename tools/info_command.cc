@@ -5,6 +5,7 @@
 #include "indexer/file_walker.h"
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
+#include "indexer/word_signatures.h"
 #include "storage/folder_swap.h"
 #include "storage/store.h"
 #include "tools/cli.h"
@@ -62,6 +63,8 @@ InfoReport MakeInfoReport(const Store& store, const std::string& db) {
     r.pca_samples = pca->num_samples;
     r.pca_bits = pca->component_bits;
   }
+  if (const std::optional<WordVocabulary> words = ModelWordVocabulary(store))
+    r.word_vocabulary_words = static_cast<uint32_t>(words->num_words());
   if (const auto quantizer = store.GetDescriptorQuantizer())
     r.descriptor_code_bytes =
         static_cast<uint32_t>(DescriptorQuantizer::Deserialize(*quantizer).code_bytes());

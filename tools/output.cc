@@ -1,5 +1,6 @@
 #include "tools/output.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -630,7 +631,9 @@ Json InfoJson(const InfoReport& i) {
                 {"intra_norm", i.intra_norm},
                 {"residual_norm", i.residual_norm},
                 {"seed", i.seed},
-                {"codebook_hash", Hex16(i.codebook_hash)}};
+                {"codebook_hash", Hex16(i.codebook_hash)},
+                {"word_vocabulary_words",
+                 i.word_vocabulary_words ? Json(i.word_vocabulary_words) : Json(nullptr)}};
   if (i.has_pca)
     j["pca"] = {{"out_dim", i.pca_out_dim},
                 {"whiten", i.pca_whiten},
@@ -681,6 +684,14 @@ void WriteInfoTable(std::ostream& out, const InfoReport& i) {
       << ", residual-norm " << (i.residual_norm ? "on" : "off") << ", seed " << i.seed << "\n"
       << "codebook      " << Hex16(i.codebook_hash) << "\n"
       << "PCA           " << pca << "\n"
+      << "visual words  "
+      << (i.word_vocabulary_words
+              ? std::to_string(i.word_vocabulary_words) + " (" + std::to_string(i.clusters) +
+                    " x " + std::to_string(i.word_vocabulary_words / std::max(1u, i.clusters)) +
+                    "), the model's vocabulary"
+              : std::string("no vocabulary in the model: its word index learns its own "
+                            "('lookalike migrate' adds one)"))
+      << "\n"
       << "per image     "
       << (i.descriptor_code_bytes
               ? std::to_string(i.descriptor_code_bytes) + "-byte descriptor codes"

@@ -126,6 +126,9 @@ struct InfoReport {
   uint32_t pca_out_dim = 0, pca_samples = 0;
   bool pca_whiten = false;
   uint32_t pca_bits = 0;  // bits per stored matrix value: 4, 16 or 32
+  // Visual words of the word vocabulary stored with the model; 0 = none (a
+  // database created before the model carried it learns its own).
+  uint32_t word_vocabulary_words = 0;
   float pca_regularization = 0, pca_power = 1;
   // What each image stores: bytes of a keypoint's descriptor (its product-
   // quantiser code; 0 = one byte per component, the older layout) and the

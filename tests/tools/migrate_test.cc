@@ -285,6 +285,8 @@ TEST(MigrateCommandTest, GivesTheModelAWordVocabulary) {
       own = store->GetWordVocabulary();
       ASSERT_EQ(own.has_value(), with_words) << "the old path learns w:v with its word index";
     }
+    EXPECT_TRUE(Contains(run({"info", "--db", db, "--format", "json"}).out,
+                         "\"word_vocabulary_words\":null"));
     const Ranking before = Search(db, photos);
     CliRun r = run({"migrate", "--db", db, "--format", "json"});
     EXPECT_TRUE(Contains(
@@ -296,6 +298,8 @@ TEST(MigrateCommandTest, GivesTheModelAWordVocabulary) {
       if (with_words) EXPECT_EQ(store->GetModelWordVocabulary(), own);
     }
     EXPECT_EQ(RunLookalike({"verify", "--db", db}).code, 0);
+    EXPECT_TRUE(Contains(run({"info", "--db", db, "--format", "json"}).out,
+                         "\"word_vocabulary_words\":256"));  // 16 codebook words x 16
     if (with_words) EXPECT_EQ(Search(db, photos), before) << "the adopted word index changed";
     // The word index built from here on uses the model's vocabulary.
     args = index;
