@@ -89,7 +89,7 @@ void DeclareRunFlags(FlagGroup* g, IndexCommandOptions* c) {
            "ivfsq lists visited per query (0 = enough for about 8,000 vectors, at least 16)");
   g->OnOff("word-index", &c->search_index.words, ds.words,
            "keep the visual-word index of the local features beside the search index (search "
-           "verifies its best images too; ~8 KiB per photo plus 2 MiB once)");
+           "verifies its best images too; ~8 KiB per photo, its vocabulary in the model)");
   g->Value("word-index-min-images", &c->search_index.min_word_images, ds.min_word_images,
            "keep the word index only from this many images on (smaller collections gain "
            "nothing from it)");
