@@ -481,7 +481,7 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
                const std::vector<int64_t>* to_remove, const std::vector<uint64_t>* to_add,
                const std::vector<MergedShard>& merged, SearchIndexSync* sync) {
   const int64_t images = static_cast<int64_t>(sync->manifest.size());
-  if (!options.words || images > options.max_word_images) {
+  if (!options.words) {
     sync->words_dropped = sync->words_dropped || sync->words != nullptr;
     sync->words.reset();
     return;
@@ -490,7 +490,10 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
   // The model's vocabulary, when it has one, is never learned again: every
   // image of the database, and of every shard of its model, is encoded with it.
   if (sync->words && options.relearn_words && !store.GetModelWordVocabulary()) sync->words.reset();
-  if (sync->words && writer) sync->words->SetWriter(writer);
+  if (sync->words && writer) {
+    sync->words->SetWriter(writer);
+    sync->words_upgraded = sync->words->needs_rewrite();
+  }
   if (sync->words && to_remove) {
     sync->words->Remove(*to_remove);
     // An image the index somehow still holds is re-encoded, not doubled.
@@ -689,8 +692,9 @@ std::string SearchIndexSync::Summary() const {
          (words ? "; word index, " + std::to_string(words->num_postings()) + " postings" +
                       (words_joined > 0 ? " (" + std::to_string(words_joined) +
                                               " images' postings joined from merged shards)"
-                       : words_built ? " (built from the stored features)"
-                                     : "")
+                       : words_built    ? " (built from the stored features)"
+                       : words_upgraded ? " (lists recounted: table of an older format)"
+                                        : "")
                 : "") +
          (colours_added ? "; colour table added (colour candidates)" : "") +
          (tiny_read ? "; " + std::to_string(tiny_read) + " tiny images read (thumbnail candidates)"

@@ -113,8 +113,10 @@ struct SearchIndexSync {
   bool changed() const {
     return !transient &&
            (!loaded || rebuilt || retrained || retuned || restamped || added || removed ||
-            words_built || words_dropped || colours_added || tiny_read > 0);
+            words_built || words_dropped || words_upgraded || colours_added || tiny_read > 0);
   }
+  // The word index's table was of an older format (rewritten at the save).
+  bool words_upgraded = false;
   bool words_dropped = false;  // a persisted word index is no longer wanted
 };
 

@@ -15,6 +15,8 @@ void RerankOptions::Validate() const {
   CheckInRange({"rerank.depth", "--rerank"}, depth, -1, 10000);
   CheckInRange({"rerank.vlad_depth", "--rerank-vlad"}, vlad_depth, -1, 10000);
   CheckInRange({"rerank.word_depth", "--rerank-words"}, word_depth, 0, 10000);
+  CheckInRange({"rerank.word_postings", "--word-postings"}, word_postings, int64_t{0},
+               int64_t{10000000000});
   CheckAtLeast({"rerank.min_inliers", "--min-inliers"}, min_inliers, 5,
                "four matches always fit a homography");
   CheckInRange({"rerank.verify_keypoints", "--verify-keypoints"}, verify_keypoints, 0, 1000000);

@@ -64,6 +64,11 @@ struct RerankOptions {
   // (search/word_index.h: shared fine visual words whose residual
   // signatures agree), wherever the VLAD and colour order put them. 0 = off.
   int word_depth = 40;  // --rerank-words, 0..10000
+  // Postings the word stage reads per query at most: its most selective
+  // words first, the commonest skipped beyond the bound
+  // (StoredWordIndex::Search). A query's lists grow with the collection;
+  // this keeps their cost flat past the size where they reach it. 0 = all.
+  int64_t word_postings = 0;  // --word-postings, 0..10^10
   // Inliers a verified result needs: 8 is above what unrelated pairs reach
   // (at most 7 over the dev set's 6,000 one-to-one matched pairs). >= 5:
   // four matches always fit a homography.

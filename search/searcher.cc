@@ -185,7 +185,8 @@ std::vector<std::pair<uint64_t, float>> Searcher::Impl::WordList(const LocalFeat
   const int64_t depth = std::max<int64_t>(
       options.rerank.word_depth, options.fusion.word_weight > 0 ? options.fusion.colour_depth : 0);
   if (depth == 0) return out;
-  out = words->Search(words->vocabulary().Encode(f.descriptors.data(), f.num()), depth);
+  out = words->Search(words->vocabulary().Encode(f.descriptors.data(), f.num()), depth,
+                      options.rerank.word_postings);
   if (!out.empty() && out[0].second > 0) {
     const float best = out[0].second;
     for (auto& [id, s] : out) s /= best;

@@ -13,12 +13,19 @@
 namespace lookalike {
 namespace {
 
-constexpr uint32_t kTableFormat = 1;
+constexpr uint32_t kTableFormat = 2;
+constexpr uint32_t kTableFormatWithoutCounts = 1;
 constexpr size_t kWordsPerRead = 64;  // query words per MultiGet
 // Postings a step of a compaction or a check reads at most (about 20 MiB of
 // lists), so its memory does not grow with the collection.
 constexpr uint64_t kPostingsPerRange = uint64_t{1} << 21;
 constexpr size_t kBatchBytes = size_t{32} << 20;  // word lists per WriteBatch
+
+// Adds n to a per-word count, saturating (a word's lists never hold 2^32
+// postings below billions of images; a saturated count still sorts last).
+void AddCount(uint32_t* count, uint64_t n) {
+  *count = static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, uint64_t{*count} + n));
+}
 
 void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
@@ -134,7 +141,9 @@ StoredWordIndex::StoredWordIndex(const Store& store, WordVocabulary vocabulary,
       vocabulary_(std::move(vocabulary)),
       vocabulary_new_(!stored_with_model),
       from_model_(stored_with_model),
-      memory_(std::make_unique<WordIndex>(vocabulary_)) {}
+      memory_(std::make_unique<WordIndex>(vocabulary_)) {
+  word_postings_.assign(static_cast<size_t>(vocabulary_.num_words()), 0);
+}
 
 std::unique_ptr<StoredWordIndex> StoredWordIndex::Load(const Store& store, const Codebook& codebook,
                                                        uint64_t table_hash) {
@@ -152,11 +161,21 @@ std::unique_ptr<StoredWordIndex> StoredWordIndex::Load(const Store& store, const
       store, WordVocabulary::Deserialize(*vocabulary, codebook), from_model);
   out->vocabulary_new_ = false;
   encoding::Reader r(*table, "word index table");
-  if (r.Fixed32() != kTableFormat) throw encoding::CorruptValue("word index table: unknown format");
+  const uint32_t format = r.Fixed32();
+  if (format != kTableFormat && format != kTableFormatWithoutCounts)
+    throw encoding::CorruptValue("word index table: unknown format");
   const uint32_t num_segments = r.Fixed32();
   if (num_segments > r.remaining() / 4) throw encoding::CorruptValue("word index table truncated");
   out->segments_.resize(num_segments);
   for (uint32_t& s : out->segments_) s = r.Fixed32();
+  out->word_postings_known_ = format == kTableFormat;
+  if (out->word_postings_known_) {
+    const uint32_t num_words = r.Fixed32();
+    if (num_words != out->word_postings_.size())
+      throw encoding::CorruptValue("word index table: word counts do not fit the vocabulary");
+    if (num_words > r.remaining() / 4) throw encoding::CorruptValue("word index table truncated");
+    for (uint32_t& c : out->word_postings_) c = r.Fixed32();
+  }
   for (size_t i = 1; i < out->segments_.size(); ++i)
     if (out->segments_[i] <= out->segments_[i - 1])
       throw encoding::CorruptValue("word index table: segments not ascending");
@@ -187,10 +206,12 @@ std::unique_ptr<StoredWordIndex> StoredWordIndex::Load(const Store& store, const
 
 std::string StoredWordIndex::EncodeTable() const {
   std::string out;
-  out.reserve(32 + segments_.size() * 4 + rows_.size() * 16);
+  out.reserve(32 + segments_.size() * 4 + word_postings_.size() * 4 + rows_.size() * 16);
   encoding::PutFixed32(&out, kTableFormat);
   encoding::PutFixed32(&out, static_cast<uint32_t>(segments_.size()));
   for (uint32_t s : segments_) encoding::PutFixed32(&out, s);
+  encoding::PutFixed32(&out, static_cast<uint32_t>(word_postings_.size()));
+  for (uint32_t c : word_postings_) encoding::PutFixed32(&out, c);
   encoding::PutFixed64(&out, stored_postings_);
   encoding::PutFixed64(&out, rows_.size());
   for (const Row& row : rows_) encoding::PutFixed64(&out, row.id);
@@ -304,19 +325,46 @@ void StoredWordIndex::ReadLists(
   }
 }
 
+std::vector<size_t> StoredWordIndex::WordsRead(const std::vector<WordSignature>& query,
+                                               int64_t max_postings, uint64_t* postings) const {
+  std::vector<size_t> read;
+  for (size_t i = 0; i < query.size(); ++i)
+    if (query[i].word < static_cast<uint32_t>(vocabulary_.num_words())) read.push_back(i);
+  auto count = [&](size_t i) -> uint64_t {
+    return word_postings_known_ ? word_postings_[query[i].word] : 0;
+  };
+  uint64_t total = 0;
+  for (size_t i : read) total += count(i);
+  if (max_postings > 0 && word_postings_known_ && total > static_cast<uint64_t>(max_postings)) {
+    // The most selective words first (ties in query order), while they fit.
+    std::vector<size_t> by_count = read;
+    std::stable_sort(by_count.begin(), by_count.end(),
+                     [&](size_t a, size_t b) { return count(a) < count(b); });
+    total = 0;
+    size_t kept = 0;
+    while (kept < by_count.size() &&
+           total + count(by_count[kept]) <= static_cast<uint64_t>(max_postings))
+      total += count(by_count[kept++]);
+    by_count.resize(kept);
+    std::sort(by_count.begin(), by_count.end());
+    read = std::move(by_count);
+  }
+  if (postings) *postings = total;
+  return read;
+}
+
 std::vector<std::pair<uint64_t, float>> StoredWordIndex::Search(
-    const std::vector<WordSignature>& query, int64_t m) const {
+    const std::vector<WordSignature>& query, int64_t m, int64_t max_postings) const {
   std::vector<std::pair<uint64_t, float>> out;
   if (query.empty() || m <= 0 || ntotal() == 0) return out;
   if (!rows_.empty() && !segments_.empty()) {
     const float* kernel = WordKernelTable();
     std::vector<uint32_t> words;
     std::vector<uint64_t> bits;
-    for (const WordSignature& q : query)
-      if (q.word < static_cast<uint32_t>(vocabulary_.num_words())) {
-        words.push_back(q.word);
-        bits.push_back(q.bits);
-      }
+    for (size_t i : WordsRead(query, max_postings)) {
+      words.push_back(query[i].word);
+      bits.push_back(query[i].bits);
+    }
     // Each image's sum runs over the query's words in query order (an image
     // has one live posting per word), as in WordIndex::Search. It is kept
     // in the image's slot: its id while whether a posting is live is one
@@ -382,6 +430,7 @@ void StoredWordIndex::WriteMemory() {
   memory_->ForEachList([&](uint32_t word, const std::vector<std::pair<uint64_t, uint64_t>>& p) {
     std::vector<std::pair<uint64_t, uint64_t>> postings = p;
     lists.emplace_back(word, EncodeList(&postings));
+    AddCount(&word_postings_[word], postings.size());
     bytes += lists.back().second.size();
     if (bytes >= kBatchBytes) {
       writer_->PutWordLists(segment, lists);
@@ -420,6 +469,7 @@ int64_t StoredWordIndex::AddFrom(const StoredWordIndex& other, uint64_t id_offse
       if ((*live)[i].empty()) continue;
       for (auto& p : (*live)[i]) p.first = other.rows_[p.first].id + id_offset;
       lists.emplace_back(words[i], EncodeList(&(*live)[i]));
+      AddCount(&word_postings_[words[i]], (*live)[i].size());
       bytes += lists.back().second.size();
     }
     if (bytes >= kBatchBytes) {
@@ -460,10 +510,12 @@ void StoredWordIndex::ForEachLiveRange(
 
 void StoredWordIndex::Compact() {
   const uint32_t segment = NewSegment();
+  std::vector<uint32_t> counts(word_postings_.size(), 0);
   ForEachLiveRange([&](const std::vector<uint32_t>& words, LiveLists* live) {
     std::vector<std::pair<uint32_t, std::string>> lists;
     for (size_t i = 0; i < words.size(); ++i) {
       if ((*live)[i].empty()) continue;
+      AddCount(&counts[words[i]], (*live)[i].size());
       for (auto& p : (*live)[i]) p.first = rows_[p.first].id;  // stored lists hold ids
       lists.emplace_back(words[i], EncodeList(&(*live)[i]));
     }
@@ -471,6 +523,8 @@ void StoredWordIndex::Compact() {
   });
   for (Row& row : rows_) row.segment = segment;
   segments_ = {segment};
+  word_postings_ = std::move(counts);
+  word_postings_known_ = true;
   stored_postings_ = static_cast<uint64_t>(live_postings_);
   Reindex();  // the live segment of every image changed
 }
@@ -479,7 +533,9 @@ WordIndexCommit StoredWordIndex::Commit() {
   if (!writer_) throw std::logic_error("StoredWordIndex::Commit: no writer");
   WriteMemory();
   const uint64_t dead = stored_postings_ - static_cast<uint64_t>(live_postings_);
-  if (segments_.size() > kMaxSegments || dead > static_cast<uint64_t>(live_postings_) / 4)
+  // A table read without per-word counts gets them from a compaction.
+  if (segments_.size() > kMaxSegments || dead > static_cast<uint64_t>(live_postings_) / 4 ||
+      !word_postings_known_)
     Compact();
   if (rows_.empty()) segments_.clear();
   WordIndexCommit commit;

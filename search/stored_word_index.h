@@ -2,10 +2,13 @@
 // the database key by key, so that a query reads the posting lists of its
 // own words only and no process holds the whole index:
 //
-//   w:t  the table: u32 format (1), u32 next segment, u32 segments s,
-//        s x u32 segment, u64 postings stored (live or not), u64 images n,
-//        n x u64 id (ascending), n x u32 words of the image, n x u32 the
-//        segment holding its postings. About 16 bytes per image.
+//   w:t  the table: u32 format (2), u32 segments s, s x u32 segment,
+//        u32 words w, w x u32 postings stored per word (live or not, over
+//        the listed segments), u64 postings stored, u64 images n, n x u64
+//        id (ascending), n x u32 words of the image, n x u32 the segment
+//        holding its postings. About 16 bytes per image plus 4 per word.
+//        Format 1 had no per-word counts: read, then rewritten by the next
+//        writer's Commit (a compaction, which counts them).
 //   w:v  the vocabulary (WordVocabulary::Serialize) of a database whose
 //        model has none; a model's vocabulary (m:wv) is the model's, read
 //        from there and never written here.
@@ -75,6 +78,8 @@ class StoredWordIndex {
   // Postings in the written segments, live and dead (of images removed or
   // changed since); Commit compacts them away when they are too many.
   int64_t stored_postings() const { return static_cast<int64_t>(stored_postings_); }
+  // True if the table was read in an older format, which Commit rewrites.
+  bool needs_rewrite() const { return !word_postings_known_; }
   // True if images are held in memory only (not yet written as a segment).
   bool has_unwritten() const { return memory_->ntotal() > 0; }
 
@@ -99,8 +104,20 @@ class StoredWordIndex {
   // ranks and scores them over the same images. Reads the lists of the
   // query's words (one MultiGet per 64 words). Throws StoreError(kCorrupt)
   // or encoding::CorruptValue on a damaged list.
-  std::vector<std::pair<uint64_t, float>> Search(const std::vector<WordSignature>& query,
-                                                 int64_t m) const;
+  //
+  // `max_postings` > 0 bounds what a query reads: its words are taken from
+  // the most selective (fewest stored postings) up while their lists hold
+  // at most that many postings in all, and the rest are skipped (the
+  // commonest words, which say least about an image; Sivic & Zisserman's
+  // stop list, chosen per query). Below the bound the result is the one
+  // above; above it, a query's cost stops growing with the collection
+  // (search/README.md, "The word index"). 0 = every word.
+  std::vector<std::pair<uint64_t, float>> Search(const std::vector<WordSignature>& query, int64_t m,
+                                                 int64_t max_postings = 0) const;
+  // The words of `query` (indices into it, ascending) Search reads under
+  // `max_postings`, and the postings their stored lists hold.
+  std::vector<size_t> WordsRead(const std::vector<WordSignature>& query, int64_t max_postings,
+                                uint64_t* postings = nullptr) const;
 
   // Images per segment instead of kSegmentImages (tests: many segments
   // from few images). >= 1.
@@ -164,6 +181,10 @@ class StoredWordIndex {
   int64_t segment_images_ = kSegmentImages;
   uint64_t stored_postings_ = 0;
   int64_t live_postings_ = 0;
+  // Postings stored per word over the listed segments (what a query reading
+  // that word's lists decodes); unknown for a format-1 table until Commit.
+  std::vector<uint32_t> word_postings_;
+  bool word_postings_known_ = true;
   std::unique_ptr<WordIndex> memory_;
 };
 

@@ -76,9 +76,6 @@ VectorIndexKind ParseVectorIndexKind(const std::string& name) {
 }
 
 void VectorIndexOptions::Validate() const {
-  if (max_word_images < 0)
-    throw std::invalid_argument("the word index's image limit must be >= 0, got " +
-                                std::to_string(max_word_images));
   if (min_word_images < 0)
     throw std::invalid_argument("--word-index-min-images must be >= 0, got " +
                                 std::to_string(min_word_images));

@@ -59,13 +59,12 @@ struct VectorIndexOptions {
   // persisted search index: the selective first stage. Off: no word stage
   // (and an existing word index is dropped at the next save).
   bool words = true;
-  // ... up to this many images. Memory no longer limits it (its lists are
-  // read per query from disk, 25 bytes per image stay in RAM); query time
-  // does: scoring reads the lists of the query's words, which grow with the
-  // collection, about 105 CPU-ms per query per 100,000 images (1 s at 1M,
-  // five times the query budget). >= 0.
-  int64_t max_word_images = 100000;
-  // ... and built from this many images on (one that exists is kept and
+  // It has no size cap: its lists are read per query from disk (25 bytes
+  // per image stay in RAM), and a query reads at most
+  // SearchOptions' rerank.word_postings of them (the most selective words),
+  // so its cost stops growing with the collection (search/README.md, "The
+  // word index").
+  // It is built from this many images on (one that exists is kept and
   // used below it). Below it the word stage adds nothing the global
   // ranking's verified head does not hold, and its fusion hurts (dev set
   // with 340 distractors, 437 images: mAP 0.893 with it, 0.913 without; 997

@@ -55,6 +55,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Value("rerank-words", &o->rerank.word_depth, d.rerank.word_depth,
            "also verify the top N results of the visual-word index (shared local features), "
            "wherever the global order put them (0 = off)");
+  g->Value("word-postings", &o->rerank.word_postings, d.rerank.word_postings,
+           "read at most N postings of the visual-word index per query: its most selective "
+           "words first, the commonest skipped (0 = all)");
   g->Value("min-inliers", &o->rerank.min_inliers, d.rerank.min_inliers,
            "RANSAC inliers a result needs to count as verified");
   g->Value("verify-keypoints", &o->rerank.verify_keypoints, d.rerank.verify_keypoints,

@@ -379,14 +379,6 @@ TEST_P(PersistedIndexTest, WordIndexIsDroppedWhenOffAndBuiltWhenMissing) {
   EXPECT_FALSE(p.changed());
   EXPECT_FALSE(p.words_built);
   ExpectWordsMatchManifest(p);
-  // Above its image limit a collection keeps no word index.
-  o.max_word_images = static_cast<int64_t>(p.manifest.size()) - 1;
-  auto store = Store::Open(db(), Store::Mode::kReadWrite);
-  const SearchIndexSync capped = UpdateSearchIndex(store.get(), SearchVectors(*store), o);
-  EXPECT_TRUE(capped.words_dropped);
-  EXPECT_EQ(capped.words, nullptr);
-  o.max_word_images = -1;
-  EXPECT_THROW(o.Validate(), std::invalid_argument);
 }
 
 // Under its minimum a collection gets no word index built, but one it has

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -352,6 +353,134 @@ TEST_F(StoredWordIndexTest, ADamagedListIsReportedNotScored) {
     threw = e.kind() == StoreError::Kind::kCorrupt;
   }
   EXPECT_TRUE(threw) << "a query reading the damaged list is refused, not scored";
+}
+
+// Postings per word of an in-memory index: what the stored table counts.
+std::map<uint32_t, uint64_t> ListSizes(const WordIndex& index) {
+  std::map<uint32_t, uint64_t> sizes;
+  index.ForEachList([&](uint32_t word, const std::vector<std::pair<uint64_t, uint64_t>>& p) {
+    sizes[word] = p.size();
+  });
+  return sizes;
+}
+
+// The postings a query's words hold in `sizes`.
+uint64_t QueryPostings(const std::vector<WordSignature>& query,
+                       const std::map<uint32_t, uint64_t>& sizes) {
+  uint64_t total = 0;
+  for (const WordSignature& q : query) {
+    const auto it = sizes.find(q.word);
+    if (it != sizes.end()) total += it->second;
+  }
+  return total;
+}
+
+// A bound on the postings a query reads keeps its most selective words: the
+// kept words' stored postings fit the bound, none skipped is rarer than one
+// kept, and the ranking is the in-memory index's over the kept words alone.
+// A bound above what the query's lists hold changes nothing.
+TEST_F(StoredWordIndexTest, APostingBoundReadsTheMostSelectiveWords) {
+  WordIndex oracle(vocabulary_);
+  StoredWordIndex stored(*store_, vocabulary_);
+  stored.SetWriter(store_.get());
+  stored.set_segment_images(40);
+  for (uint64_t id = 1; id <= 150; ++id) {
+    const auto sig = Image(1000 + id);
+    oracle.Add(id, sig);
+    stored.Add(id, sig);
+  }
+  stored.Remove({7, 8});  // dead postings are still read: they still count
+  const uint64_t hash = Commit(&stored);
+  auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
+  ASSERT_NE(loaded, nullptr);
+  const std::map<uint32_t, uint64_t> sizes = ListSizes(oracle);
+  oracle.Remove({7, 8});
+  for (uint64_t seed = 1001; seed <= 1010; ++seed) {
+    const std::vector<WordSignature> query = Image(seed, 120);
+    uint64_t all = 0;
+    EXPECT_EQ(loaded->WordsRead(query, 0, &all).size(), query.size());
+    EXPECT_EQ(all, QueryPostings(query, sizes));
+    // Unbounded and bounded above the total: the same floats.
+    const auto full = loaded->Search(query, 20);
+    EXPECT_EQ(loaded->Search(query, 20, static_cast<int64_t>(all)), full);
+    // Half of them.
+    const int64_t bound = static_cast<int64_t>(all / 2);
+    uint64_t read = 0;
+    const std::vector<size_t> kept = loaded->WordsRead(query, bound, &read);
+    ASSERT_FALSE(kept.empty());
+    ASSERT_LT(kept.size(), query.size());
+    EXPECT_LE(read, static_cast<uint64_t>(bound));
+    std::vector<WordSignature> kept_words;
+    uint64_t most_kept = 0;
+    for (size_t i : kept) {
+      kept_words.push_back(query[i]);
+      most_kept = std::max(most_kept, sizes.at(query[i].word));
+    }
+    EXPECT_EQ(read, QueryPostings(kept_words, sizes));
+    for (size_t i = 0, k = 0; i < query.size(); ++i) {
+      if (k < kept.size() && kept[k] == i) {
+        ++k;
+        continue;
+      }
+      EXPECT_GE(sizes.count(query[i].word) ? sizes.at(query[i].word) : 0, most_kept)
+          << "a skipped word is rarer than a kept one";
+    }
+    // Scored over the kept words: the in-memory index's ranking of them
+    // (scores differ by the query-size factor only).
+    const auto bounded = loaded->Search(query, 20, bound);
+    const auto expected = oracle.Search(kept_words, 20);
+    ASSERT_EQ(bounded.size(), expected.size());
+    const float scale = std::sqrt(static_cast<float>(kept_words.size()) / query.size());
+    for (size_t r = 0; r < bounded.size(); ++r) {
+      EXPECT_EQ(bounded[r].first, expected[r].first) << "rank " << r;
+      EXPECT_NEAR(bounded[r].second, expected[r].second * scale, 1e-5f) << "rank " << r;
+    }
+  }
+}
+
+// A table written before the per-word counts (format 1) is read and searched
+// whole (no bound can apply); the next writer's commit counts the lists
+// again, and the bound works from then on.
+TEST_F(StoredWordIndexTest, AnOlderTableIsSearchedWholeAndRecountedByTheNextCommit) {
+  WordIndex oracle(vocabulary_);
+  StoredWordIndex stored(*store_, vocabulary_);
+  for (uint64_t id = 1; id <= 60; ++id) {
+    const auto sig = Image(1000 + id);
+    oracle.Add(id, sig);
+    stored.Add(id, sig);
+  }
+  stored.SetWriter(store_.get());
+  WordIndexCommit c = stored.Commit();
+  // The same table in format 1: no word count section.
+  std::string old;
+  encoding::PutFixed32(&old, 1);
+  encoding::Reader r(c.table, "table");
+  r.Fixed32();
+  const uint32_t segments = r.Fixed32();
+  encoding::PutFixed32(&old, segments);
+  for (uint32_t i = 0; i < segments; ++i) encoding::PutFixed32(&old, r.Fixed32());
+  const uint32_t words = r.Fixed32();
+  r.Raw(size_t{words} * 4);
+  const size_t rest = r.remaining();
+  old += std::string(r.Raw(rest), rest);
+  c.table = old;
+  store_->PutSearchIndex("blob", &c);
+  auto loaded =
+      StoredWordIndex::Load(*store_, codebook_, Hash64(HashKind::kXxh3_64, old.data(), old.size()));
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_TRUE(loaded->needs_rewrite());
+  ExpectSame(oracle, *loaded, 1);
+  const std::vector<WordSignature> query = Image(1005);
+  EXPECT_EQ(loaded->WordsRead(query, 1).size(), query.size()) << "no counts: every word is read";
+  const uint64_t hash = Commit(loaded.get());
+  auto recounted = StoredWordIndex::Load(*store_, codebook_, hash);
+  ASSERT_NE(recounted, nullptr);
+  EXPECT_FALSE(recounted->needs_rewrite());
+  ExpectSame(oracle, *recounted, 2);
+  uint64_t all = 0;
+  recounted->WordsRead(query, 0, &all);
+  EXPECT_EQ(all, QueryPostings(query, ListSizes(oracle)));
+  EXPECT_LT(recounted->WordsRead(query, static_cast<int64_t>(all / 2)).size(), query.size());
 }
 
 }  // namespace
