@@ -773,6 +773,19 @@ void SaveSearchIndex(Store* store, const SearchIndexSync& sync) {
 
 std::vector<std::string> VerifyWordIndex(const Store& store) {
   std::vector<std::string> problems;
+  // The model's vocabulary fits its codebook (its checksum: Store::Verify).
+  std::optional<std::string> vocabulary;
+  try {
+    vocabulary = store.GetModelWordVocabulary();
+  } catch (const StoreError&) {
+  }
+  if (vocabulary) {
+    try {
+      WordVocabulary::Deserialize(*vocabulary, CodebookFromModel(store.model()));
+    } catch (const encoding::CorruptValue& e) {
+      problems.push_back(std::string("model word vocabulary (m:wv): ") + e.what());
+    }
+  }
   std::optional<std::string> blob;
   try {
     blob = store.GetSearchIndex();

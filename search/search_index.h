@@ -142,9 +142,10 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors
 // must read `store`. Throws StoreError.
 void SaveSearchIndex(Store* store, const SearchIndexSync& sync);
 
-// `lookalike verify`'s check of the persisted word index: the table is the
-// one the search index blob names, its images are in the blob's manifest,
-// and every list decodes (StoredWordIndex::Check). One line per problem.
+// `lookalike verify`'s check of the word index: the model's vocabulary
+// (m:wv) fits the codebook; the table is the one the search index blob
+// names, its images are in the blob's manifest, and every list decodes
+// (StoredWordIndex::Check). One line per problem.
 std::vector<std::string> VerifyWordIndex(const Store& store);
 
 // `lookalike verify`'s check of the colour table: when the persisted index

@@ -122,12 +122,16 @@ TEST_F(VerifyCompactTest, FindsValuesThatDoNotFitTheDatabase) {
     std::string junk = "not a quantizer";
     encoding::PutFixed64(&junk, encoding::Fnv1a64(junk.data(), junk.size()));
     raw.Put("m:dq", junk);
+    std::string words = "not a vocabulary";
+    encoding::PutFixed64(&words, encoding::Fnv1a64(words.data(), words.size()));
+    raw.Put("m:wv", words);
   }
   r = Verify(derived);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no local features, and its vector is derived from them"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("descriptor quantizer (m:dq)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model word vocabulary (m:wv): "), std::string::npos) << r.err;
   { RawDb(stored).Delete("m:pca"); }
   r = Verify(stored);
   EXPECT_EQ(r.code, 2);
