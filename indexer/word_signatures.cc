@@ -140,35 +140,52 @@ WordVocabulary WordVocabulary::Deserialize(const std::string& blob, const Codebo
                         format == kFormatF16);
 }
 
+void WordVocabulary::SubWordDistances(const float* x, int32_t coarse, float* d2) const {
+  // The distances to all sub-words are summed at once, dimension by
+  // dimension (the sub-words dimension-major), which vectorises; each sum
+  // still runs over the dimensions in order, so every distance, and so every
+  // word, is bit for bit what one sub-word at a time gives (the database's
+  // words must not move).
+  const int d = dim_, f = fine_per_word_;
+  const float* sub = fine_by_dim_.data() + static_cast<size_t>(coarse) * d * f;
+  std::fill(d2, d2 + f, 0.0f);
+  for (int j = 0; j < d; ++j) {
+    const float xj = x[j];
+    const float* c = sub + static_cast<size_t>(j) * f;
+    for (int s = 0; s < f; ++s) {
+      const float diff = xj - c[s];
+      d2[s] += diff * diff;
+    }
+  }
+}
+
 std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int64_t n) const {
   std::vector<WordSignature> out;
   if (n <= 0) return out;
   const int d = dim_, f = fine_per_word_;
   std::vector<int32_t> coarse(static_cast<size_t>(n));
   codebook_.Assign(descriptors, n, coarse.data());
-  // Fine word: the nearest of the coarse word's sub-words. The distances to
-  // all of them are summed at once, dimension by dimension (the sub-words
-  // dimension-major), which vectorises; each sum still runs over the
-  // dimensions in order, so every distance, and so every word, is bit for bit
-  // what one sub-word at a time gives (the database's words must not move).
+  // Fine word: the nearest of the coarse word's sub-words.
   std::vector<uint32_t> words(static_cast<size_t>(n));
   std::vector<float> d2(static_cast<size_t>(f));
   for (int64_t i = 0; i < n; ++i) {
     const float* x = descriptors + i * d;
-    const float* sub = fine_by_dim_.data() + static_cast<size_t>(coarse[i]) * d * f;
-    std::fill(d2.begin(), d2.end(), 0.0f);
-    for (int j = 0; j < d; ++j) {
-      const float xj = x[j];
-      const float* c = sub + static_cast<size_t>(j) * f;
-      for (int s = 0; s < f; ++s) {
-        const float diff = xj - c[s];
-        d2[s] += diff * diff;
-      }
-    }
+    SubWordDistances(x, coarse[i], d2.data());
     // The first of equal distances, as a scan of the sub-words in order.
     const int best = static_cast<int>(std::min_element(d2.begin(), d2.end()) - d2.begin());
     words[i] = static_cast<uint32_t>(coarse[i]) * f + static_cast<uint32_t>(best);
   }
+  AppendSignatures(descriptors, words, &out);
+  return out;
+}
+
+void WordVocabulary::AppendSignatures(const float* descriptors, const std::vector<uint32_t>& words,
+                                      std::vector<WordSignature>* out,
+                                      const std::vector<int64_t>* rows) const {
+  const int d = dim_;
+  const auto n = static_cast<int64_t>(words.size());
+  // Label i belongs to descriptor rows[i] (i itself without `rows`).
+  auto row = [&](int64_t i) { return rows ? (*rows)[static_cast<size_t>(i)] : i; };
   // Sort by word, then sum the residuals of each run of equal labels (the
   // scatter-reduce of VLAD encoding, on fine labels).
   std::vector<int64_t> order(static_cast<size_t>(n));
@@ -182,7 +199,7 @@ std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int6
     std::fill(sum.begin(), sum.end(), 0.0f);
     const float* c = fine_.data() + static_cast<size_t>(w) * d;
     for (; end < n && words[order[end]] == w; ++end) {
-      const float* x = descriptors + order[end] * d;
+      const float* x = descriptors + row(order[end]) * d;
       for (int j = 0; j < d; ++j) sum[j] += x[j] - c[j];
     }
     // The rotation is orthonormal, so normalising is not needed for the
@@ -198,9 +215,43 @@ std::vector<WordSignature> WordVocabulary::Encode(const float* descriptors, int6
     uint64_t bits = 0;
     for (int b = 0; b < kSignatureBits; ++b)
       if (rotated[b] > 0) bits |= uint64_t{1} << b;
-    out.push_back(WordSignature{w, bits});
+    out->push_back(WordSignature{w, bits});
     begin = end;
   }
+}
+
+std::vector<WordSignature> WordVocabulary::EncodeMultiple(const float* descriptors, int64_t n,
+                                                          int assignments) const {
+  if (assignments <= 1) return Encode(descriptors, n);
+  std::vector<WordSignature> out;
+  if (n <= 0) return out;
+  const int d = dim_, f = fine_per_word_;
+  const int k = std::min(assignments, f);
+  std::vector<int32_t> coarse(static_cast<size_t>(n));
+  codebook_.Assign(descriptors, n, coarse.data());
+  std::vector<uint32_t> words;
+  std::vector<int64_t> rows;
+  words.reserve(static_cast<size_t>(n * k));
+  rows.reserve(static_cast<size_t>(n * k));
+  std::vector<float> d2(static_cast<size_t>(f));
+  std::vector<int> by_distance(static_cast<size_t>(f));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* x = descriptors + i * d;
+    SubWordDistances(x, coarse[i], d2.data());
+    // The nearest first (the first of equal distances, as Encode), then the
+    // next ones close enough to it.
+    std::iota(by_distance.begin(), by_distance.end(), 0);
+    std::stable_sort(by_distance.begin(), by_distance.end(),
+                     [&](int a, int b) { return d2[a] < d2[b]; });
+    const float bound = kMultipleAssignmentRatio * kMultipleAssignmentRatio * d2[by_distance[0]];
+    for (int r = 0; r < k; ++r) {
+      const int s = by_distance[static_cast<size_t>(r)];
+      if (r > 0 && d2[s] > bound) break;
+      words.push_back(static_cast<uint32_t>(coarse[i]) * f + static_cast<uint32_t>(s));
+      rows.push_back(i);
+    }
+  }
+  AppendSignatures(descriptors, words, &out, &rows);
   return out;
 }
 

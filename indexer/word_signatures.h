@@ -30,6 +30,11 @@ struct WordSignature {
 
 inline constexpr int kSignatureBits = 64;
 
+// WordVocabulary::EncodeMultiple's bound: a further sub-word is joined when
+// its distance is at most this many times the nearest's (Jégou et al.'s
+// multiple assignment, ECCV 2008 / IJCV 2010, use 1.2).
+inline constexpr float kMultipleAssignmentRatio = 1.2f;
+
 // Part of the model (ModelOptions::words): learned with the codebook, from
 // the same sample, and stored with it (Store m:wv); the serialized
 // vocabulary carries fine_per_word, so a database keeps the size it was
@@ -77,6 +82,14 @@ class WordVocabulary {
   // The signatures of an image's `n` unit descriptors: one per distinct fine
   // word, in word order. Empty for n = 0.
   std::vector<WordSignature> Encode(const float* descriptors, int64_t n) const;
+  // A query's signatures with multiple assignment: each descriptor joins its
+  // nearest sub-word and up to `assignments` - 1 more of its coarse word's,
+  // those within kMultipleAssignmentRatio of the nearest's distance (a
+  // descriptor near a sub-word boundary falls on the other side of it in
+  // another view of the scene). The database keeps one word per descriptor
+  // (Encode); only the query side is widened. assignments <= 1 = Encode.
+  std::vector<WordSignature> EncodeMultiple(const float* descriptors, int64_t n,
+                                            int assignments) const;
 
  private:
   WordVocabulary(const Codebook& codebook, int fine_per_word, std::vector<float> fine,
@@ -85,6 +98,15 @@ class WordVocabulary {
   // now) or float32 (format 1, read from an older database and written back
   // as it was, so its postings stay valid).
   bool half_ = true;
+  // The squared distances of descriptor `x` to the fine_per_word_ sub-words
+  // of coarse word `coarse`, into d2.
+  void SubWordDistances(const float* x, int32_t coarse, float* d2) const;
+  // Appends to `out` the signature of each distinct word of `words` (label
+  // i of descriptor rows[i], or of descriptor i without `rows`): the sum of
+  // its descriptors' residuals, rotated and binarised, in word order.
+  void AppendSignatures(const float* descriptors, const std::vector<uint32_t>& words,
+                        std::vector<WordSignature>* out,
+                        const std::vector<int64_t>* rows = nullptr) const;
   Codebook codebook_;
   int num_coarse_ = 0;
   int fine_per_word_ = 0;

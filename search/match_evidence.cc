@@ -170,6 +170,7 @@ MatchEvidence MeasureMatch(const Verification& v, const LocalFeatures& a, const 
   e.matches = v.matches;
   e.inliers = std::max(0, v.inliers);
   e.verified = v.inliers >= min_inliers;
+  e.consistent = ConsistentInliers(v, a, b);
   const int64_t poorer = std::min(a.num(), b.num());
   if (poorer > 0)
     e.coverage = std::min(1.0f, static_cast<float>(e.inliers) / static_cast<float>(poorer));

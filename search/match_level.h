@@ -43,6 +43,9 @@ struct MatchEvidence {
   bool verified = false;
   int matches = 0;  // one-to-one ratio-test matches
   int inliers = 0;  // of those, consistent with the homography
+  // Of those, the most whose keypoints turn and scale alike
+  // (ConsistentInliers, search/verifier.h).
+  int consistent = 0;
   // inliers / (keypoints of the image with fewer keypoints): how much of the
   // poorer image the other explains (dedup's pair score). 0 if unknown.
   float coverage = 0;

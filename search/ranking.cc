@@ -57,6 +57,14 @@ void ParallelFor(size_t n, int threads, Fn&& fn) {
 
 }  // namespace
 
+bool WeaklyVerified(const Verification& v, const LocalFeatures& query,
+                    const LocalFeatures& candidate, const RerankOptions& options) {
+  if (options.weak_inliers == 0 || v.inliers < options.weak_inliers ||
+      v.inliers >= options.min_inliers)
+    return false;
+  return ConsistentInliers(v, query, candidate) >= options.weak_consistent;
+}
+
 float CombinedScore(float base, int inliers) {
   const float evidence = static_cast<float>(inliers) / (static_cast<float>(inliers) + 20.0f);
   return 1.0f - (1.0f - base) * (1.0f - evidence);
@@ -153,13 +161,17 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
   for (size_t i = 0; i < depth; ++i) queue((*list)[i].id);
   for (uint64_t id : also) queue(id);
   std::vector<int> found(todo.size(), -1);
+  std::vector<char> weak(todo.size(), 0);
   std::vector<std::optional<Measured>> measured(todo.size());
   ParallelFor(todo.size(), options_.threads, [&](size_t t) {
     const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame());
     if (!candidate) return;
     Verification v = prepared_->Verify(*candidate);
     found[t] = v.inliers;
-    if (v.inliers < options_.rerank.min_inliers) return;
+    if (v.inliers < options_.rerank.min_inliers) {
+      weak[t] = WeaklyVerified(v, *verified_, *candidate, options_.rerank);
+      return;
+    }
     LocalFeatures keypoints;
     keypoints.width = candidate->width;
     keypoints.height = candidate->height;
@@ -168,15 +180,68 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
   });
   for (size_t t = 0; t < todo.size(); ++t) {
     inliers_of_[todo[t]] = found[t];
+    if (weak[t]) weak_.insert(todo[t]);
     if (measured[t]) measured_.emplace(todo[t], std::move(*measured[t]));
   }
   for (Candidate& c : *list) {
     c.score = c.base;
-    const int n = inliers(c.id);
-    if (n >= options_.rerank.min_inliers)
-      c.score = std::clamp(CombinedScore(c.base, n), -1.0f, 1.0f);
+    if (HasEvidence(c.id)) c.score = std::clamp(CombinedScore(c.base, inliers(c.id)), -1.0f, 1.0f);
   }
   SortByScore(list);
+}
+
+void QueryRanking::VerifyThrough(std::vector<Candidate>* list) {
+  assert(prepared_);  // reranks()
+  const int min_inliers = options_.rerank.min_inliers;
+  std::vector<uint64_t> hubs;
+  for (const Candidate& c : *list) {
+    if (static_cast<int>(hubs.size()) == options_.expansion.hubs) break;
+    if (inliers(c.id) >= kHubInlierFactor * min_inliers) hubs.push_back(c.id);
+  }
+  if (hubs.empty()) return;
+  std::vector<uint64_t> todo;
+  for (const Candidate& c : *list) {
+    if (static_cast<int>(todo.size()) == options_.expansion.hub_depth) break;
+    if (!Verified(c.id) && !chain_of_.count(c.id)) todo.push_back(c.id);
+  }
+  if (todo.empty()) return;
+  // Each hub as a query: its strongest features, as the query's are.
+  std::vector<LocalFeatures> hub_features;
+  std::vector<int> hub_inliers;
+  for (uint64_t id : hubs) {
+    auto f = stored_features_.Read(id, stored_features_.matching_frame());
+    if (!f) continue;
+    hub_features.push_back(StrongestFeatures(*f, options_.rerank.verify_keypoints));
+    hub_inliers.push_back(inliers(id));
+  }
+  std::vector<PreparedQuery> prepared;
+  for (const LocalFeatures& f : hub_features) prepared.emplace_back(f, verify_);
+  std::vector<int> chain(todo.size(), -1);
+  ParallelFor(todo.size(), options_.threads, [&](size_t t) {
+    const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame());
+    if (!candidate) return;
+    for (size_t h = 0; h < prepared.size(); ++h) {
+      const int n = prepared[h].Verify(*candidate).inliers;
+      if (n >= min_inliers) chain[t] = std::max(chain[t], std::min(n, hub_inliers[h]));
+    }
+  });
+  bool changed = false;
+  for (size_t t = 0; t < todo.size(); ++t) {
+    chain_of_[todo[t]] = chain[t];
+    changed = changed || chain[t] >= min_inliers;
+  }
+  if (!changed) return;
+  for (Candidate& c : *list) {
+    const int n = chain_inliers(c.id);
+    if (n >= min_inliers && !Verified(c.id))
+      c.score = std::max(c.score, std::clamp(CombinedScore(c.base, n), -1.0f, 1.0f));
+  }
+  SortByScore(list);
+}
+
+int QueryRanking::chain_inliers(uint64_t id) const {
+  const auto it = chain_of_.find(id);
+  return it == chain_of_.end() ? -1 : it->second;
 }
 
 void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uint64_t>& also) {
@@ -232,7 +297,7 @@ void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uin
     const auto it = thumbnail_of.find(c.id);
     if (it == thumbnail_of.end()) continue;
     c.thumbnail = it->second;
-    if (Verified(c.id) || c.thumbnail <= kThumbnailThreshold) continue;
+    if (HasEvidence(c.id) || c.thumbnail <= kThumbnailThreshold) continue;
     const float evidence =
         weight * (c.thumbnail - kThumbnailThreshold) / (1.0f - kThumbnailThreshold);
     c.score = std::clamp(1.0f - (1.0f - c.score) * (1.0f - evidence), -1.0f, 1.0f);
@@ -266,6 +331,8 @@ int QueryRanking::inliers(uint64_t id) const {
   const auto it = inliers_of_.find(id);
   return it == inliers_of_.end() ? -1 : it->second;
 }
+
+bool QueryRanking::HasEvidence(uint64_t id) const { return Verified(id) || weak_.count(id) > 0; }
 
 bool QueryRanking::Verified(uint64_t id) const {
   return inliers(id) >= options_.rerank.min_inliers;

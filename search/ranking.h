@@ -68,6 +68,7 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -106,6 +107,21 @@ inline constexpr float kThumbnailThreshold = 0.86f;
 // all in full, at a fraction of the cost.
 inline constexpr size_t kFullCorrelationDepth = 100;
 inline constexpr size_t kDeepCorrelations = 50;
+
+// A hub of VerifyThrough is verified with at least this many times
+// rerank.min_inliers: a chain is no stronger than its first link, and a
+// chance verification must not pull its own look-alikes up.
+inline constexpr int kHubInlierFactor = 2;
+
+// True when `v` (query against candidate) has fewer inliers than
+// options.min_inliers but at least options.weak_inliers (> 0), and at least
+// options.weak_consistent of them turn and scale alike (ConsistentInliers):
+// the few inliers another shot of a 3-D scene keeps under one homography,
+// told from a chance fit by their keypoints. Such a candidate is scored by
+// its inliers like a verified one, but is not verified: no level, no
+// expansion, no hub.
+bool WeaklyVerified(const Verification& v, const LocalFeatures& query,
+                    const LocalFeatures& candidate, const RerankOptions& options);
 
 // The noisy-or score of a verified candidate: 1 - (1 - base)(1 - g) with
 // g = inliers / (inliers + 20) (see above; not clamped here).
@@ -183,6 +199,26 @@ class QueryRanking {
   bool Expand(const float* query, const std::vector<Candidate>& list,
               std::vector<float>* expanded) const;
 
+  // Step 3b, after the last Rerank: verification through the query's hubs,
+  // its first `expansion.hubs` candidates of `list` verified with at least
+  // kHubInlierFactor x min_inliers inliers. Each of the first
+  // `expansion.hub_depth` unverified candidates is verified against every
+  // hub's stored features (the hub in the query's place); one with at
+  // least min_inliers against a hub gains the evidence g of the weaker link
+  // of its best chain, min(inliers query-hub, inliers hub-candidate), in a
+  // noisy-or with b like a verified candidate's, and the list is
+  // stable-sorted by score. It stays unverified: no level, no expansion
+  // (its level is what it shares with the query itself). Another view of a
+  // scene often shares more with a verified view of it than with the query
+  // (a landmark seen from further left, the next frames of a sequence).
+  // Only when reranks(); does nothing when expansion.hubs is 0 or no
+  // candidate qualifies as a hub. Throws as Rerank.
+  void VerifyThrough(std::vector<Candidate>* list);
+
+  // Inliers of `id`'s best chain through a hub (the weaker link); -1 =
+  // none (VerifyThrough did not verify it).
+  int chain_inliers(uint64_t id) const;
+
   // True when Correlate runs: thumbnail.weight and thumbnail.depth > 0 and
   // the query has a thumbnail.
   bool correlates() const { return thumbnails_.has_value(); }
@@ -210,6 +246,8 @@ class QueryRanking {
 
  private:
   bool Verified(uint64_t id) const;  // inliers(id) >= min_inliers
+  // Verified, or weakly verified (WeaklyVerified): scored by its inliers.
+  bool HasEvidence(uint64_t id) const;
 
   // What Rerank found for a verified candidate, for Evidence: the
   // verification and the candidate's keypoints (no descriptors).
@@ -239,6 +277,8 @@ class QueryRanking {
   std::unordered_map<uint64_t, float> word_similarity_;  // id -> a
   std::unordered_map<uint64_t, int> inliers_of_;         // id -> inliers (-1: no stored features)
   std::unordered_map<uint64_t, Measured> measured_;      // verified ids only
+  std::unordered_set<uint64_t> weak_;                    // weakly verified ids
+  std::unordered_map<uint64_t, int> chain_of_;           // id -> inliers of its chain
   uint32_t query_width_ = 0, query_height_ = 0;          // the query's keypoint frame
   GreyThumbnail query_thumbnail_;                        // the query's (may be empty)
   std::optional<ThumbnailMatcher> thumbnails_;           // the query's; only when correlates()

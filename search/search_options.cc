@@ -9,6 +9,7 @@ void FusionOptions::Validate() const {
   CheckInRange({"fusion.colour_depth", "--colour-depth"}, colour_depth, 0, 100000);
   CheckInRange({"fusion.colour_candidates", "--colour-candidates"}, colour_candidates, 0, 10000);
   CheckInRange({"fusion.word_weight", "--word-weight"}, word_weight, 0.0f, 100.0f);
+  CheckInRange({"fusion.word_assignments", "--word-assignments"}, word_assignments, 1, 8);
 }
 
 void RerankOptions::Validate() const {
@@ -19,6 +20,10 @@ void RerankOptions::Validate() const {
                int64_t{10000000000});
   CheckAtLeast({"rerank.min_inliers", "--min-inliers"}, min_inliers, 5,
                "four matches always fit a homography");
+  if (weak_inliers != 0) {
+    CheckInRange({"rerank.weak_inliers", "--weak-inliers"}, weak_inliers, 5, 10000);
+    CheckInRange({"rerank.weak_consistent", "--weak-consistent"}, weak_consistent, 2, weak_inliers);
+  }
   CheckInRange({"rerank.verify_keypoints", "--verify-keypoints"}, verify_keypoints, 0, 1000000);
   verify.Validate();
 }
@@ -31,6 +36,8 @@ void ThumbnailOptions::Validate() const {
 
 void ExpansionOptions::Validate() const {
   CheckInRange({"expansion.results", "--expansion"}, results, 0, 100);
+  CheckInRange({"expansion.hubs", "--hubs"}, hubs, 0, 20);
+  CheckInRange({"expansion.hub_depth", "--hub-depth"}, hub_depth, 1, 1000);
 }
 
 void SearchOptions::Validate() const {

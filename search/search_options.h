@@ -38,6 +38,12 @@ struct FusionOptions {
   // the same place keeps when its global statistics drown among thousands
   // of images. 0 = off; off by itself without a word index.
   float word_weight = 7.0f;  // --word-weight, [0, 100]
+  // Multiple assignment of the query's words: each query descriptor joins
+  // up to this many of its coarse word's sub-words (the nearest, and those
+  // within kMultipleAssignmentRatio of its distance;
+  // WordVocabulary::EncodeMultiple), for the word list (fusion and the
+  // verified word head). The database's words are not changed. 1 = off.
+  int word_assignments = 1;  // --word-assignments, 1..8
   // Throws std::invalid_argument naming the field and its flag.
   void Validate() const;
 };
@@ -73,6 +79,16 @@ struct RerankOptions {
   // (at most 7 over the dev set's 6,000 one-to-one matched pairs). >= 5:
   // four matches always fit a homography.
   int min_inliers = 8;  // --min-inliers
+  // Weak verification (WeaklyVerified, search/ranking.h): a candidate with
+  // weak_inliers .. min_inliers - 1 inliers of which at least
+  // weak_consistent turn and scale alike is scored by its inliers (but gets
+  // no level). Chance fits through unrelated images reach 5-7 inliers whose
+  // keypoints disagree; another shot of a 3-D scene keeps a few that agree.
+  // Chosen on the tune half of the dev set (search/README.md, "Weak
+  // verification"). weak_inliers 0 = off (as is any value >= min_inliers);
+  // else 5..10000, and weak_consistent 2..weak_inliers.
+  int weak_inliers = 6;     // --weak-inliers
+  int weak_consistent = 5;  // --weak-consistent
   // Verification matches at most this many of the query's features, its
   // strongest (StrongestFeatures); 0 = all. Bounds the cost of a detailed
   // query, which grows with its feature count times each candidate's. 2,000
@@ -116,6 +132,15 @@ struct ThumbnailOptions {
 // dev-set seed.
 struct ExpansionOptions {
   int results = 5;  // --expansion, 0..100; 0 = off
+  // Verification through verified results (QueryRanking::VerifyThrough):
+  // the first `hubs` results verified with at least 2 x min_inliers inliers
+  // are matched, as the query is, against the first `hub_depth` unverified
+  // candidates; one verified against a hub gains the evidence of the weaker
+  // link of that chain. Another view of a scene often shares more with a
+  // verified view than with the query. Its level stays none: a level says
+  // what was verified against the query itself. 0 = off.
+  int hubs = 0;        // --hubs, 0..20
+  int hub_depth = 30;  // --hub-depth, 1..1000
   // Throws std::invalid_argument naming the field and its flag.
   void Validate() const;
 };

@@ -185,8 +185,9 @@ std::vector<std::pair<uint64_t, float>> Searcher::Impl::WordList(const LocalFeat
   const int64_t depth = std::max<int64_t>(
       options.rerank.word_depth, options.fusion.word_weight > 0 ? options.fusion.colour_depth : 0);
   if (depth == 0) return out;
-  out = words->Search(words->vocabulary().Encode(f.descriptors.data(), f.num()), depth,
-                      options.rerank.word_postings);
+  out = words->Search(words->vocabulary().EncodeMultiple(f.descriptors.data(), f.num(),
+                                                         options.fusion.word_assignments),
+                      depth, options.rerank.word_postings);
   if (!out.empty() && out[0].second > 0) {
     const float best = out[0].second;
     for (auto& [id, s] : out) s /= best;
@@ -367,6 +368,7 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vla
       list = fused_list(expanded.data());
       ranking.Rerank(&list, rerank_depth, head);
     }
+    if (opt.expansion.hubs > 0) ranking.VerifyThrough(&list);
   }
   // After verification, which judges what it can; the colour candidates are
   // where a copy too small to verify still ranks high. The word list's first
@@ -445,6 +447,7 @@ void Searcher::AddMirrored(const ImageEncoder::Result& mirror, std::vector<Hit>*
   // correlation or candidates (a correlation gives no level).
   SearchOptions opt = impl_->options;
   opt.expansion.results = 0;
+  opt.expansion.hubs = 0;
   opt.thumbnail.weight = 0;
   opt.thumbnail.candidates = 0;
   std::unordered_map<uint64_t, size_t> at;  // id -> index in hits

@@ -1,6 +1,7 @@
 #include "search/verifier.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <opencv2/calib3d.hpp>
@@ -100,6 +101,34 @@ std::vector<float> PreparedQuery::Project(const float* rows, int n) const {
   // out^T (r x n) = basis (r x dim) * rows^T (dim x n).
   sgemm_("T", "N", &r, &n, &dim, &one, basis_.data(), &dim, rows, &dim, &zero, out.data(), &r);
   return out;
+}
+
+int ConsistentInliers(const Verification& v, const LocalFeatures& query,
+                      const LocalFeatures& candidate) {
+  // Each inlier's change of orientation (degrees) and of log size.
+  std::vector<std::pair<float, float>> change;
+  change.reserve(v.inlier_pairs.size());
+  for (const auto& [i, j] : v.inlier_pairs) {
+    if (i < 0 || static_cast<size_t>(i) >= query.keypoints.size() || j < 0 ||
+        static_cast<size_t>(j) >= candidate.keypoints.size())
+      continue;
+    const Keypoint& a = query.keypoints[static_cast<size_t>(i)];
+    const Keypoint& b = candidate.keypoints[static_cast<size_t>(j)];
+    if (a.size <= 0 || b.size <= 0) continue;
+    change.emplace_back(b.angle - a.angle, std::log(b.size / a.size));
+  }
+  const float max_log_scale = std::log(kConsistentScale);
+  int best = 0;
+  for (const auto& [angle, scale] : change) {
+    int agree = 0;
+    for (const auto& [other_angle, other_scale] : change) {
+      float turn = std::fmod(std::abs(other_angle - angle), 360.0f);
+      turn = std::min(turn, 360.0f - turn);
+      if (turn <= kConsistentAngle && std::abs(other_scale - scale) <= max_log_scale) ++agree;
+    }
+    best = std::max(best, agree);
+  }
+  return best;
 }
 
 Verification PreparedQuery::Verify(const LocalFeatures& candidate) const {

@@ -81,6 +81,18 @@ inline VerifyOptions CheaperVerifyOptions() {
   return v;
 }
 
+// Weak geometric consistency of a verification's inliers (after Jégou,
+// Douze & Schmid's WGC, ECCV 2008): the most inliers whose keypoints agree
+// on one change of orientation (within kConsistentAngle degrees of one
+// another's) and of size (within a factor kConsistentScale), the pair
+// `query` (v.inlier_pairs' first indices) to `candidate`. The inliers of a
+// true match, another shot of a scene included, turn and scale together;
+// those of a chance homography through a few unrelated matches do not.
+inline constexpr float kConsistentAngle = 20.0f;
+inline constexpr float kConsistentScale = 1.5f;
+int ConsistentInliers(const Verification& v, const LocalFeatures& query,
+                      const LocalFeatures& candidate);
+
 // One query's features prepared for verification against many candidates:
 // with options.match_dims > 0, its principal axes and its descriptors
 // projected on them, computed once. Borrows `features`, which must outlive

@@ -423,6 +423,7 @@ Json MatchEvidenceJson(const MatchEvidence& e) {
   if (!e.verified) return j;
   j["matches"] = e.matches;
   j["inliers"] = e.inliers;
+  j["consistent"] = e.consistent;
   j["coverage"] = Rounded(e.coverage, 4);
   j["hull"] = Json::array({Rounded(e.hull_a, 4), Rounded(e.hull_b, 4)});
   if (e.homography) {

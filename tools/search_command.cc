@@ -60,6 +60,13 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "words first, the commonest skipped (0 = all)");
   g->Value("min-inliers", &o->rerank.min_inliers, d.rerank.min_inliers,
            "RANSAC inliers a result needs to count as verified");
+  g->Value("weak-inliers", &o->rerank.weak_inliers, d.rerank.weak_inliers,
+           "a result with this many inliers or more, below --min-inliers, counts (scored by "
+           "its inliers, without a level) when --weak-consistent of them turn and scale alike "
+           "(0 = off)");
+  g->Value("weak-consistent", &o->rerank.weak_consistent, d.rerank.weak_consistent,
+           "inliers of a --weak-inliers result that must agree on one change of orientation "
+           "and size");
   g->Value("verify-keypoints", &o->rerank.verify_keypoints, d.rerank.verify_keypoints,
            "match at most the query's N strongest local features in verification (0 = all)");
   DeclareVerifyFlags(g, &o->rerank.verify, d.rerank.verify);
@@ -81,6 +88,12 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "again), adding the verified results: finds mirrored copies (0 = off)");
   g->Value("expansion", &o->expansion.results, d.expansion.results,
            "query expansion from up to N verified results (0 = off)");
+  g->Value("hubs", &o->expansion.hubs, d.expansion.hubs,
+           "also verify unverified results against the first N strongly verified ones; a "
+           "result verified through one gains the weaker link's evidence, without a level "
+           "(0 = off)");
+  g->Value("hub-depth", &o->expansion.hub_depth, d.expansion.hub_depth,
+           "unverified results verified through the --hubs");
   g->Number("colour-weight", &o->fusion.colour_weight, d.fusion.colour_weight,
             "weight of the colour similarity added to the VLAD similarity, in units of the "
             "robust spread (1.4826 x median absolute deviation) of the VLAD similarities over "
@@ -93,6 +106,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Number("word-weight", &o->fusion.word_weight, d.fusion.word_weight,
             "weight of the visual-word similarity (over the query's best) added to the VLAD "
             "similarity, in the colour weight's units (0 = off)");
+  g->Value("word-assignments", &o->fusion.word_assignments, d.fusion.word_assignments,
+           "assign each query feature to up to N of the nearest visual words (within 1.2 times "
+           "the nearest's distance) when searching the visual-word index (1 = the nearest only)");
   g->Value("nprobe", &o->index.nprobe, d.index.nprobe,
            "lists an approximate (ivfsq) index visits per query (0 = as stored with the index; "
            "more is slower and more exact)");

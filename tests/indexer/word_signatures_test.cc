@@ -134,6 +134,39 @@ TEST(WordSignaturesTest, DeterministicAndOrderIndependent) {
   EXPECT_LE(differing_bits, 2);  // float summation order only
 }
 
+// Multiple assignment (the query side): one assignment is Encode; more add
+// words, each descriptor's nearest always among them, at most as many per
+// descriptor as asked; a vocabulary of one sub-word per word has no other.
+TEST(WordSignaturesTest, MultipleAssignmentAddsTheNextNearestSubWords) {
+  const Fixture f = Make(4);
+  const std::vector<float> image = Around(RandomUnit(8, 1), 300, 0.05f, 3);
+  ExpectSameSignatures(f.vocabulary.EncodeMultiple(image.data(), 300, 1),
+                       f.vocabulary.Encode(image.data(), 300));
+  const auto one = f.vocabulary.Encode(image.data(), 300);
+  const auto three = f.vocabulary.EncodeMultiple(image.data(), 300, 3);
+  EXPECT_GT(three.size(), one.size());
+  for (size_t i = 1; i < three.size(); ++i) EXPECT_LT(three[i - 1].word, three[i].word);
+  for (const WordSignature& w : one)
+    EXPECT_TRUE(std::any_of(three.begin(), three.end(),
+                            [&](const WordSignature& m) { return m.word == w.word; }))
+        << "word " << w.word << " lost";
+  EXPECT_TRUE(f.vocabulary.EncodeMultiple(image.data(), 0, 3).empty());
+  // Single descriptors: each joins at most `assignments` words, and some
+  // (near a boundary between sub-words) more than one.
+  int joined = 0;
+  for (int64_t i = 0; i < 300; ++i) {
+    const auto m = f.vocabulary.EncodeMultiple(image.data() + i * kDim, 1, 2);
+    ASSERT_GE(m.size(), 1u);
+    ASSERT_LE(m.size(), 2u);
+    joined += m.size() == 2 ? 1 : 0;
+  }
+  EXPECT_GT(joined, 0);
+  // One sub-word per word: nothing else to join.
+  const Fixture single = Make(1);
+  ExpectSameSignatures(single.vocabulary.EncodeMultiple(image.data(), 300, 3),
+                       single.vocabulary.Encode(image.data(), 300));
+}
+
 TEST(WordSignaturesTest, NearbyResidualsAgreeUnrelatedOnesDoNot) {
   const Fixture f = Make(1);
   // One descriptor, a slightly perturbed copy of it, and an unrelated one of

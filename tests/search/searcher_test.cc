@@ -665,6 +665,85 @@ TEST(RankingTest, NoisyOrScore) {
   EXPECT_LT(CombinedScore(0.2f, 10), CombinedScore(0.2f, 30));
 }
 
+// Verification through a hub: a database image showing only what the query
+// does not (the right third of a picture whose left half is the query)
+// shares nothing verifiable with the query, but verifies against the whole
+// picture, which the query verifies strongly. With --hubs it gains that
+// chain's evidence (its score rises above the score it has without) and
+// still has no level: it was not verified against the query.
+TEST_F(SearcherTest, HubsRaiseWhatAStronglyVerifiedResultVerifies) {
+  const cv::Mat whole = testing::MakeSyntheticImage(1 + 3, 320, 240);  // paths_[3]
+  cv::Mat right, left;
+  cv::resize(whole(cv::Rect(214, 0, 106, 240)), right, cv::Size(212, 480));
+  cv::resize(whole(cv::Rect(0, 0, 150, 240)), left, cv::Size(300, 480));
+  testing::WriteImage(dir() + "/right.png", right);
+  const std::string query = tmp_ / "left.png";
+  testing::WriteImage(query, left);
+  IndexOptions io;
+  io.image_dir = dir();
+  io.db_path = db();
+  io.model.codebook.num_clusters = 16;
+  io.threads = 2;
+  io.backend = Backend::kCpu;
+  ASSERT_EQ(BuildIndex(io, nullptr).indexed, 1);
+  auto hit_of = [&](int hubs, const std::string& path) {
+    SearchOptions o;
+    o.index.min_word_images = 0;
+    o.k = kImages + 2;
+    o.rerank.depth = 6;
+    o.expansion.hubs = hubs;
+    o.backend = Backend::kCpu;
+    const std::vector<QueryResult> results = Searcher::Open(db(), o)->SearchFiles({query});
+    for (const Hit& h : results.at(0).hits)
+      if (h.path == AbsolutePath(path)) return h;
+    return Hit();
+  };
+  const Hit hub = hit_of(3, paths_[3]);
+  ASSERT_FALSE(hub.path.empty());
+  ASSERT_GE(hub.inliers, kHubInlierFactor * SearchOptions().rerank.min_inliers);
+  const Hit without = hit_of(0, dir() + "/right.png");
+  const Hit with = hit_of(3, dir() + "/right.png");
+  ASSERT_FALSE(without.path.empty());
+  ASSERT_LT(without.inliers, SearchOptions().rerank.min_inliers);  // not verified directly
+  EXPECT_GT(with.score, without.score + 0.1f);
+  EXPECT_EQ(with.level, MatchLevel::kNone);
+  EXPECT_EQ(with.inliers, without.inliers);
+}
+
+// Weak verification (search/ranking.h): 6 or 7 inliers of which 5 turn and
+// scale alike count, fewer inliers, fewer consistent ones, a verified pair
+// (>= min_inliers) or weak_inliers 0 do not.
+TEST(RankingTest, WeakVerificationNeedsConsistentInliersBelowTheThreshold) {
+  auto pair = [](int inliers, int consistent) {
+    std::pair<LocalFeatures, LocalFeatures> f;
+    Verification v;
+    for (int i = 0; i < inliers; ++i) {
+      Keypoint p;
+      p.size = 4.0f;
+      p.angle = i < consistent ? 10.0f : 10.0f + 90.0f * (i - consistent + 1);
+      f.first.keypoints.push_back(p);
+      p.angle = i < consistent ? 40.0f : 10.0f;
+      f.second.keypoints.push_back(p);
+      v.inlier_pairs.emplace_back(i, i);
+    }
+    v.inliers = inliers;
+    return std::make_pair(f, v);
+  };
+  const RerankOptions o;  // min_inliers 8, weak_inliers 6, weak_consistent 5
+  auto weak = [&](int inliers, int consistent, const RerankOptions& options) {
+    const auto [f, v] = pair(inliers, consistent);
+    return WeaklyVerified(v, f.first, f.second, options);
+  };
+  EXPECT_TRUE(weak(6, 5, o));
+  EXPECT_TRUE(weak(7, 7, o));
+  EXPECT_FALSE(weak(6, 4, o));
+  EXPECT_FALSE(weak(5, 5, o));
+  EXPECT_FALSE(weak(8, 8, o));  // verified, not weakly
+  RerankOptions off = o;
+  off.weak_inliers = 0;
+  EXPECT_FALSE(weak(7, 7, off));
+}
+
 TEST(SearcherOpenTest, ErrorsAndValidation) {
   TempDir tmp;
   SearchOptions o;
@@ -721,6 +800,16 @@ TEST(SearchOptionsTest, ValidateNamesTheFieldAndTheFlag) {
       {[](SearchOptions* o) { o->rerank.min_inliers = 4; },
        "rerank.min_inliers (--min-inliers) must be >= 5 (four matches always fit a homography), "
        "got 4"},
+      {[](SearchOptions* o) { o->rerank.weak_inliers = 4; },
+       "rerank.weak_inliers (--weak-inliers) must be in 5..10000, got 4"},
+      {[](SearchOptions* o) { o->rerank.weak_consistent = 7; },
+       "rerank.weak_consistent (--weak-consistent) must be in 2..6, got 7"},
+      {[](SearchOptions* o) { o->fusion.word_assignments = 0; },
+       "fusion.word_assignments (--word-assignments) must be in 1..8, got 0"},
+      {[](SearchOptions* o) { o->expansion.hubs = 21; },
+       "expansion.hubs (--hubs) must be in 0..20, got 21"},
+      {[](SearchOptions* o) { o->expansion.hub_depth = 0; },
+       "expansion.hub_depth (--hub-depth) must be in 1..1000, got 0"},
       {[](SearchOptions* o) { o->rerank.verify_keypoints = -1; },
        "rerank.verify_keypoints (--verify-keypoints) must be in 0..1000000, got -1"},
       {[](SearchOptions* o) { o->rerank.verify.match_dims = -1; },

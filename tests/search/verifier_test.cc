@@ -206,5 +206,43 @@ TEST(VerifyOptionsTest, ValidateNamesTheField) {
   EXPECT_NO_THROW(VerifyOptions().Validate());
 }
 
+// Weak geometric consistency: inliers whose keypoints all turn by one angle
+// and scale by one factor are consistent, wrap-around at 360 degrees
+// included; scattered orientations or sizes are not.
+TEST(ConsistentInliersTest, CountsTheInliersThatTurnAndScaleAlike) {
+  LocalFeatures a, b;
+  Verification v;
+  for (int i = 0; i < 6; ++i) {
+    Keypoint p;
+    p.x = 10.0f * i;
+    p.size = 4.0f;
+    p.angle = 350.0f + 2.0f * i;  // 350 .. 360: wraps past 0 once turned
+    a.keypoints.push_back(p);
+    p.size = 8.0f + 0.5f * i;  // x2 .. x2.6: within 1.5 of one another
+    p.angle = std::fmod(p.angle + 30.0f, 360.0f);
+    b.keypoints.push_back(p);
+    v.inlier_pairs.emplace_back(i, i);
+  }
+  v.inliers = 6;
+  EXPECT_EQ(ConsistentInliers(v, a, b), 6);
+  // Three of them turned the other way: the largest agreeing group is 3.
+  for (int i = 3; i < 6; ++i)
+    b.keypoints[i].angle = std::fmod(a.keypoints[i].angle + 150.0f, 360.0f);
+  EXPECT_EQ(ConsistentInliers(v, a, b), 3);
+  // Each turned differently: alone.
+  for (int i = 0; i < 6; ++i) b.keypoints[i].angle = 60.0f * i;
+  EXPECT_EQ(ConsistentInliers(v, a, b), 1);
+  // The same turn, sizes scattered by factors of 3: alone again.
+  for (int i = 0; i < 6; ++i) {
+    b.keypoints[i].angle = a.keypoints[i].angle;
+    b.keypoints[i].size = 4.0f * std::pow(3.0f, static_cast<float>(i));
+  }
+  EXPECT_EQ(ConsistentInliers(v, a, b), 1);
+  // Pairs naming keypoints that do not exist are skipped.
+  v.inlier_pairs.emplace_back(6, 99);
+  EXPECT_EQ(ConsistentInliers(v, a, b), 1);
+  EXPECT_EQ(ConsistentInliers(Verification(), a, b), 0);
+}
+
 }  // namespace
 }  // namespace lookalike
