@@ -216,6 +216,26 @@ TEST_F(StoredWordIndexTest, SparseIdsAndManySegmentsScoreAsTheInMemoryIndex) {
 // into one new segment with the ids re-keyed (dead ones, of images the shard
 // removed or changed, dropped), scoring as if the images had been encoded
 // again; the shard is only read.
+// Postings per word of an in-memory index: what the stored table counts.
+std::map<uint32_t, uint64_t> ListSizes(const WordIndex& index) {
+  std::map<uint32_t, uint64_t> sizes;
+  index.ForEachList([&](uint32_t word, const std::vector<std::pair<uint64_t, uint64_t>>& p) {
+    sizes[word] = p.size();
+  });
+  return sizes;
+}
+
+// The postings a query's words hold in `sizes`.
+uint64_t QueryPostings(const std::vector<WordSignature>& query,
+                       const std::map<uint32_t, uint64_t>& sizes) {
+  uint64_t total = 0;
+  for (const WordSignature& q : query) {
+    const auto it = sizes.find(q.word);
+    if (it != sizes.end()) total += it->second;
+  }
+  return total;
+}
+
 TEST_F(StoredWordIndexTest, AddFromJoinsAnotherDatabasesIndexWithIdsReKeyed) {
   const std::string shard_path = (tmp_ / "shard").string();
   auto shard_store = Store::Create(shard_path, model_);
@@ -276,6 +296,14 @@ TEST_F(StoredWordIndexTest, AddFromJoinsAnotherDatabasesIndexWithIdsReKeyed) {
   EXPECT_TRUE(loaded->Check().empty());
   // Only the live postings were copied: none is dead.
   EXPECT_EQ(loaded->stored_postings(), oracle.num_postings());
+  // ... and the table counts them per word, as a query's bound reads them.
+  const std::map<uint32_t, uint64_t> sizes = ListSizes(oracle);
+  for (uint64_t seed = 1001; seed <= 1005; ++seed) {
+    const std::vector<WordSignature> query = Image(seed);
+    uint64_t all = 0;
+    loaded->WordsRead(query, 0, &all);
+    EXPECT_EQ(all, QueryPostings(query, sizes));
+  }
   // Without a writer nothing is joined.
   StoredWordIndex reader(*store_, vocabulary_);
   EXPECT_THROW(reader.AddFrom(*shard, 5000), std::logic_error);
@@ -353,26 +381,6 @@ TEST_F(StoredWordIndexTest, ADamagedListIsReportedNotScored) {
     threw = e.kind() == StoreError::Kind::kCorrupt;
   }
   EXPECT_TRUE(threw) << "a query reading the damaged list is refused, not scored";
-}
-
-// Postings per word of an in-memory index: what the stored table counts.
-std::map<uint32_t, uint64_t> ListSizes(const WordIndex& index) {
-  std::map<uint32_t, uint64_t> sizes;
-  index.ForEachList([&](uint32_t word, const std::vector<std::pair<uint64_t, uint64_t>>& p) {
-    sizes[word] = p.size();
-  });
-  return sizes;
-}
-
-// The postings a query's words hold in `sizes`.
-uint64_t QueryPostings(const std::vector<WordSignature>& query,
-                       const std::map<uint32_t, uint64_t>& sizes) {
-  uint64_t total = 0;
-  for (const WordSignature& q : query) {
-    const auto it = sizes.find(q.word);
-    if (it != sizes.end()) total += it->second;
-  }
-  return total;
 }
 
 // A bound on the postings a query reads keeps its most selective words: the
