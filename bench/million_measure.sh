@@ -60,7 +60,8 @@ server=$!
 port=""
 while [ -z "$port" ]; do
   kill -0 "$server" 2>/dev/null || { cat "$out/serve.err" >&2; exit 2; }
-  port=$(sed -n 's#.*http://127.0.0.1:\([0-9]*\)/.*#\1#p' "$out/serve.out")
+  # (the file may not exist yet: the server's shell opens it)
+  port=$(sed -n 's#.*http://127.0.0.1:\([0-9]*\)/.*#\1#p' "$out/serve.out" 2>/dev/null || true)
   [ -n "$port" ] || sleep 0.2  # waiting for the server's address line
 done
 /usr/bin/python3 - "$port" "$one" <<'PY'

@@ -36,7 +36,7 @@ server=$!
 port=""
 while [ -z "$port" ]; do
   kill -0 "$server" 2>/dev/null || { cat "$work/serve.err" >&2; exit 2; }
-  port=$(sed -n 's#.*http://127.0.0.1:\([0-9]*\)/.*#\1#p' "$work/serve.out")
+  port=$(sed -n 's#.*http://127.0.0.1:\([0-9]*\)/.*#\1#p' "$work/serve.out" 2>/dev/null || true)
   [ -n "$port" ] || sleep 0.2  # waiting for the server's address line
 done
 
