@@ -71,6 +71,34 @@ std::string EncodeList(std::vector<std::pair<uint64_t, uint64_t>>* postings) {
   return out;
 }
 
+// The lists of one new segment on their way to the store: each encoded
+// and counted in `counts` (a word's stored postings) as it is added, and
+// written in batches of about kBatchBytes. Flush writes what is pending.
+class SegmentLists {
+ public:
+  SegmentLists(Store* writer, uint32_t segment, std::vector<uint32_t>* counts)
+      : writer_(writer), segment_(segment), counts_(counts) {}
+  // Encodes `postings` (sorted here) as the list of `word`.
+  void Add(uint32_t word, std::vector<std::pair<uint64_t, uint64_t>>* postings) {
+    lists_.emplace_back(word, EncodeList(postings));
+    AddCount(&(*counts_)[word], postings->size());
+    bytes_ += lists_.back().second.size();
+    if (bytes_ >= kBatchBytes) Flush();
+  }
+  void Flush() {
+    if (!lists_.empty()) writer_->PutWordLists(segment_, lists_);
+    lists_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  Store* writer_;
+  uint32_t segment_;
+  std::vector<uint32_t>* counts_;
+  std::vector<std::pair<uint32_t, std::string>> lists_;
+  size_t bytes_ = 0;
+};
+
 // Calls fn(id, bits) for every posting of a list value, ids ascending.
 // Throws encoding::CorruptValue.
 template <typename Fn>
@@ -425,20 +453,12 @@ uint32_t StoredWordIndex::NewSegment() {
 void StoredWordIndex::WriteMemory() {
   if (memory_->ntotal() == 0) return;
   const uint32_t segment = NewSegment();
-  std::vector<std::pair<uint32_t, std::string>> lists;
-  size_t bytes = 0;
+  SegmentLists lists(writer_, segment, &word_postings_);
   memory_->ForEachList([&](uint32_t word, const std::vector<std::pair<uint64_t, uint64_t>>& p) {
     std::vector<std::pair<uint64_t, uint64_t>> postings = p;
-    lists.emplace_back(word, EncodeList(&postings));
-    AddCount(&word_postings_[word], postings.size());
-    bytes += lists.back().second.size();
-    if (bytes >= kBatchBytes) {
-      writer_->PutWordLists(segment, lists);
-      lists.clear();
-      bytes = 0;
-    }
+    lists.Add(word, &postings);
   });
-  if (!lists.empty()) writer_->PutWordLists(segment, lists);
+  lists.Flush();
   memory_->ForEachImage([&](uint64_t id, uint32_t words) {
     rows_.push_back(Row{id, words, segment});
   });
@@ -462,23 +482,15 @@ int64_t StoredWordIndex::AddFrom(const StoredWordIndex& other, uint64_t id_offse
       throw std::logic_error("word index: image " + std::to_string(row.id + id_offset) +
                              " added twice");
   const uint32_t segment = NewSegment();
-  std::vector<std::pair<uint32_t, std::string>> lists;
-  size_t bytes = 0;
+  SegmentLists lists(writer_, segment, &word_postings_);
   other.ForEachLiveRange([&](const std::vector<uint32_t>& words, LiveLists* live) {
     for (size_t i = 0; i < words.size(); ++i) {
       if ((*live)[i].empty()) continue;
       for (auto& p : (*live)[i]) p.first = other.rows_[p.first].id + id_offset;
-      lists.emplace_back(words[i], EncodeList(&(*live)[i]));
-      AddCount(&word_postings_[words[i]], (*live)[i].size());
-      bytes += lists.back().second.size();
-    }
-    if (bytes >= kBatchBytes) {
-      writer_->PutWordLists(segment, lists);
-      lists.clear();
-      bytes = 0;
+      lists.Add(words[i], &(*live)[i]);
     }
   });
-  if (!lists.empty()) writer_->PutWordLists(segment, lists);
+  lists.Flush();
   for (const Row& row : other.rows_) rows_.push_back(Row{row.id + id_offset, row.words, segment});
   std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.id < b.id; });
   stored_postings_ += static_cast<uint64_t>(other.live_postings_);
@@ -511,15 +523,14 @@ void StoredWordIndex::ForEachLiveRange(
 void StoredWordIndex::Compact() {
   const uint32_t segment = NewSegment();
   std::vector<uint32_t> counts(word_postings_.size(), 0);
+  SegmentLists lists(writer_, segment, &counts);
   ForEachLiveRange([&](const std::vector<uint32_t>& words, LiveLists* live) {
-    std::vector<std::pair<uint32_t, std::string>> lists;
     for (size_t i = 0; i < words.size(); ++i) {
       if ((*live)[i].empty()) continue;
-      AddCount(&counts[words[i]], (*live)[i].size());
       for (auto& p : (*live)[i]) p.first = rows_[p.first].id;  // stored lists hold ids
-      lists.emplace_back(words[i], EncodeList(&(*live)[i]));
+      lists.Add(words[i], &(*live)[i]);
     }
-    if (!lists.empty()) writer_->PutWordLists(segment, lists);
+    lists.Flush();  // each range's lists before the next is read
   });
   for (Row& row : rows_) row.segment = segment;
   segments_ = {segment};
