@@ -71,6 +71,15 @@ class StoredWordIndexTest : public ::testing::Test {
     const auto x = RandomUnit(n, seed);
     return vocabulary_.Encode(x.data(), n);
   }
+  // Adds images a..b (ids), image id's content Image(seed + id), to both.
+  void AddImages(uint64_t a, uint64_t b, uint64_t seed, WordIndex* oracle,
+                 StoredWordIndex* stored) const {
+    for (uint64_t id = a; id <= b; ++id) {
+      const auto sig = Image(seed + id);
+      oracle->Add(id, sig);
+      stored->Add(id, sig);
+    }
+  }
   // Commits `words` as `index` does (with a stand-in blob) and returns its
   // table's hash.
   uint64_t Commit(StoredWordIndex* words) {
@@ -167,11 +176,7 @@ TEST_F(StoredWordIndexTest, CompactionKeepsResultsAndDropsDeadPostings) {
   StoredWordIndex stored(*store_, vocabulary_);
   stored.SetWriter(store_.get());
   stored.set_segment_images(10);  // 12 segments > kMaxSegments: compacted
-  for (uint64_t id = 1; id <= 120; ++id) {
-    const auto sig = Image(1000 + id);
-    oracle.Add(id, sig);
-    stored.Add(id, sig);
-  }
+  AddImages(1, 120, 1000, &oracle, &stored);
   const uint64_t hash = Commit(&stored);
   ExpectSame(oracle, stored, 2);  // the compacted index, still in use
   auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
@@ -245,11 +250,7 @@ TEST_F(StoredWordIndexTest, AddFromJoinsAnotherDatabasesIndexWithIdsReKeyed) {
     StoredWordIndex shard(*shard_store, vocabulary_);
     shard.SetWriter(shard_store.get());
     shard.set_segment_images(23);
-    for (uint64_t id = 1; id <= 90; ++id) {
-      const auto sig = Image(2000 + id);
-      shard_oracle.Add(id, sig);
-      shard.Add(id, sig);
-    }
+    AddImages(1, 90, 2000, &shard_oracle, &shard);
     WordIndexCommit c = shard.Commit();
     shard_store->PutSearchIndex("blob", &c);
     // A second run removes some and changes some: dead postings stay behind.
@@ -275,11 +276,7 @@ TEST_F(StoredWordIndexTest, AddFromJoinsAnotherDatabasesIndexWithIdsReKeyed) {
   WordIndex oracle(vocabulary_);
   StoredWordIndex stored(*store_, vocabulary_);
   stored.SetWriter(store_.get());
-  for (uint64_t id = 1; id <= 40; ++id) {
-    const auto sig = Image(1000 + id);
-    oracle.Add(id, sig);
-    stored.Add(id, sig);
-  }
+  AddImages(1, 40, 1000, &oracle, &stored);
   for (uint64_t id = 1; id <= 90; ++id) {
     std::vector<int64_t> one = {static_cast<int64_t>(id)};
     if (shard_oracle.Remove(one) == 0) continue;
@@ -312,11 +309,7 @@ TEST_F(StoredWordIndexTest, AddFromJoinsAnotherDatabasesIndexWithIdsReKeyed) {
 TEST_F(StoredWordIndexTest, AnUncommittedSegmentIsNeverRead) {
   WordIndex oracle(vocabulary_);
   StoredWordIndex stored(*store_, vocabulary_);
-  for (uint64_t id = 1; id <= 50; ++id) {
-    const auto sig = Image(1000 + id);
-    oracle.Add(id, sig);
-    stored.Add(id, sig);
-  }
+  AddImages(1, 50, 1000, &oracle, &stored);
   const uint64_t hash = Commit(&stored);
   // A run killed after writing a segment, before its commit.
   {
@@ -392,11 +385,7 @@ TEST_F(StoredWordIndexTest, APostingBoundReadsTheMostSelectiveWords) {
   StoredWordIndex stored(*store_, vocabulary_);
   stored.SetWriter(store_.get());
   stored.set_segment_images(40);
-  for (uint64_t id = 1; id <= 150; ++id) {
-    const auto sig = Image(1000 + id);
-    oracle.Add(id, sig);
-    stored.Add(id, sig);
-  }
+  AddImages(1, 150, 1000, &oracle, &stored);
   stored.Remove({7, 8});  // dead postings are still read: they still count
   const uint64_t hash = Commit(&stored);
   auto loaded = StoredWordIndex::Load(*store_, codebook_, hash);
@@ -452,11 +441,7 @@ TEST_F(StoredWordIndexTest, APostingBoundReadsTheMostSelectiveWords) {
 TEST_F(StoredWordIndexTest, AnOlderTableIsSearchedWholeAndRecountedByTheNextCommit) {
   WordIndex oracle(vocabulary_);
   StoredWordIndex stored(*store_, vocabulary_);
-  for (uint64_t id = 1; id <= 60; ++id) {
-    const auto sig = Image(1000 + id);
-    oracle.Add(id, sig);
-    stored.Add(id, sig);
-  }
+  AddImages(1, 60, 1000, &oracle, &stored);
   stored.SetWriter(store_.get());
   WordIndexCommit c = stored.Commit();
   // The same table in format 1: no word count section.
