@@ -108,8 +108,8 @@ struct MatchEvidence {
 // 18 (a mean over all of them is 0 by the least squares fit).
 inline int StructureNeighbours(int inliers) { return inliers >= 18 ? 9 : std::max(1, inliers / 2); }
 
-// Thresholds of ClassifyMatch; defaults chosen as search/README.md ("Match
-// levels") describes.
+// Thresholds of ClassifyMatch; defaults chosen as search/match_levels.md
+// describes.
 struct MatchLevelOptions {
   // The same pixels, mapped (copy and part): the inliers' structured
   // residual is at most this many times what keypoint noise alone leaves

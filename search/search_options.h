@@ -157,7 +157,7 @@ struct SearchOptions {
   // Mirrored copies: the query's mirror image (its own features mirrored,
   // indexer/mirror_features.h; no second extraction) is searched too,
   // without expansion or thumbnail correlation, and its verified hits join
-  // the list (search/README.md, "Mirrored copies").
+  // the list (search/match_levels.md, "Mirrored copies").
   bool mirrored = true;  // --mirrored
   // Threads for verification; 0 = all hardware threads. >= 0.
   int threads = 0;
