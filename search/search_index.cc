@@ -139,6 +139,13 @@ std::vector<int64_t> Ids(const std::vector<IndexedImage>& manifest) {
   return ids;
 }
 
+// The same, as the word index takes them.
+std::vector<uint64_t> WordIds(const std::vector<IndexedImage>& manifest) {
+  std::vector<uint64_t> ids(manifest.size());
+  for (size_t i = 0; i < manifest.size(); ++i) ids[i] = manifest[i].id;
+  return ids;
+}
+
 // The kind `options` want for n vectors; an empty collection is always flat
 // (an approximate kind needs vectors to train on).
 VectorIndexKind WantedKind(const VectorIndexOptions& options, int64_t n, int64_t dim) {
@@ -407,10 +414,7 @@ class WordSource {
       words = std::make_unique<StoredWordIndex>(store_, std::move(*learned));
     }
     if (writer) words->SetWriter(writer);
-    std::vector<uint64_t> ids;
-    ids.reserve(manifest.size());
-    for (const IndexedImage& m : manifest) ids.push_back(m.id);
-    Add(ids, words.get());
+    Add(WordIds(manifest), words.get());
     return words;
   }
 
@@ -510,10 +514,7 @@ void SyncWords(const Store& store, Store* writer, const VectorIndexOptions& opti
   if (model && writer) {
     sync->words = std::make_unique<StoredWordIndex>(store, *model, /*stored_with_model=*/true);
     sync->words->SetWriter(writer);
-    std::vector<uint64_t> ids;
-    ids.reserve(sync->manifest.size());
-    for (const IndexedImage& m : sync->manifest) ids.push_back(m.id);
-    AddWords(store, source, ids, merged, writer, sync);
+    AddWords(store, source, WordIds(sync->manifest), merged, writer, sync);
   } else {
     sync->words = source.Build(sync->manifest, options.seed, model, writer);
   }
