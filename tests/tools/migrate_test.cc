@@ -295,12 +295,16 @@ TEST(MigrateCommandTest, GivesTheModelAWordVocabulary) {
     {
       auto store = Store::Open(db, Store::Mode::kReadOnly);
       ASSERT_TRUE(store->GetModelWordVocabulary().has_value());
-      if (with_words) EXPECT_EQ(store->GetModelWordVocabulary(), own);
+      if (with_words) {
+        EXPECT_EQ(store->GetModelWordVocabulary(), own);
+      }
     }
     EXPECT_EQ(RunLookalike({"verify", "--db", db}).code, 0);
     EXPECT_TRUE(Contains(run({"info", "--db", db, "--format", "json"}).out,
                          "\"word_vocabulary_words\":256"));  // 16 codebook words x 16
-    if (with_words) EXPECT_EQ(Search(db, photos), before) << "the adopted word index changed";
+    if (with_words) {
+      EXPECT_EQ(Search(db, photos), before) << "the adopted word index changed";
+    }
     // The word index built from here on uses the model's vocabulary.
     args = index;
     args.insert(args.end(), {"--db", db, "--word-index-min-images", "1"});
