@@ -73,8 +73,13 @@ struct RerankOptions {
   // Postings the word stage reads per query at most: its most selective
   // words first, the commonest skipped beyond the bound
   // (StoredWordIndex::Search). A query's lists grow with the collection;
-  // this keeps their cost flat past the size where they reach it. 0 = all.
-  int64_t word_postings = 0;  // --word-postings, 0..10^10
+  // this keeps their cost flat past the size where they reach it. 4 million
+  // is never reached at 10,000 images (some 0.3 million), seldom at
+  // 100,000 (mAP 0.9079 -> 0.9075 on the dev set among 100,000 generated
+  // photos), and at 1,000,000 it took the median query from 341 to 232 ms
+  // for 0.011 mAP and 0.013 of copies (0.899 -> 0.888, 0.948 -> 0.934):
+  // bench/results/2026-11-29-search-a-million-measured.md. 0 = all.
+  int64_t word_postings = 4000000;  // --word-postings, 0..10^10
   // Inliers a verified result needs: 8 is above what unrelated pairs reach
   // (at most 7 over the dev set's 6,000 one-to-one matched pairs). >= 5:
   // four matches always fit a homography.
