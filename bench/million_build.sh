@@ -27,10 +27,11 @@
 # finishes the rest, so it can be stopped (kill, reboot) and started again.
 # Each step's wall and CPU time and peak RSS are appended to WORK/build.txt.
 #
-# Cost (2 cores; bench/results/2026-11-29-search-a-million-images.md): the
-# photos' indexing about 0.07 CPU-s per photo, a synthetic image about
-# 0.009 CPU-s, the merge a few CPU-ms per image: about 5 CPU-hours at the
-# defaults, 2.5 hours of two free cores, most of it steps 2 and 4.
+# Cost (2 cores; bench/results/2026-11-29-search-a-million-measured.md):
+# the photos' indexing about 0.044 CPU-s per photo, a synthetic image about
+# 0.007 CPU-s, the merge 1.3 CPU-ms per image (729 s, 2.0 GiB peak): about
+# 12,300 CPU-s at the defaults, under two hours of two free cores, most of
+# it steps 2 and 4.
 # Disk: about 30 KiB per image at the peak (shards and the merged database
 # side by side); remove WORK/synthetic after step 6 with CLEAN=1.
 #
