@@ -23,6 +23,7 @@
 #   DEVSET      default ../shared/data/devset
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/serve_started.sh"
 [ $# -ge 1 ] || {
   echo "usage: bench/million_measure.sh WORK_OR_DB [DEVSET [BUILD_DIR]]" >&2
   exit 2
@@ -58,15 +59,7 @@ one=$(find "$devset/queries" -type f | sort | head -1)
 timed "$L" search --db "$db" "$one"
 echo "one CLI search: $wall s to its answer (target <= 1.5: $(verdict "$wall" 1.5)), peak RSS $rss MiB (target <= 400: $(verdict "$rss" 400))"
 
-"$L" serve --db "$db" --port 0 >"$out/serve.out" 2>"$out/serve.err" &
-server=$!
-port=""
-while [ -z "$port" ]; do
-  kill -0 "$server" 2>/dev/null || { cat "$out/serve.err" >&2; exit 2; }
-  # (the file may not exist yet: the server's shell opens it)
-  port=$(sed -n 's#.*http://127.0.0.1:\([0-9]*\)/.*#\1#p' "$out/serve.out" 2>/dev/null || true)
-  [ -n "$port" ] || sleep 0.2  # waiting for the server's address line
-done
+start_serve "$L" "$db" "$out"
 /usr/bin/python3 - "$port" "$one" <<'PY'
 import http.client, sys, uuid
 port, path = int(sys.argv[1]), sys.argv[2]

@@ -10,6 +10,7 @@
 #   IMAGES 300, CLIENTS 16, SEARCHES 50 (per client)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/serve_started.sh"
 images=${1:-300}
 clients=${2:-16}
 searches=${3:-50}
@@ -31,14 +32,7 @@ trap cleanup EXIT INT TERM
 # Queries: 50 of the indexed files, uploaded (every search finds its file).
 queries=$(find "$work/photos" -name '*.jpg' | sort | head -n 50)
 
-"$bin" serve --db "$work/db" --port 0 >"$work/serve.out" 2>"$work/serve.err" &
-server=$!
-port=""
-while [ -z "$port" ]; do
-  kill -0 "$server" 2>/dev/null || { cat "$work/serve.err" >&2; exit 2; }
-  port=$(sed -n 's#.*http://127.0.0.1:\([0-9]*\)/.*#\1#p' "$work/serve.out" 2>/dev/null || true)
-  [ -n "$port" ] || sleep 0.2  # waiting for the server's address line
-done
+start_serve "$bin" "$work/db" "$work"
 
 echo "serve_load: $images images, $clients clients x $searches searches, $(nproc) cores"
 status=0
