@@ -23,6 +23,7 @@
 #include "search/verifier.h"
 #include "storage/encoding.h"
 #include "storage/store.h"
+#include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
 
 namespace lookalike {
@@ -54,13 +55,7 @@ class PhaseRecorder : public IndexObserver {
 class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
  protected:
   IndexSummary Index(PhaseRecorder* observer) {
-    IndexOptions o;
-    o.image_dir = dir();
-    o.db_path = db();
-    o.model.codebook.num_clusters = 16;
-    o.threads = 2;
-    o.backend = Backend::kCpu;
-    const IndexSummary summary = BuildIndex(o, observer);
+    const IndexSummary summary = BuildIndex(testing::SmallIndexOptions(dir(), db()), observer);
     // What `lookalike index` runs next (tools/index_command.cc).
     VectorIndexOptions index;
     index.kind = GetParam();

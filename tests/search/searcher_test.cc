@@ -39,13 +39,7 @@ class SearcherTest : public ::testing::Test {
     paths_ = testing::WriteSyntheticSet(dir(), kImages, 1, 320, 240);
     flat_ = AbsolutePath(dir() + "/flat.png");
     testing::WriteImage(flat_, cv::Mat(240, 320, CV_8UC3, cv::Scalar(10, 200, 30)));
-    IndexOptions o;
-    o.image_dir = dir();
-    o.db_path = db();
-    o.model.codebook.num_clusters = 16;
-    o.threads = 2;
-    o.backend = Backend::kCpu;
-    const IndexSummary s = BuildIndex(o, nullptr);
+    const IndexSummary s = BuildIndex(testing::SmallIndexOptions(dir(), db()), nullptr);
     ASSERT_EQ(s.indexed, kImages + 1);
     ASSERT_EQ(s.no_features, 1);
   }
@@ -679,13 +673,7 @@ TEST_F(SearcherTest, HubsRaiseWhatAStronglyVerifiedResultVerifies) {
   testing::WriteImage(dir() + "/right.png", right);
   const std::string query = tmp_ / "left.png";
   testing::WriteImage(query, left);
-  IndexOptions io;
-  io.image_dir = dir();
-  io.db_path = db();
-  io.model.codebook.num_clusters = 16;
-  io.threads = 2;
-  io.backend = Backend::kCpu;
-  ASSERT_EQ(BuildIndex(io, nullptr).indexed, 1);
+  ASSERT_EQ(BuildIndex(testing::SmallIndexOptions(dir(), db()), nullptr).indexed, 1);
   auto hit_of = [&](int hubs, const std::string& path) {
     SearchOptions o;
     o.index.min_word_images = 0;
