@@ -94,17 +94,43 @@ std::optional<float> ColourIndex::Similarity(uint64_t id, const Query& query) co
 std::vector<uint64_t> ColourIndex::Search(const Query& query, int n) const {
   if (n <= 0 || query.colour.empty()) return {};
   // The query's norm is the same for every row: rows compare by dot / |row|.
-  std::vector<std::pair<float, int64_t>> scored;  // (-similarity, row): ascending = best first
+  Scored scored;
   scored.reserve(static_cast<size_t>(rows()));
   for (int64_t r = 0; r < rows(); ++r) {
     const int32_t dot = Dot(table_.data() + r * kRowBytes, query.colour.data());
-    if (dot > 0) scored.emplace_back(-dot * inverse_norm_[r], r);
+    if (dot > 0) scored.emplace_back(-dot * inverse_norm_[r], ids_[r]);
   }
-  const size_t m = std::min(scored.size(), static_cast<size_t>(n));
+  return Best(std::move(scored), n);
+}
+
+void ColourIndex::Scan(const Query& query, const uint64_t* ids, const uint8_t* rows, int64_t n,
+                       int keep, Scored* scored) {
+  if (keep <= 0 || query.colour.empty()) return;
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = rows + r * kRowBytes;
+    const int32_t dot = Dot(row, query.colour.data());
+    if (dot > 0) scored->emplace_back(-dot * InverseNorm(row), ids[r]);
+  }
+  // (score, id) pairs are all distinct: the first `keep` are the same
+  // whichever rows were dropped beyond them.
+  if (scored->size() > 4 * static_cast<size_t>(keep) + 4096) {
+    std::nth_element(scored->begin(), scored->begin() + keep, scored->end());
+    scored->resize(static_cast<size_t>(keep));
+  }
+}
+
+std::vector<uint64_t> ColourIndex::Best(Scored scored, int keep) {
+  const size_t m = std::min(scored.size(), static_cast<size_t>(std::max(keep, 0)));
   std::partial_sort(scored.begin(), scored.begin() + m, scored.end());
   std::vector<uint64_t> out(m);
-  for (size_t i = 0; i < m; ++i) out[i] = ids_[scored[i].second];
+  for (size_t i = 0; i < m; ++i) out[i] = scored[i].second;
   return out;
+}
+
+float ColourIndex::RowSimilarity(const std::vector<uint8_t>& row, const Query& query) {
+  if (query.colour.empty() || row.size() != static_cast<size_t>(kRowBytes)) return 0.0f;
+  return std::min(1.0f,
+                  Dot(row.data(), query.colour.data()) * InverseNorm(row.data()) * query.scale);
 }
 
 }  // namespace lookalike

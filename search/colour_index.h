@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace lookalike {
@@ -64,6 +65,18 @@ class ColourIndex {
   // Similarity, best first (ties by id). Zero rows and a query without
   // colour give none.
   std::vector<uint64_t> Search(const Query& query, int n) const;
+
+  // Search over rows read elsewhere (the persisted index's table, a block at
+  // a time): Scan scores `n` rows (n x kRowBytes bytes) of images `ids`
+  // (ascending across calls) into `scored`, which it keeps to at most a few
+  // times `keep` entries; Best then gives what Search gives over the same
+  // rows, best first.
+  using Scored = std::vector<std::pair<float, uint64_t>>;  // (-similarity x scale, id)
+  static void Scan(const Query& query, const uint64_t* ids, const uint8_t* rows, int64_t n,
+                   int keep, Scored* scored);
+  static std::vector<uint64_t> Best(Scored scored, int keep);
+  // Similarity's value for a row held elsewhere (Row of a record's colour).
+  static float RowSimilarity(const std::vector<uint8_t>& row, const Query& query);
 
  private:
   // Dot product of a row with a query's 8-bit bins.

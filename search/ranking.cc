@@ -86,7 +86,7 @@ QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_featu
       query_thumbnail_(thumbnail) {
   fuse_colour_ = options.fusion.colour_weight > 0 && options.fusion.colour_depth > 0 &&
                  !colour.empty() && store.stores_colour();
-  if (fuse_colour_ && colours_) colour_query_ = ColourIndex::Prepare(colour);
+  if (fuse_colour_) colour_query_ = ColourIndex::Prepare(colour);
   if (options.thumbnail.weight > 0 && options.thumbnail.depth > 0 && !thumbnail.empty())
     thumbnails_.emplace(thumbnail);
   rerank_ = options.rerank.depth != 0 && features.num() >= 5;
@@ -126,10 +126,17 @@ void QueryRanking::Fuse(std::vector<Candidate>* list, float spread) {
       else
         unread.push_back(c.id);
     }
+    // As the colour index would give it (its 4-bit row), so a search that
+    // reads no table ranks as one that holds it.
     const auto records = store_.FindByIds(unread);
-    for (size_t i = 0; i < unread.size(); ++i)
-      colour_of_.emplace(unread[i],
-                         records[i] ? ColourSimilarity(colour_, records[i]->colour) : 0.0f);
+    for (size_t i = 0; i < unread.size(); ++i) {
+      float c = 0.0f;
+      if (records[i] && records[i]->colour.size() == static_cast<size_t>(ColourIndex::kBins))
+        c = ColourIndex::RowSimilarity(ColourIndex::Row(records[i]->colour), colour_query_);
+      else if (records[i])
+        c = ColourSimilarity(colour_, records[i]->colour);
+      colour_of_.emplace(unread[i], c);
+    }
   }
   for (Candidate& c : *list) {
     float weighted = c.similarity;

@@ -163,8 +163,7 @@ class QueryRanking {
   // True when Fuse weighs colour (as above).
   bool fuses_colour() const { return fuse_colour_; }
   // The query's colour prepared for the colour index (empty unless
-  // fuses_colour() and the ranking was given an index): what the searcher
-  // looks up colour candidates with.
+  // fuses_colour()): what the searcher looks up colour candidates with.
   const ColourIndex::Query& colour_query() const { return colour_query_; }
 
   // The word index's list for the query (id, a), for word fusion; a
@@ -270,7 +269,7 @@ class QueryRanking {
   std::optional<PreparedQuery> prepared_;
   const std::vector<uint8_t>& colour_;
   const ColourIndex* colours_;
-  ColourIndex::Query colour_query_;  // colour_, prepared for colours_
+  ColourIndex::Query colour_query_;  // colour_, prepared for colour rows
   bool fuse_colour_ = false;
   bool rerank_ = false;
   std::unordered_map<uint64_t, float> colour_of_;        // id -> c

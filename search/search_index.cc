@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <stdexcept>
@@ -30,6 +31,8 @@ struct Decoded {
   uint64_t word_table = 0;  // the word index table's hash; 0 = none
   ColourIndex colours;      // no rows = none
   TinyIndex tiny;           // no rows = none
+  // The blob holds the tables but Decode was asked not to keep them.
+  bool tables_left = false;
 };
 
 // A blob of another format than kFormat: derived data, rebuilt.
@@ -41,55 +44,98 @@ class OtherFormat : public std::runtime_error {
                            "; rebuilt from the stored vectors") {}
 };
 
-// A table of n rows after its u64 row size (colour, tiny images): the rows, or
-// null when the size is 0 (no table). Throws encoding::CorruptValue for
-// another row size or too few bytes.
-const char* Rows(encoding::Reader* r, uint64_t n, uint64_t row_bytes, const std::string& what) {
-  const uint64_t stored = r->Fixed64();
-  if (stored == 0) return nullptr;
-  if (stored != row_bytes)
-    throw encoding::CorruptValue(what + " rows of " + std::to_string(stored) + " bytes");
-  if (r->remaining() / row_bytes < n) throw encoding::CorruptValue(what + " table size mismatch");
-  return r->Raw(n * row_bytes);
+// Reads past n bytes (their checksum still counts).
+void Skip(SearchIndexReader* in, uint64_t n) {
+  std::vector<char> scratch(std::min<uint64_t>(n, uint64_t{1} << 20));
+  while (n > 0) {
+    const uint64_t take = std::min<uint64_t>(n, scratch.size());
+    in->Read(scratch.data(), take);
+    n -= take;
+  }
 }
 
-Decoded Decode(const std::string& blob) {
-  if (blob.size() < 4 || blob.compare(0, 4, kMagic, 4) != 0)
+uint64_t ReadFixed64(SearchIndexReader* in) {
+  char b[8];
+  in->Read(b, sizeof b);
+  return encoding::Reader(b, sizeof b, "search index").Fixed64();
+}
+
+// A table of n rows after its u64 row size (colour, tiny images), read into
+// `rows`; false (nothing read) when the size is 0 (no table). Throws
+// std::runtime_error for another row size or too few bytes.
+// With `rows` null the table's bytes are read past (hashed, not kept).
+template <typename T>
+bool ReadRows(SearchIndexReader* in, uint64_t n, uint64_t row_bytes, const std::string& what,
+              std::vector<T>* rows) {
+  const uint64_t stored = ReadFixed64(in);
+  if (stored == 0) return false;
+  if (stored != row_bytes)
+    throw std::runtime_error(what + " rows of " + std::to_string(stored) + " bytes");
+  if (in->remaining() / row_bytes < n) throw std::runtime_error(what + " table size mismatch");
+  if (rows) {
+    rows->resize(n * row_bytes);
+    in->Read(rows->data(), rows->size());
+  } else {
+    Skip(in, n * row_bytes);
+  }
+  return true;
+}
+
+// Reads the blob front to back, building each table as its bytes pass: no
+// copy of the blob is held (at 1,000,000 images the blob is 345 MB). The
+// reader checks the blob's checksum as its last chunk is read. Without
+// `keep_tables` the colour and tiny-image rows are read past (tables_left).
+Decoded Decode(SearchIndexReader* in, bool keep_tables = true) {
+  char magic[4];
+  if (in->size() < sizeof magic) throw std::runtime_error("not a lookalike search index");
+  in->Read(magic, sizeof magic);
+  if (std::memcmp(magic, kMagic, sizeof magic) != 0)
     throw std::runtime_error("not a lookalike search index");
-  encoding::Reader r(blob.data() + 4, blob.size() - 4, "search index");
   Decoded d;
-  try {
-    const uint32_t format = r.Fixed32();
-    if (format != kFormat) throw OtherFormat(format);
-    d.fingerprint = r.Fixed64();
-    d.dim = r.Fixed64();
-    d.generation = r.Fixed64();
-    const uint64_t n = r.Fixed64();
-    if (n > r.remaining() / 16) throw encoding::CorruptValue("manifest truncated");
-    d.manifest.resize(n);
-    for (IndexedImage& m : d.manifest) {
-      m.id = r.Fixed64();
-      m.content_hash = r.Fixed64();
+  char format_bytes[4];
+  in->Read(format_bytes, sizeof format_bytes);
+  const uint32_t format = encoding::Reader(format_bytes, 4, "search index").Fixed32();
+  if (format != kFormat) throw OtherFormat(format);
+  d.fingerprint = ReadFixed64(in);
+  d.dim = ReadFixed64(in);
+  d.generation = ReadFixed64(in);
+  const uint64_t n = ReadFixed64(in);
+  if (n > in->remaining() / 16) throw std::runtime_error("manifest truncated");
+  d.manifest.resize(n);
+  {
+    constexpr uint64_t kBlock = 4096;  // manifest entries decoded per read
+    std::string bytes(kBlock * 16, '\0');
+    for (uint64_t i = 0; i < n; i += kBlock) {
+      const uint64_t m = std::min(kBlock, n - i);
+      in->Read(bytes.data(), m * 16);
+      encoding::Reader r(bytes.data(), m * 16, "search index manifest");
+      for (uint64_t j = 0; j < m; ++j) {
+        d.manifest[i + j].id = r.Fixed64();
+        d.manifest[i + j].content_hash = r.Fixed64();
+      }
     }
-    const uint64_t size = r.Fixed64();
-    if (size > r.remaining()) throw encoding::CorruptValue("index size mismatch");
-    d.index = VectorIndex::Deserialize(std::string(r.Raw(size), size));
-    d.word_table = r.Fixed64();
-    std::vector<uint64_t> ids(n);
-    for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
-    if (const char* rows = Rows(&r, n, ColourIndex::kRowBytes, "colour"))
-      d.colours.Assign(ids, std::vector<uint8_t>(rows, rows + n * ColourIndex::kRowBytes));
-    if (const char* rows = Rows(&r, n, TinyIndex::kRowBytes, "tiny image")) {
-      const auto* table = reinterpret_cast<const int8_t*>(rows);
-      d.tiny.Assign(ids, std::vector<int8_t>(table, table + n * TinyIndex::kRowBytes));
-    }
-    r.ExpectEnd();
-  } catch (const encoding::CorruptValue& e) {
-    throw std::runtime_error(e.what());
   }
   for (size_t i = 1; i < d.manifest.size(); ++i)
     if (d.manifest[i].id <= d.manifest[i - 1].id)
       throw std::runtime_error("manifest not in id order");
+  const uint64_t size = ReadFixed64(in);
+  if (size > in->remaining()) throw std::runtime_error("index size mismatch");
+  d.index = VectorIndex::DeserializeFrom([in](void* out, size_t k) { in->Read(out, k); }, size);
+  d.word_table = ReadFixed64(in);
+  std::vector<uint64_t> ids(n);
+  for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
+  std::vector<uint8_t> colour_rows;
+  if (ReadRows(in, n, ColourIndex::kRowBytes, "colour", keep_tables ? &colour_rows : nullptr)) {
+    if (keep_tables) d.colours.Assign(ids, std::move(colour_rows));
+    d.tables_left = !keep_tables;
+  }
+  std::vector<int8_t> tiny_rows;
+  if (ReadRows(in, n, TinyIndex::kRowBytes, "tiny image", keep_tables ? &tiny_rows : nullptr)) {
+    if (keep_tables) d.tiny.Assign(std::move(ids), std::move(tiny_rows));
+    d.tables_left = !keep_tables;
+  }
+  if (in->remaining() != 0)
+    throw std::runtime_error(std::to_string(in->remaining()) + " bytes past its last table");
   if (static_cast<int64_t>(d.manifest.size()) != d.index->ntotal())
     throw std::runtime_error("manifest lists " + std::to_string(d.manifest.size()) +
                              " images, the index holds " + std::to_string(d.index->ntotal()));
@@ -163,14 +209,15 @@ std::unique_ptr<VectorIndex> BuildFrom(int64_t dim, const VectorIndexOptions& op
 // Step 1: the persisted index into `sync` (loaded = true) if it is usable,
 // else the reason it is not.
 // Its word index is decoded only when `words` (options.words) asks for it.
-void LoadPersisted(const Store& store, int64_t dim, bool words, SearchIndexSync* sync) {
+void LoadPersisted(const Store& store, int64_t dim, bool words, bool keep_tables,
+                   SearchIndexSync* sync) {
   try {
-    const auto blob = store.GetSearchIndex();
+    const std::unique_ptr<SearchIndexReader> blob = store.ReadSearchIndex();
     if (!blob) {
       sync->reason = "no persisted search index";
       return;
     }
-    Decoded d = Decode(*blob);
+    Decoded d = Decode(blob.get(), keep_tables);
     if (d.fingerprint != store.model().codebook_hash || d.dim != static_cast<uint64_t>(dim)) {
       sync->reason = "persisted search index was built for another model or dimension";
       return;
@@ -180,6 +227,8 @@ void LoadPersisted(const Store& store, int64_t dim, bool words, SearchIndexSync*
     sync->colours = std::move(d.colours);
     sync->tiny = std::move(d.tiny);
     sync->generation = d.generation;
+    sync->old_header = blob->old_checksum();
+    sync->tables_stored = d.tables_left;
     sync->loaded = true;
     // Not wanted: left unread, and dropped at the next save.
     const bool has_words = d.word_table != 0;
@@ -432,9 +481,9 @@ std::unique_ptr<StoredWordIndex> CurrentShardWords(const Store& shard, const std
     const std::optional<std::string> vocabulary = shard.GetModelWordVocabulary();
     const std::optional<ImageTotals> totals = shard.totals();
     if (!vocabulary || *vocabulary != model || !totals || totals->generation == 0) return nullptr;
-    const auto blob = shard.GetSearchIndex();
+    const std::unique_ptr<SearchIndexReader> blob = shard.ReadSearchIndex();
     if (!blob) return nullptr;
-    const Decoded d = Decode(*blob);
+    const Decoded d = Decode(blob.get());
     if (d.fingerprint != shard.model().codebook_hash || d.generation != totals->generation ||
         d.word_table == 0)
       return nullptr;
@@ -600,7 +649,7 @@ void SyncTiny(const Store& store, bool read, const std::vector<uint64_t>& fresh,
 
 SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vectors,
                      const VectorIndexOptions& options, bool build_transient,
-                     const std::vector<MergedShard>& merged = {}) {
+                     const std::vector<MergedShard>& merged = {}, bool hold_tables = true) {
   const int64_t dim = vectors.dim();
   SearchIndexSync sync;
   if (dim > kMaxPersistedFlatDim && WantedKind(options, static_cast<int64_t>(store.num_images()),
@@ -618,11 +667,18 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
   // saved generation never claims more than the manifest holds.
   const std::optional<ImageTotals> totals = store.totals();
   const uint64_t generation = totals ? totals->generation : 0;
-  LoadPersisted(store, dim, options.words, &sync);
+  const bool keep_tables = hold_tables || writer;
+  LoadPersisted(store, dim, options.words, keep_tables, &sync);
+  if (sync.tables_stored && !(generation != 0 && sync.generation == generation)) {
+    // Stale: reconciling rebuilds the tables from the ones held, so they are
+    // read after all (a second pass over the blob; `index` saves a current one).
+    sync = SearchIndexSync();
+    LoadPersisted(store, dim, options.words, /*keep_tables=*/true, &sync);
+  }
   // A persisted index whose colour table does not cover its manifest: the
   // writer reads the records for one below (and saves it); a reader
   // searches without colour candidates.
-  const bool colours_missing = sync.loaded && store.stores_colour() &&
+  const bool colours_missing = sync.loaded && store.stores_colour() && !sync.tables_stored &&
                                sync.colours.rows() != static_cast<int64_t>(sync.manifest.size());
   if (sync.loaded && generation != 0 && sync.generation == generation &&
       !(writer && colours_missing)) {
@@ -698,13 +754,66 @@ std::string SearchIndexSync::Summary() const {
                                         : "")
                 : "") +
          (colours_added ? "; colour table added (colour candidates)" : "") +
+         (old_header ? "; header rewritten (XXH3-64 checksum)" : "") +
          (tiny_read ? "; " + std::to_string(tiny_read) + " tiny images read (thumbnail candidates)"
                     : "");
 }
 
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
-                                const VectorIndexOptions& options) {
-  return Sync(store, nullptr, vectors, options, /*build_transient=*/true);
+                                const VectorIndexOptions& options, bool hold_tables) {
+  return Sync(store, nullptr, vectors, options, /*build_transient=*/true, {}, hold_tables);
+}
+
+StoredCandidates SearchStoredTables(const Store& store, const std::vector<uint64_t>& ids,
+                                    uint64_t generation, const ColourIndex::Query& colour,
+                                    int colour_n, const TinyIndex::Row& tiny, int tiny_n) {
+  StoredCandidates out;
+  const std::unique_ptr<SearchIndexReader> in = store.ReadSearchIndex();
+  if (!in) throw std::runtime_error("the persisted search index is gone");
+  char head[4 + 4];
+  in->Read(head, sizeof head);
+  if (std::memcmp(head, kMagic, 4) != 0 ||
+      encoding::Reader(head + 4, 4, "search index").Fixed32() != kFormat)
+    throw std::runtime_error("the persisted search index changed since it was loaded");
+  Skip(in.get(), 16);  // fingerprint, dim
+  const uint64_t stored_generation = ReadFixed64(in.get());
+  const uint64_t n = ReadFixed64(in.get());
+  if (stored_generation != generation || n != ids.size())
+    throw std::runtime_error("the persisted search index changed since it was loaded");
+  if (n > in->remaining() / 16) throw std::runtime_error("manifest truncated");
+  Skip(in.get(), n * 16);
+  const uint64_t size = ReadFixed64(in.get());
+  if (size > in->remaining()) throw std::runtime_error("index size mismatch");
+  Skip(in.get(), size);
+  ReadFixed64(in.get());  // the word table's hash
+  // Each table a block of rows at a time, the best kept as they pass.
+  constexpr uint64_t kBlockRows = 8192;
+  const auto scan = [&](uint64_t row_bytes, const char* what, auto&& block) {
+    const uint64_t stored = ReadFixed64(in.get());
+    if (stored == 0) return;
+    if (stored != row_bytes || in->remaining() / row_bytes < n)
+      throw std::runtime_error(std::string(what) + " table size mismatch");
+    std::vector<char> rows(kBlockRows * row_bytes);
+    for (uint64_t i = 0; i < n; i += kBlockRows) {
+      const uint64_t m = std::min(kBlockRows, n - i);
+      in->Read(rows.data(), m * row_bytes);
+      block(i, m, rows.data());
+    }
+  };
+  ColourIndex::Scored by_colour;
+  scan(ColourIndex::kRowBytes, "colour", [&](uint64_t i, uint64_t m, const char* rows) {
+    ColourIndex::Scan(colour, ids.data() + i, reinterpret_cast<const uint8_t*>(rows),
+                      static_cast<int64_t>(m), colour_n, &by_colour);
+  });
+  TinyIndex::Scored by_tiny;
+  scan(TinyIndex::kRowBytes, "tiny image", [&](uint64_t i, uint64_t m, const char* rows) {
+    TinyIndex::Scan(tiny, ids.data() + i, reinterpret_cast<const int8_t*>(rows),
+                    static_cast<int64_t>(m), tiny_n, &by_tiny);
+  });
+  if (in->remaining() != 0) throw std::runtime_error("bytes past the search index's last table");
+  out.by_colour = ColourIndex::Best(std::move(by_colour), colour_n);
+  out.by_thumbnail = TinyIndex::Best(std::move(by_tiny), tiny_n);
+  return out;
 }
 
 namespace {
@@ -787,9 +896,9 @@ std::vector<std::string> VerifyWordIndex(const Store& store) {
       problems.push_back(std::string("model word vocabulary (m:wv): ") + e.what());
     }
   }
-  std::optional<std::string> blob;
+  std::unique_ptr<SearchIndexReader> blob;
   try {
-    blob = store.GetSearchIndex();
+    blob = store.ReadSearchIndex();
   } catch (const StoreError&) {
     return problems;  // Store::Verify reports it
   }
@@ -800,7 +909,9 @@ std::vector<std::string> VerifyWordIndex(const Store& store) {
   }
   Decoded d;
   try {
-    d = Decode(*blob);
+    d = Decode(blob.get());
+  } catch (const StoreError&) {
+    return problems;  // Store::Verify reports it
   } catch (const OtherFormat&) {
     return problems;  // not read, rebuilt: nothing of it is used
   } catch (const std::exception& e) {
@@ -840,9 +951,9 @@ std::vector<std::string> VerifyColourTable(const Store& store) {
   std::vector<std::string> problems;
   Decoded d;
   try {
-    const std::optional<std::string> blob = store.GetSearchIndex();
+    const std::unique_ptr<SearchIndexReader> blob = store.ReadSearchIndex();
     if (!blob) return problems;
-    d = Decode(*blob);
+    d = Decode(blob.get());
   } catch (const std::exception&) {
     return problems;  // Store::Verify and VerifyWordIndex report it
   }

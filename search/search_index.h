@@ -95,6 +95,12 @@ struct SearchIndexSync {
   // 0 = unknown. Equal to the store's at the next load: nothing to reconcile.
   uint64_t generation = 0;
   bool restamped = false;  // the persisted index was reconciled at another generation
+  // The persisted index's colour and tiny-image rows were left in the store
+  // (SyncSearchIndex without hold_tables): `colours` and `tiny` are empty.
+  bool tables_stored = false;
+  // The persisted index's header is of the older format (FNV-1a checksum):
+  // rewritten by the next save.
+  bool old_header = false;
   bool loaded = false;     // the persisted index was used
   bool rebuilt = false;    // built from every stored vector (see `reason`)
   bool retrained = false;  // kind changed or lists re-learned as the collection grew
@@ -111,9 +117,9 @@ struct SearchIndexSync {
   // its size and what happened ("built: reason", "re-built ...", "+a -r").
   std::string Summary() const;
   bool changed() const {
-    return !transient &&
-           (!loaded || rebuilt || retrained || retuned || restamped || added || removed ||
-            words_built || words_dropped || words_upgraded || colours_added || tiny_read > 0);
+    return !transient && (!loaded || rebuilt || retrained || retuned || restamped || old_header ||
+                          added || removed || words_built || words_dropped || words_upgraded ||
+                          colours_added || tiny_read > 0);
   }
   // The word index's table was of an older format (rewritten at the save).
   bool words_upgraded = false;
@@ -133,8 +139,25 @@ struct SearchIndexSync {
 // option structs validate them at their boundary: SearchOptions in
 // Searcher::Open, IndexOptions in the indexer). Writes nothing. Throws
 // StoreError (a corrupt stored vector) or std::runtime_error.
+// Without `hold_tables`, a current persisted index's colour and tiny-image
+// tables are left in the store (tables_stored): each query then reads them
+// (SearchStoredTables), for a search of one image that needs them once.
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
-                                const VectorIndexOptions& options);
+                                const VectorIndexOptions& options, bool hold_tables = true);
+
+// What ColourIndex::Search and TinyIndex::Search would give over the tables
+// a SyncSearchIndex without hold_tables left in the store (its manifest's
+// `ids` and `generation`): the colour candidates (colour_n, for `colour`)
+// and thumbnail candidates (tiny_n, for `tiny`), read front to back with the
+// blob's checksum (at 1,000,000 images 208 MB of rows, a few hundred ms,
+// none of it held). Throws StoreError, or std::runtime_error if the
+// persisted index is no longer the one loaded.
+struct StoredCandidates {
+  std::vector<uint64_t> by_colour, by_thumbnail;
+};
+StoredCandidates SearchStoredTables(const Store& store, const std::vector<uint64_t>& ids,
+                                    uint64_t generation, const ColourIndex::Query& colour,
+                                    int colour_n, const TinyIndex::Row& tiny, int tiny_n);
 
 // Writes `sync`'s index and manifest with Store::PutSearchIndex (one atomic
 // WriteBatch), with the word index's table (its lists held in memory are

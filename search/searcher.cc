@@ -40,6 +40,33 @@ struct Searcher::Impl {
   // fusion then reads the candidates' records).
   ColourIndex colours;
   TinyIndex tiny;  // empty: no thumbnail candidates
+  // The two tables were left in the persisted index (SearchOptions::
+  // tables_in_memory off): each query reads them (SearchStoredTables).
+  bool stored_tables = false;
+  uint64_t generation = 0;  // of the persisted index `ids` came from
+  // The last stored-table scan, reused by the mirrored search (same colour,
+  // no thumbnail candidates).
+  mutable std::mutex scan_mutex;
+  struct Scan {
+    std::vector<uint8_t> colour;
+    TinyIndex::Row tiny{};
+    int colour_n = 0, tiny_n = 0;
+    StoredCandidates found;
+  };
+  mutable std::optional<Scan> last_scan;
+  StoredCandidates ScanStored(const ColourIndex::Query& colour, int colour_n,
+                              const TinyIndex::Row& tiny, int tiny_n) const {
+    std::lock_guard<std::mutex> lock(scan_mutex);
+    if (last_scan && last_scan->colour == colour.colour && last_scan->colour_n == colour_n &&
+        (tiny_n == 0 || (last_scan->tiny == tiny && last_scan->tiny_n == tiny_n))) {
+      StoredCandidates c = last_scan->found;
+      if (tiny_n == 0) c.by_thumbnail.clear();
+      return c;
+    }
+    last_scan = Scan{colour.colour, tiny, colour_n, tiny_n,
+                     SearchStoredTables(*store, ids, generation, colour, colour_n, tiny, tiny_n)};
+    return last_scan->found;
+  }
   // The unit of the fusion weights when the short list cannot hold the
   // whole collection: the search vectors of up to kSpreadSample images
   // spread evenly over `ids` (row-major, spread_rows x vectors->dim()),
@@ -240,7 +267,8 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   VectorIndexOptions index_options = options.index;
   index_options.words = options.fusion.word_weight > 0 ||
                         (options.rerank.depth != 0 && options.rerank.word_depth > 0);
-  SearchIndexSync sync = SyncSearchIndex(*impl->store, *impl->vectors, index_options);
+  SearchIndexSync sync =
+      SyncSearchIndex(*impl->store, *impl->vectors, index_options, options.tables_in_memory);
   if (options.index.nprobe > 0)
     sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
   // A query's VLAD short list scans ~30 % of the lists (AutoNprobe) and is
@@ -257,6 +285,8 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   if (sync.colours.rows() == static_cast<int64_t>(impl->ids.size()))
     impl->colours = std::move(sync.colours);
   if (sync.tiny.rows() == static_cast<int64_t>(impl->ids.size())) impl->tiny = std::move(sync.tiny);
+  impl->stored_tables = sync.tables_stored;
+  impl->generation = sync.generation;
   return std::unique_ptr<Searcher>(new Searcher(std::move(impl)));
 }
 
@@ -311,13 +341,23 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vla
   std::future<void> preparing = std::async(launch, [&] {
     prepared.emplace(*impl_->store, *impl_->features, *impl_->vectors, opt, features, colour,
                      impl_->colours.rows() > 0 ? &impl_->colours : nullptr, thumbnail);
+    // (Without a table, fusion reads the candidates' colours from their
+    // records, as the table's rows would give them.)
     // The colour candidates (the same for the expanded query: its colour is
     // the query's), and the thumbnail candidates (the query's thumbnail, the
     // same for both).
-    if (opt.fusion.colour_candidates > 0 && prepared->fuses_colour())
-      by_colour = impl_->colours.Search(prepared->colour_query(), opt.fusion.colour_candidates);
-    if (opt.thumbnail.candidates > 0 && prepared->correlates() && impl_->tiny.rows() > 0)
-      by_thumbnail = impl_->tiny.Search(TinyIndex::RowOf(thumbnail), opt.thumbnail.candidates);
+    const int colour_n = prepared->fuses_colour() ? opt.fusion.colour_candidates : 0;
+    const int tiny_n = prepared->correlates() ? opt.thumbnail.candidates : 0;
+    if (impl_->stored_tables && (colour_n > 0 || tiny_n > 0)) {
+      StoredCandidates c = impl_->ScanStored(prepared->colour_query(), colour_n,
+                                             TinyIndex::RowOf(thumbnail), tiny_n);
+      by_colour = std::move(c.by_colour);
+      by_thumbnail = std::move(c.by_thumbnail);
+    } else {
+      if (colour_n > 0) by_colour = impl_->colours.Search(prepared->colour_query(), colour_n);
+      if (tiny_n > 0 && impl_->tiny.rows() > 0)
+        by_thumbnail = impl_->tiny.Search(TinyIndex::RowOf(thumbnail), tiny_n);
+    }
   });
   const std::vector<float> query = impl_->ToSearch(vlad, 1);
   // The word index's list: its head is verified (and added to the short list

@@ -68,20 +68,35 @@ TinyIndex::Row TinyIndex::RowAt(int64_t r) const {
 }
 
 std::vector<uint64_t> TinyIndex::Search(const Row& query, int n) const {
-  std::vector<uint64_t> out;
-  if (n <= 0 || IsZero(query)) return out;
-  std::vector<std::pair<int32_t, uint64_t>> scored;  // (-dot, id): best first
-  scored.reserve(ids_.size());
-  for (size_t r = 0; r < ids_.size(); ++r) {
-    const int8_t* row = table_.data() + r * kRowBytes;
+  if (n <= 0 || IsZero(query)) return {};
+  Scored scored;
+  Scan(query, ids_.data(), table_.data(), rows(), n, &scored);
+  return Best(std::move(scored), n);
+}
+
+void TinyIndex::Scan(const Row& query, const uint64_t* ids, const int8_t* rows, int64_t n, int keep,
+                     Scored* scored) {
+  if (keep <= 0 || IsZero(query)) return;
+  for (int64_t r = 0; r < n; ++r) {
+    const int8_t* row = rows + r * kRowBytes;
     int32_t dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int i = 0; i < kRowBytes; ++i) dot += int32_t{row[i]} * query[i];
-    if (dot > 0) scored.emplace_back(-dot, ids_[r]);
+    if (dot > 0) scored->emplace_back(-dot, ids[r]);
   }
-  const size_t keep = std::min(scored.size(), static_cast<size_t>(n));
-  std::partial_sort(scored.begin(), scored.begin() + keep, scored.end());
-  for (size_t i = 0; i < keep; ++i) out.push_back(scored[i].second);
+  // (-dot, id) pairs are all distinct: the first `keep` are the same
+  // whichever rows were dropped beyond them.
+  if (scored->size() > 4 * static_cast<size_t>(keep) + 4096) {
+    std::nth_element(scored->begin(), scored->begin() + keep, scored->end());
+    scored->resize(static_cast<size_t>(keep));
+  }
+}
+
+std::vector<uint64_t> TinyIndex::Best(Scored scored, int keep) {
+  const size_t m = std::min(scored.size(), static_cast<size_t>(std::max(keep, 0)));
+  std::partial_sort(scored.begin(), scored.begin() + m, scored.end());
+  std::vector<uint64_t> out(m);
+  for (size_t i = 0; i < m; ++i) out[i] = scored[i].second;
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "indexer/grey_thumbnail.h"
@@ -50,6 +51,15 @@ class TinyIndex {
   // product with `query`, best first (ties by id), positive only. A zero
   // query gives none.
   std::vector<uint64_t> Search(const Row& query, int n) const;
+
+  // Search over rows read elsewhere (the persisted index's table, a block at
+  // a time): Scan scores `n` rows (n x kRowBytes) of images `ids` into
+  // `scored`, kept to at most a few times `keep` entries; Best then gives
+  // what Search gives over the same rows, best first.
+  using Scored = std::vector<std::pair<int32_t, uint64_t>>;  // (-dot, id)
+  static void Scan(const Row& query, const uint64_t* ids, const int8_t* rows, int64_t n, int keep,
+                   Scored* scored);
+  static std::vector<uint64_t> Best(Scored scored, int keep);
 
  private:
   std::vector<uint64_t> ids_;

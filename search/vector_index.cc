@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -405,48 +406,91 @@ std::string VectorIndex::Serialize() const {
   return s;
 }
 
+namespace {
+
+// FAISS's reader over a caller's byte source, bounded to the FAISS payload:
+// a list size that claims more bytes than are left fails the read (FAISS
+// then throws) instead of reading past it.
+class BoundedReader : public faiss::IOReader {
+ public:
+  BoundedReader(const std::function<void(void*, size_t)>& read, uint64_t size)
+      : read_(read), left_(size) {}
+  size_t operator()(void* ptr, size_t size, size_t nitems) override {
+    if (size == 0 || nitems == 0) return 0;
+    const size_t items = static_cast<size_t>(std::min<uint64_t>(nitems, left_ / size));
+    read_(ptr, items * size);
+    left_ -= items * size;
+    return items;
+  }
+  uint64_t left() const { return left_; }
+
+ private:
+  const std::function<void(void*, size_t)>& read_;
+  uint64_t left_;
+};
+
+std::runtime_error Unusable(const std::string& why) {
+  return std::runtime_error("search index blob is unusable: " + why);
+}
+
+}  // namespace
+
 std::unique_ptr<VectorIndex> VectorIndex::Deserialize(const std::string& blob) {
-  auto fail = [](const std::string& why) {
-    return std::runtime_error("search index blob is unusable: " + why);
-  };
   if (blob.size() < 4 + 4 + 4 + 8 + 8 + 8 || blob.compare(0, 4, kMagic, 4) != 0)
-    throw fail("not a lookalike vector index (bad magic or too short)");
+    throw Unusable("not a lookalike vector index (bad magic or too short)");
   const size_t body = blob.size() - 8;
   if (encoding::Reader(blob.data() + body, 8, "search index").Fixed64() !=
       encoding::Fnv1a64(blob.data(), body))
-    throw fail("checksum mismatch (corrupted)");
-  encoding::Reader r(blob.data() + 4, body - 4, "search index");
+    throw Unusable("checksum mismatch (corrupted)");
+  size_t at = 0;
+  return DeserializeFrom(
+      [&blob, &at](void* out, size_t n) {
+        std::memcpy(out, blob.data() + at, n);  // within the size checked above
+        at += n;
+      },
+      blob.size());
+}
+
+std::unique_ptr<VectorIndex> VectorIndex::DeserializeFrom(
+    const std::function<void(void* out, size_t n)>& read, uint64_t size) {
+  constexpr uint64_t kHeader = 4 + 4 + 4 + 8 + 8;
+  if (size < kHeader + 8) throw Unusable("not a lookalike vector index (too short)");
+  char header[kHeader];
+  read(header, kHeader);
+  if (std::memcmp(header, kMagic, 4) != 0)
+    throw Unusable("not a lookalike vector index (bad magic)");
+  encoding::Reader r(header + 4, kHeader - 4, "search index");
   auto impl = std::make_unique<Impl>();
   try {
     const uint32_t version = r.Fixed32();
     if (version != kFormatVersion)
-      throw fail("format version " + std::to_string(version) + ", this build reads " +
-                 std::to_string(kFormatVersion));
+      throw Unusable("format version " + std::to_string(version) + ", this build reads " +
+                     std::to_string(kFormatVersion));
     const uint32_t kind = r.Fixed32();
-    if (kind < 1 || kind > 2) throw fail("unknown kind " + std::to_string(kind));
+    if (kind < 1 || kind > 2) throw Unusable("unknown kind " + std::to_string(kind));
     impl->kind = static_cast<VectorIndexKind>(kind);
     impl->dim = static_cast<int64_t>(r.Fixed64());
-    const uint64_t size = r.Fixed64();
-    if (size != r.remaining()) throw fail("FAISS payload size does not match the blob");
-    faiss::VectorIOReader reader;
-    const char* raw = r.Raw(size);
-    reader.data.assign(reinterpret_cast<const uint8_t*>(raw),
-                       reinterpret_cast<const uint8_t*>(raw) + size);
+    const uint64_t payload = r.Fixed64();
+    if (payload != size - kHeader - 8) throw Unusable("FAISS payload size does not match the blob");
+    BoundedReader reader(read, payload);
     impl->index.reset(faiss::read_index(&reader));
+    if (reader.left() != 0) throw Unusable("FAISS payload longer than the index it holds");
+    char checksum[8];
+    read(checksum, 8);  // the caller's checksum covers it (Deserialize checked it)
   } catch (const encoding::CorruptValue& e) {
-    throw fail(e.what());
+    throw Unusable(e.what());
   } catch (const faiss::FaissException& e) {
-    throw fail(std::string("FAISS could not read it: ") + e.what());
+    throw Unusable(std::string("FAISS could not read it: ") + e.what());
   }
-  if (impl->index->d != impl->dim) throw fail("dimension mismatch inside the blob");
+  if (impl->index->d != impl->dim) throw Unusable("dimension mismatch inside the blob");
   if (impl->kind == VectorIndexKind::kFlat) {
     auto* idmap = dynamic_cast<faiss::IndexIDMap*>(impl->index.get());
     if (!idmap || !dynamic_cast<faiss::IndexFlatIP*>(idmap->index))
-      throw fail("kind flat but the FAISS index is not an IDMap over IndexFlatIP");
+      throw Unusable("kind flat but the FAISS index is not an IDMap over IndexFlatIP");
   } else {
     impl->ivf = dynamic_cast<faiss::IndexIVF*>(impl->index.get());
     if (!dynamic_cast<faiss::IndexIVFScalarQuantizer*>(impl->ivf))
-      throw fail("kind and FAISS index type disagree");
+      throw Unusable("kind and FAISS index type disagree");
   }
   return std::unique_ptr<VectorIndex>(new VectorIndex(std::move(impl)));
 }

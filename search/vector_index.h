@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -146,6 +147,14 @@ class VectorIndex {
   // what is wrong if the blob is truncated, fails its checksum or is not a
   // lookalike vector index.
   static std::unique_ptr<VectorIndex> Deserialize(const std::string& blob);
+  // The same, read front to back through `read` (which copies the next n
+  // bytes to `out` or throws) from a blob of `size` bytes, FAISS's lists
+  // filled straight from it: no copy of the blob is held. For a blob inside
+  // a larger one whose own checksum covers it (the persisted search index):
+  // the trailing FNV-1a is read but not recomputed. Throws as Deserialize,
+  // or what `read` throws.
+  static std::unique_ptr<VectorIndex> DeserializeFrom(
+      const std::function<void(void* out, size_t n)>& read, uint64_t size);
 
   ~VectorIndex();
   VectorIndex(const VectorIndex&) = delete;

@@ -85,7 +85,10 @@ inline constexpr char kVectorDimKey[] = "m:vdim";
 inline constexpr char kDescriptorQuantizerKey[] = "m:dq";
 inline constexpr char kTotalsKey[] = "m:totals";
 inline constexpr char kModelWordVocabularyKey[] = "m:wv";
-inline constexpr uint32_t kSearchIndexFormat = 1;
+// m:xindex's format: 2 = its checksum is XXH3-64 of the blob (written
+// since 2026-11-29); 1 = FNV-1a 64 (still read).
+inline constexpr uint32_t kSearchIndexFormat = 2;
+inline constexpr uint32_t kSearchIndexFnvFormat = 1;
 inline constexpr size_t kSearchIndexChunk = size_t{4} << 20;
 
 inline std::string SearchIndexChunkKey(uint32_t chunk) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <thread>
@@ -330,39 +331,102 @@ void Store::AddModelWordVocabulary(const std::string& blob) {
   if (!s.ok()) throw IoError(path_, s, "write to");
 }
 
-std::optional<std::string> Store::GetSearchIndex() const {
-  // One snapshot, so a writer replacing the index meanwhile is never mixed in.
-  const ScopedSnapshot snapshot(impl_->db.get(), impl_->read_only);
-  const rocksdb::ReadOptions ro = snapshot.Options();
-  std::string header, blob, chunk;
-  std::string problem;
-  rocksdb::Status s = impl_->db->Get(ro, kSearchIndexKey, &header);
-  if (s.ok()) {
-    try {
-      const SearchIndexMeta meta = DecodeSearchIndexMeta(header);
-      blob.reserve(meta.size);
-      for (uint32_t c = 0; c < meta.chunks && problem.empty(); ++c) {
-        s = impl_->db->Get(ro, SearchIndexChunkKey(c), &chunk);
-        if (!s.ok()) problem = "chunk " + std::to_string(c) + " unreadable (" + s.ToString() + ")";
-        blob += chunk;
-      }
-      if (problem.empty() && blob.size() != meta.size)
-        problem = "holds " + std::to_string(blob.size()) + " bytes, header says " +
-                  std::to_string(meta.size);
-      if (problem.empty() && encoding::Fnv1a64(blob.data(), blob.size()) != meta.checksum)
-        problem = "checksum mismatch";
-    } catch (const encoding::CorruptValue& e) {
-      problem = e.what();
-    }
-  } else if (!s.IsNotFound()) {
-    problem = "header unreadable (" + s.ToString() + ")";
+struct SearchIndexReader::State {
+  rocksdb::DB* db = nullptr;
+  std::string path;  // the database's, for messages
+  std::unique_ptr<ScopedSnapshot> snapshot;
+  SearchIndexMeta meta;
+  uint32_t next_chunk = 0;
+  std::string chunk;  // the chunk being read
+  size_t at = 0;      // its bytes read
+  uint64_t read = 0;  // the blob's bytes read
+  XXH3_state_t* xxh3 = nullptr;
+  uint64_t fnv = encoding::Fnv1a64(nullptr, 0);
+
+  ~State() {
+    if (xxh3) XXH3_freeState(xxh3);
   }
-  if (!problem.empty())
+  [[noreturn]] void Fail(const std::string& problem) const {
     throw StoreError(StoreError::Kind::kCorrupt,
-                     "database " + path_ + ": persisted search index: " + problem +
+                     "database " + path + ": persisted search index: " + problem +
                          "; it is rebuilt from the stored vectors (run `lookalike index` to "
                          "rewrite it, `lookalike verify` to check the rest)");
-  if (s.IsNotFound()) return std::nullopt;
+  }
+  uint64_t Digest() const {
+    return meta.checksum_kind == HashKind::kXxh3_64 ? XXH3_64bits_digest(xxh3) : fnv;
+  }
+  // The next chunk into `chunk`, hashed; the checksum checked after the last.
+  void NextChunk() {
+    const uint32_t c = next_chunk++;
+    const rocksdb::Status s = db->Get(snapshot->Options(), SearchIndexChunkKey(c), &chunk);
+    if (!s.ok()) Fail("chunk " + std::to_string(c) + " unreadable (" + s.ToString() + ")");
+    const uint64_t want = std::min<uint64_t>(kSearchIndexChunk, meta.size - read);
+    if (chunk.size() != want)
+      Fail("chunk " + std::to_string(c) + " holds " + std::to_string(chunk.size()) +
+           " bytes, the header implies " + std::to_string(want));
+    at = 0;
+    if (meta.checksum_kind == HashKind::kXxh3_64)
+      XXH3_64bits_update(xxh3, chunk.data(), chunk.size());
+    else
+      fnv = encoding::Fnv1a64(chunk.data(), chunk.size(), fnv);
+    if (next_chunk == meta.chunks && Digest() != meta.checksum) Fail("checksum mismatch");
+  }
+};
+
+SearchIndexReader::SearchIndexReader(std::unique_ptr<State> state) : state_(std::move(state)) {}
+SearchIndexReader::~SearchIndexReader() = default;
+uint64_t SearchIndexReader::size() const { return state_->meta.size; }
+uint64_t SearchIndexReader::remaining() const { return state_->meta.size - state_->read; }
+bool SearchIndexReader::old_checksum() const {
+  return state_->meta.checksum_kind != HashKind::kXxh3_64;
+}
+
+void SearchIndexReader::Read(void* out, size_t n) {
+  State& st = *state_;
+  if (n > remaining())
+    st.Fail("a read of " + std::to_string(n) + " bytes at offset " + std::to_string(st.read) +
+            " passes its end (" + std::to_string(st.meta.size) + " bytes)");
+  auto* dst = static_cast<char*>(out);
+  while (n > 0) {
+    if (st.at == st.chunk.size()) st.NextChunk();
+    const size_t take = std::min(n, st.chunk.size() - st.at);
+    std::memcpy(dst, st.chunk.data() + st.at, take);
+    st.at += take;
+    st.read += take;
+    dst += take;
+    n -= take;
+  }
+}
+
+std::unique_ptr<SearchIndexReader> Store::ReadSearchIndex() const {
+  auto st = std::make_unique<SearchIndexReader::State>();
+  st->db = impl_->db.get();
+  st->path = path_;
+  // One snapshot, so a writer replacing the index meanwhile is never mixed in.
+  st->snapshot = std::make_unique<ScopedSnapshot>(impl_->db.get(), impl_->read_only);
+  std::string header;
+  const rocksdb::Status s = impl_->db->Get(st->snapshot->Options(), kSearchIndexKey, &header);
+  if (s.IsNotFound()) return nullptr;
+  if (!s.ok()) st->Fail("header unreadable (" + s.ToString() + ")");
+  try {
+    st->meta = DecodeSearchIndexMeta(header);
+  } catch (const encoding::CorruptValue& e) {
+    st->Fail(e.what());
+  }
+  if (st->meta.checksum_kind == HashKind::kXxh3_64) {
+    st->xxh3 = XXH3_createState();
+    if (!st->xxh3 || XXH3_64bits_reset(st->xxh3) != XXH_OK) throw std::bad_alloc();
+  }
+  // An empty blob has no chunk to read: its checksum is checked now.
+  if (st->meta.chunks == 0 && st->Digest() != st->meta.checksum) st->Fail("checksum mismatch");
+  return std::make_unique<SearchIndexReader>(std::move(st));
+}
+
+std::optional<std::string> Store::GetSearchIndex() const {
+  const std::unique_ptr<SearchIndexReader> reader = ReadSearchIndex();
+  if (!reader) return std::nullopt;
+  std::string blob(reader->size(), '\0');
+  reader->Read(blob.data(), blob.size());
   return blob;
 }
 
@@ -384,7 +448,7 @@ void Store::PutSearchIndex(const std::string& blob, const WordIndexCommit* words
   encoding::PutFixed32(&header, kSearchIndexFormat);
   encoding::PutFixed64(&header, blob.size());
   encoding::PutFixed32(&header, chunks);
-  encoding::PutFixed64(&header, encoding::Fnv1a64(blob.data(), blob.size()));
+  encoding::PutFixed64(&header, XXH3_64bits(blob.data(), blob.size()));
   batch.Put(kSearchIndexKey, header);
   if (!words) {
     batch.DeleteRange("w:", "w;");

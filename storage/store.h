@@ -64,6 +64,33 @@ class ShardReadLock {
 using FeaturesCheck =
     std::function<std::string(const ImageRecord& record, const std::string& blob)>;
 
+// The persisted search index's blob read front to back from one snapshot
+// (Store::ReadSearchIndex), holding one 4 MiB chunk at a time. Its checksum
+// is computed as the bytes pass and checked when the last one is read, so a
+// decoder that reads the blob to its end has checked all of it; what it built
+// before a mismatch must be discarded (the exception says so).
+class SearchIndexReader {
+ public:
+  struct State;  // storage/store.cc
+  explicit SearchIndexReader(std::unique_ptr<State> state);
+  ~SearchIndexReader();
+  SearchIndexReader(const SearchIndexReader&) = delete;
+  SearchIndexReader& operator=(const SearchIndexReader&) = delete;
+
+  uint64_t size() const;       // the whole blob's bytes
+  uint64_t remaining() const;  // bytes not read yet
+  // Checked with FNV-1a (m:xindex format 1, before 2026-11-29): rewrite it
+  // (PutSearchIndex) to have it checked with XXH3-64, 10x faster.
+  bool old_checksum() const;
+  // Copies the next n bytes to `out`. Throws StoreError(kCorrupt) when fewer
+  // than n remain, a chunk is missing or of the wrong size, or (as the last
+  // byte is read) the blob fails its checksum.
+  void Read(void* out, size_t n);
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
 class Store {
  public:
   enum class Mode { kReadWrite, kReadOnly };
@@ -246,10 +273,16 @@ class Store {
   // encodes), or nullopt if none was written. Throws StoreError(kCorrupt) if
   // a chunk is missing or the blob fails its checksum.
   std::optional<std::string> GetSearchIndex() const;
+  // The same blob read in order, one chunk held at a time (SearchIndexReader),
+  // for a decoder that builds its tables as it reads: no copy of the whole
+  // blob (345 MB at 1,000,000 images) is ever held. Null if none was
+  // written. The reader must not outlive this store. Throws
+  // StoreError(kCorrupt) for an unreadable header.
+  std::unique_ptr<SearchIndexReader> ReadSearchIndex() const;
 
   // Replaces the persisted search index in one atomic WriteBatch: the blob
   // in chunks of 4 MiB under x:<u32 BE chunk>, and m:xindex (format, size,
-  // chunk count, FNV-1a of the blob), with the word index's table and
+  // chunk count, XXH3-64 of the blob), with the word index's table and
   // vocabulary (`words`; null: every w: key is deleted) and the deletion of
   // every word-list segment the table does not list. Throws StoreError(kIo).
   void PutSearchIndex(const std::string& blob, const WordIndexCommit* words = nullptr);

@@ -28,10 +28,12 @@ encoding::CorruptValue ChecksumMismatch(const std::string& what, uint64_t stored
 SearchIndexMeta DecodeSearchIndexMeta(const std::string& value) {
   Reader r(value, "search index header (m:xindex)");
   const uint32_t format = r.Fixed32();
-  if (format != kSearchIndexFormat)
+  if (format != kSearchIndexFormat && format != kSearchIndexFnvFormat)
     throw encoding::CorruptValue("search index header: format " + std::to_string(format) +
-                                 ", this build reads " + std::to_string(kSearchIndexFormat));
+                                 ", this build reads " + std::to_string(kSearchIndexFnvFormat) +
+                                 " and " + std::to_string(kSearchIndexFormat));
   SearchIndexMeta m;
+  m.checksum_kind = format == kSearchIndexFormat ? HashKind::kXxh3_64 : HashKind::kFnv1a64;
   m.size = r.Fixed64();
   m.chunks = r.Fixed32();
   m.checksum = r.Fixed64();

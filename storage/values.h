@@ -27,6 +27,7 @@ encoding::CorruptValue ChecksumMismatch(const std::string& what, uint64_t stored
 struct SearchIndexMeta {
   uint64_t size = 0;
   uint32_t chunks = 0;
+  HashKind checksum_kind = HashKind::kXxh3_64;  // format 2; format 1: FNV-1a
   uint64_t checksum = 0;
 };
 SearchIndexMeta DecodeSearchIndexMeta(const std::string& value);

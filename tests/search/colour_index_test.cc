@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -113,6 +115,41 @@ TEST(ColourIndexTest, RejectsWrongSizesAndOrder) {
   index.Assign({1, 2}, std::vector<uint8_t>(2 * ColourIndex::kRowBytes, 3));
   EXPECT_EQ(index.rows(), 2);
   EXPECT_TRUE(index.Similarity(2, ColourIndex::Prepare(Peak(1, 9))).has_value());
+}
+
+// Scan over a table in blocks, keeping a bounded list, then Best: what
+// Search gives over the whole table (the persisted tables are read so).
+TEST(ColourIndexTest, ScanInBlocksGivesWhatSearchGives) {
+  std::mt19937 rng(7);
+  ColourIndex index;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 5000; ++i) {
+    std::vector<uint8_t> colour(ColourIndex::kBins, 0);
+    for (int b = 0; b < 12; ++b) colour[rng() % colour.size()] = static_cast<uint8_t>(rng() % 256);
+    if (i % 97 == 0) colour.clear();  // no colour: never a candidate
+    ids.push_back(3 * i + 1);
+    index.Append(ids.back(), colour);
+  }
+  std::vector<uint8_t> query(ColourIndex::kBins, 0);
+  for (int b = 0; b < 20; ++b) query[rng() % query.size()] = static_cast<uint8_t>(rng() % 256);
+  const ColourIndex::Query q = ColourIndex::Prepare(query);
+  for (int keep : {1, 50, 6000}) {
+    ColourIndex::Scored scored;
+    for (int64_t at = 0; at < index.rows(); at += 333) {
+      const int64_t n = std::min<int64_t>(333, index.rows() - at);
+      ColourIndex::Scan(q, ids.data() + at, index.table().data() + at * ColourIndex::kRowBytes, n,
+                        keep, &scored);
+    }
+    const std::vector<uint64_t> best = ColourIndex::Best(std::move(scored), keep);
+    EXPECT_EQ(best, index.Search(q, keep)) << keep;
+    ASSERT_FALSE(best.empty());
+    // RowSimilarity of a row held elsewhere is Similarity's value.
+    const int64_t r = static_cast<int64_t>((best[0] - 1) / 3);
+    const auto row = index.table().begin() + r * ColourIndex::kRowBytes;
+    EXPECT_EQ(
+        ColourIndex::RowSimilarity(std::vector<uint8_t>(row, row + ColourIndex::kRowBytes), q),
+        *index.Similarity(best[0], q));
+  }
 }
 
 }  // namespace

@@ -19,8 +19,11 @@
 
 #include "indexer/file_walker.h"
 #include "indexer/pipeline.h"
+#include "indexer/search_vectors.h"
+#include "search/colour_index.h"
 #include "search/ranking.h"
 #include "search/search_index.h"
+#include "search/tiny_index.h"
 #include "storage/store.h"
 #include "tests/indexer/small_index_options.h"
 #include "tests/test_images.h"
@@ -100,6 +103,70 @@ TEST_F(SearcherTest, OneThreadRanksAsSeveralDo) {
     }
   }
   EXPECT_GE(runs[0][0].hits.at(0).inliers, SearchOptions().rerank.min_inliers);  // verification ran
+}
+
+// A search that leaves the colour and tiny-image tables in the store (what
+// `lookalike search` of one image does) finds the same colour and thumbnail
+// candidates, and ranks exactly as one that holds them.
+TEST_F(SearcherTest, TablesReadPerQueryRankAsTablesHeld) {
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadWrite);
+    UpdateSearchIndex(store.get(), SearchVectors(*store), VectorIndexOptions());
+  }
+  {
+    auto store = Store::Open(db(), Store::Mode::kReadOnly);
+    const SearchVectors vectors(*store);
+    const SearchIndexSync lean = SyncSearchIndex(*store, vectors, VectorIndexOptions(), false);
+    ASSERT_TRUE(lean.loaded);
+    ASSERT_TRUE(lean.tables_stored);
+    EXPECT_EQ(lean.colours.rows(), 0);
+    EXPECT_EQ(lean.tiny.rows(), 0);
+    const SearchIndexSync held = SyncSearchIndex(*store, vectors, VectorIndexOptions(), true);
+    EXPECT_FALSE(held.tables_stored);
+    ASSERT_EQ(held.colours.rows(), kImages);
+    ASSERT_EQ(held.tiny.rows(), kImages);
+    std::vector<uint64_t> ids;
+    for (const IndexedImage& m : held.manifest) ids.push_back(m.id);
+    for (int64_t r = 0; r < held.tiny.rows(); ++r) {
+      const auto record = store->FindById(ids[r]);
+      ASSERT_TRUE(record.has_value());
+      const ColourIndex::Query colour = ColourIndex::Prepare(record->colour);
+      const TinyIndex::Row tiny = held.tiny.RowAt(r);
+      for (int n : {1, 5, kImages}) {
+        const StoredCandidates c =
+            SearchStoredTables(*store, ids, held.generation, colour, n, tiny, n);
+        EXPECT_EQ(c.by_colour, held.colours.Search(colour, n)) << record->path;
+        EXPECT_EQ(c.by_thumbnail, held.tiny.Search(tiny, n)) << record->path;
+        EXPECT_FALSE(c.by_colour.empty());
+      }
+    }
+    // Read against another generation: refused, not mixed.
+    EXPECT_THROW(SearchStoredTables(*store, ids, held.generation + 1, ColourIndex::Query(), 1,
+                                    TinyIndex::Row{}, 1),
+                 std::runtime_error);
+  }
+  std::vector<std::string> queries = paths_;
+  queries.push_back(WriteTinyCopyOfImage6());
+  std::vector<std::vector<QueryResult>> runs;
+  for (bool in_memory : {true, false}) {
+    SearchOptions o;
+    o.index.min_word_images = 0;
+    o.k = 8;
+    o.backend = Backend::kCpu;
+    o.tables_in_memory = in_memory;
+    runs.push_back(Searcher::Open(db(), o)->SearchFiles(queries));
+  }
+  for (size_t q = 0; q < queries.size(); ++q) {
+    ASSERT_EQ(runs[1][q].hits.size(), runs[0][q].hits.size()) << queries[q];
+    for (size_t i = 0; i < runs[0][q].hits.size(); ++i) {
+      const Hit& a = runs[0][q].hits[i];
+      const Hit& b = runs[1][q].hits[i];
+      EXPECT_EQ(b.id, a.id) << queries[q];
+      EXPECT_EQ(b.score, a.score) << queries[q];
+      EXPECT_EQ(b.colour, a.colour) << queries[q];
+      EXPECT_EQ(b.thumbnail, a.thumbnail) << queries[q];
+    }
+  }
 }
 
 TEST_F(SearcherTest, EachImageFindsItselfFirst) {

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -72,6 +74,34 @@ TEST(TinyIndexTest, SearchRanksTheOriginalFirstAndNeverReturnsZeroRows) {
   EXPECT_THROW(index.Append(800, query), std::invalid_argument) << "ids ascend";
   EXPECT_THROW(index.Assign({1, 2}, std::vector<int8_t>(64)), std::invalid_argument);
   EXPECT_THROW(index.Assign({2, 1}, std::vector<int8_t>(128)), std::invalid_argument);
+}
+
+// Scan over a table in blocks, keeping a bounded list, then Best: what
+// Search gives over the whole table (the persisted tables are read so).
+TEST(TinyIndexTest, ScanInBlocksGivesWhatSearchGives) {
+  std::mt19937 rng(11);
+  TinyIndex index;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 5000; ++i) {
+    TinyIndex::Row row{};
+    if (i % 89 != 0)
+      for (int8_t& v : row) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    ids.push_back(2 * i + 5);
+    index.Append(ids.back(), row);
+  }
+  TinyIndex::Row query{};
+  for (int8_t& v : query) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  for (int keep : {1, 20, 6000}) {
+    TinyIndex::Scored scored;
+    for (int64_t at = 0; at < index.rows(); at += 257) {
+      const int64_t n = std::min<int64_t>(257, index.rows() - at);
+      TinyIndex::Scan(query, ids.data() + at, index.table().data() + at * TinyIndex::kRowBytes, n,
+                      keep, &scored);
+    }
+    const std::vector<uint64_t> best = TinyIndex::Best(std::move(scored), keep);
+    EXPECT_EQ(best, index.Search(query, keep)) << keep;
+    EXPECT_FALSE(best.empty());
+  }
 }
 
 }  // namespace

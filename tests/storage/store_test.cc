@@ -1534,6 +1534,70 @@ TEST(StoreTest, PersistedSearchIndex) {
   }
 }
 
+// ReadSearchIndex hands the blob over in reads of any size across its 4 MiB
+// chunks, checking its checksum as the last chunk is read; a header of the
+// older format (FNV-1a, written before 2026-11-29) is still read and
+// reported, and a flipped byte in it is caught too.
+TEST(StoreTest, SearchIndexReadInPiecesChecksItsChecksumAtTheEnd) {
+  TempDir tmp;
+  const std::string db = tmp / "db";
+  const std::string big = RandomBytes(5, 9u << 20);  // three chunks
+  {
+    auto store = Store::Create(db, MakeModel(), nullptr, 2);
+    EXPECT_EQ(store->ReadSearchIndex(), nullptr);
+    store->PutSearchIndex(big);
+  }
+  auto read_all = [&](size_t piece) {
+    auto store = Store::Open(db, Store::Mode::kReadOnly);
+    const std::unique_ptr<SearchIndexReader> in = store->ReadSearchIndex();
+    EXPECT_NE(in, nullptr);
+    if (!in) return std::make_pair(std::string(), false);
+    const bool old = in->old_checksum();
+    std::string out(in->size(), '\0');
+    for (size_t at = 0; at < out.size(); at += piece) {
+      in->Read(out.data() + at, std::min(piece, out.size() - at));
+      EXPECT_EQ(in->remaining(), out.size() - std::min(out.size(), at + piece));
+    }
+    EXPECT_THROW(in->Read(out.data(), 1), StoreError);  // past its end
+    return std::make_pair(out, old);
+  };
+  EXPECT_EQ(read_all(7777), std::make_pair(big, false));
+  EXPECT_EQ(read_all(big.size()), std::make_pair(big, false));
+  // The header as the older format wrote it: format 1, FNV-1a of the blob.
+  std::string header;
+  encoding::PutFixed32(&header, 1);
+  encoding::PutFixed64(&header, big.size());
+  encoding::PutFixed32(&header, 3);
+  encoding::PutFixed64(&header, encoding::Fnv1a64(big.data(), big.size()));
+  {
+    auto raw = OpenRaw(db);
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "m:xindex", header).ok());
+  }
+  EXPECT_EQ(read_all(1u << 20), std::make_pair(big, true));
+  const std::string chunk2 = std::string("x:") + std::string("\0\0\0\2", 4);
+  {
+    auto raw = OpenRaw(db);
+    std::string value;
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), chunk2, &value).ok());
+    value[100] ^= 0x20;
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), chunk2, value).ok());
+  }
+  auto store = Store::Open(db, Store::Mode::kReadOnly);
+  const std::unique_ptr<SearchIndexReader> in = store->ReadSearchIndex();
+  ASSERT_NE(in, nullptr);
+  std::string head(8u << 20, '\0');
+  in->Read(head.data(), head.size());  // the first two chunks are whole
+  EXPECT_EQ(head, big.substr(0, head.size()));
+  std::string rest(in->remaining(), '\0');
+  try {
+    in->Read(rest.data(), rest.size());
+    ADD_FAILURE() << "a flipped byte in the last chunk went unnoticed";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.kind(), StoreError::Kind::kCorrupt);
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace lookalike
 
