@@ -40,6 +40,10 @@ struct Searcher::Impl {
   // fusion then reads the candidates' records).
   ColourIndex colours;
   TinyIndex tiny;  // empty: no thumbnail candidates
+  // Loads the search index and tables (once; Open does unless the query is
+  // encoded first); every search calls it before it reads them.
+  std::once_flag load_once;
+  void Load();
   // The two tables were left in the persisted index (SearchOptions::
   // tables_in_memory off): each query reads them (SearchStoredTables).
   bool stored_tables = false;
@@ -242,6 +246,38 @@ void Searcher::Impl::AddMissing(const float* query, const std::vector<uint64_t>&
 Searcher::Searcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Searcher::~Searcher() = default;
 
+void Searcher::Impl::Load() {
+  std::call_once(load_once, [this] {
+    // The persisted search index, reconciled in memory with the records if
+    // it is stale (read-only: `lookalike index` writes it), or built from
+    // the stored vectors if there is none.
+    // The word index is read (or built from the features) only when a query
+    // will use it.
+    VectorIndexOptions index_options = options.index;
+    index_options.words = options.fusion.word_weight > 0 ||
+                          (options.rerank.depth != 0 && options.rerank.word_depth > 0);
+    SearchIndexSync sync =
+        SyncSearchIndex(*store, *vectors, index_options, options.tables_in_memory);
+    if (options.index.nprobe > 0)
+      sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
+    // A query's VLAD short list scans ~30 % of the lists (AutoNprobe) and is
+    // searched alone, twice with expansion: on both threads it takes half
+    // the time.
+    sync.index->set_parallel_over_lists(true);
+    num_zero = sync.num_zero;
+    // Paths are read for hits only (Impl::PathOf): opening reads no record
+    // when the persisted index is current.
+    ids.reserve(sync.manifest.size());
+    for (const IndexedImage& m : sync.manifest) ids.push_back(m.id);
+    index = std::move(sync.index);
+    words = std::move(sync.words);
+    if (sync.colours.rows() == static_cast<int64_t>(ids.size())) colours = std::move(sync.colours);
+    if (sync.tiny.rows() == static_cast<int64_t>(ids.size())) tiny = std::move(sync.tiny);
+    stored_tables = sync.tables_stored;
+    generation = sync.generation;
+  });
+}
+
 std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const SearchOptions& options) {
   // The one check of the options: everything behind (the search index, the
   // ranking) trusts them.
@@ -259,38 +295,15 @@ std::unique_ptr<Searcher> Searcher::Open(const std::string& db_path, const Searc
   impl->encoder->set_content_hash(impl->store->hash_kind());
   impl->encoder->set_mirror_views(options.mirrored);
   impl->vectors = std::make_unique<lookalike::SearchVectors>(*impl->store);
-  // The persisted search index, reconciled in memory with the records if it
-  // is stale (read-only: `lookalike index` writes it), or built from the
-  // stored vectors if there is none.
-  // The word index is read (or built from the features) only when a query
-  // will use it.
-  VectorIndexOptions index_options = options.index;
-  index_options.words = options.fusion.word_weight > 0 ||
-                        (options.rerank.depth != 0 && options.rerank.word_depth > 0);
-  SearchIndexSync sync =
-      SyncSearchIndex(*impl->store, *impl->vectors, index_options, options.tables_in_memory);
-  if (options.index.nprobe > 0)
-    sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
-  // A query's VLAD short list scans ~30 % of the lists (AutoNprobe) and is
-  // searched alone, twice with expansion: on both threads it takes half the
-  // time.
-  sync.index->set_parallel_over_lists(true);
-  impl->num_zero = sync.num_zero;
-  // Paths are read for hits only (Impl::PathOf): opening reads no record
-  // when the persisted index is current.
-  impl->ids.reserve(sync.manifest.size());
-  for (const IndexedImage& m : sync.manifest) impl->ids.push_back(m.id);
-  impl->index = std::move(sync.index);
-  impl->words = std::move(sync.words);
-  if (sync.colours.rows() == static_cast<int64_t>(impl->ids.size()))
-    impl->colours = std::move(sync.colours);
-  if (sync.tiny.rows() == static_cast<int64_t>(impl->ids.size())) impl->tiny = std::move(sync.tiny);
-  impl->stored_tables = sync.tables_stored;
-  impl->generation = sync.generation;
+  // A search of one image (tables left in the store) encodes its query
+  // first: the query's extraction and the index are then never in memory
+  // together (at 1,000,000 images 50 MB less at the peak).
+  if (options.tables_in_memory) impl->Load();
   return std::unique_ptr<Searcher>(new Searcher(std::move(impl)));
 }
 
 std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors, int64_t num) const {
+  impl_->Load();
   std::vector<std::vector<Hit>> out(num);
   const int64_t n_index = impl_->index->ntotal();
   if (num == 0 || n_index == 0) return out;
@@ -327,6 +340,7 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vla
                                       const LocalFeatures& features,
                                       const std::vector<uint8_t>& colour,
                                       const GreyThumbnail& thumbnail) const {
+  impl_->Load();
   const int64_t n_index = impl_->index->ntotal();
   if (n_index == 0) return {};
   // The ranking's preparation (verification's principal axes of the query)
@@ -558,8 +572,14 @@ std::vector<QueryResult> Searcher::SearchFiles(const std::vector<std::string>& q
   return results;
 }
 
-int64_t Searcher::num_indexed() const { return impl_->index->ntotal(); }
-int64_t Searcher::num_zero_vectors() const { return impl_->num_zero; }
+int64_t Searcher::num_indexed() const {
+  impl_->Load();
+  return impl_->index->ntotal();
+}
+int64_t Searcher::num_zero_vectors() const {
+  impl_->Load();
+  return impl_->num_zero;
+}
 const ModelRecord& Searcher::model() const { return impl_->store->model(); }
 Backend Searcher::backend() const { return impl_->encoder->backend(); }
 

@@ -59,7 +59,9 @@ struct QueryResult {
 class Searcher {
  public:
   // Opens the database read-only (never creates or writes anything; works
-  // while an indexer is running) and loads every vector once. Validates
+  // while an indexer is running) and loads the search index once: here, or
+  // with options.tables_in_memory off at the first search, after its query
+  // is encoded (so errors reading it come from that search). Validates
   // `options` here, once (std::invalid_argument naming the field); nothing
   // behind checks them again. Throws StoreError or std::runtime_error.
   static std::unique_ptr<Searcher> Open(const std::string& db_path, const SearchOptions& options);
