@@ -106,10 +106,21 @@ std::vector<uint64_t> ColourIndex::Search(const Query& query, int n) const {
 void ColourIndex::Scan(const Query& query, const uint64_t* ids, const uint8_t* rows, int64_t n,
                        int keep, Scored* scored) {
   if (keep <= 0 || query.colour.empty()) return;
+  const uint8_t* q = query.colour.data();
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* row = rows + r * kRowBytes;
-    const int32_t dot = Dot(row, query.colour.data());
-    if (dot > 0) scored->emplace_back(-dot * InverseNorm(row), ids[r]);
+    // Dot and the squared norm in one pass, in integers: the norm is
+    // InverseNorm's exactly (its double sum of small integers is exact).
+    int32_t dot = 0, norm2 = 0;
+    for (int j = 0; j < kRowBytes; ++j) {
+      const int32_t lo = row[j] & 15, hi = row[j] >> 4;
+      dot += lo * q[2 * j] + hi * q[2 * j + 1];
+      norm2 += lo * lo + hi * hi;
+    }
+    if (dot <= 0) continue;
+    const float inverse_norm =
+        norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(norm2))) : 0.0f;
+    scored->emplace_back(-dot * inverse_norm, ids[r]);
   }
   // (score, id) pairs are all distinct: the first `keep` are the same
   // whichever rows were dropped beyond them.
