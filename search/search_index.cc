@@ -780,11 +780,13 @@ StoredCandidates SearchStoredTables(const Store& store, const std::vector<uint64
   const uint64_t n = ReadFixed64(in.get());
   if (stored_generation != generation || n != ids.size())
     throw std::runtime_error("the persisted search index changed since it was loaded");
+  // Searched once it was loaded whole and checked, in this store's fixed
+  // read-only view: the manifest and vector index are passed unread.
   if (n > in->remaining() / 16) throw std::runtime_error("manifest truncated");
-  Skip(in.get(), n * 16);
+  in->SkipTo(in->size() - in->remaining() + n * 16);
   const uint64_t size = ReadFixed64(in.get());
   if (size > in->remaining()) throw std::runtime_error("index size mismatch");
-  Skip(in.get(), size);
+  in->SkipTo(in->size() - in->remaining() + size);
   ReadFixed64(in.get());  // the word table's hash
   // Each table a block of rows at a time, the best kept as they pass.
   constexpr uint64_t kBlockRows = 8192;

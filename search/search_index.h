@@ -148,10 +148,12 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors
 // What ColourIndex::Search and TinyIndex::Search would give over the tables
 // a SyncSearchIndex without hold_tables left in the store (its manifest's
 // `ids` and `generation`): the colour candidates (colour_n, for `colour`)
-// and thumbnail candidates (tiny_n, for `tiny`), read front to back with the
-// blob's checksum (at 1,000,000 images 208 MB of rows, a few hundred ms,
-// none of it held). Throws StoreError, or std::runtime_error if the
-// persisted index is no longer the one loaded.
+// and thumbnail candidates (tiny_n, for `tiny`), the tables' rows read a
+// block at a time (at 1,000,000 images 208 MB, none of it held). The
+// manifest and vector index are passed unread (SearchIndexReader::SkipTo):
+// the blob was checked whole when it was loaded from the same read-only
+// store. Throws StoreError, or std::runtime_error if the persisted index is
+// no longer the one loaded.
 struct StoredCandidates {
   std::vector<uint64_t> by_colour, by_thumbnail;
 };

@@ -342,6 +342,7 @@ struct SearchIndexReader::State {
   uint64_t read = 0;  // the blob's bytes read
   XXH3_state_t* xxh3 = nullptr;
   uint64_t fnv = encoding::Fnv1a64(nullptr, 0);
+  bool hashing = true;  // false once SkipTo passed bytes unread
 
   ~State() {
     if (xxh3) XXH3_freeState(xxh3);
@@ -360,11 +361,12 @@ struct SearchIndexReader::State {
     const uint32_t c = next_chunk++;
     const rocksdb::Status s = db->Get(snapshot->Options(), SearchIndexChunkKey(c), &chunk);
     if (!s.ok()) Fail("chunk " + std::to_string(c) + " unreadable (" + s.ToString() + ")");
-    const uint64_t want = std::min<uint64_t>(kSearchIndexChunk, meta.size - read);
+    const uint64_t want = std::min<uint64_t>(kSearchIndexChunk, meta.size - c * kSearchIndexChunk);
     if (chunk.size() != want)
       Fail("chunk " + std::to_string(c) + " holds " + std::to_string(chunk.size()) +
            " bytes, the header implies " + std::to_string(want));
     at = 0;
+    if (!hashing) return;
     if (meta.checksum_kind == HashKind::kXxh3_64)
       XXH3_64bits_update(xxh3, chunk.data(), chunk.size());
     else
@@ -396,6 +398,31 @@ void SearchIndexReader::Read(void* out, size_t n) {
     dst += take;
     n -= take;
   }
+}
+
+void SearchIndexReader::SkipTo(uint64_t offset) {
+  State& st = *state_;
+  if (offset < st.read) throw std::logic_error("SearchIndexReader::SkipTo: backwards");
+  if (offset > st.meta.size)
+    st.Fail("a skip to offset " + std::to_string(offset) + " passes its end (" +
+            std::to_string(st.meta.size) + " bytes)");
+  if (offset == st.read) return;
+  st.hashing = false;
+  const uint64_t chunk_start = uint64_t{st.next_chunk} * kSearchIndexChunk;  // past the held one
+  if (offset < chunk_start) {
+    st.at += static_cast<size_t>(offset - st.read);  // within the chunk held
+  } else {
+    // The chunk holding `offset` is read when the next byte is wanted.
+    st.next_chunk = static_cast<uint32_t>(offset / kSearchIndexChunk);
+    st.chunk.clear();
+    st.at = 0;
+    const uint64_t into = offset - uint64_t{st.next_chunk} * kSearchIndexChunk;
+    if (into > 0) {
+      st.NextChunk();
+      st.at = static_cast<size_t>(into);
+    }
+  }
+  st.read = offset;
 }
 
 std::unique_ptr<SearchIndexReader> Store::ReadSearchIndex() const {

@@ -86,6 +86,13 @@ class SearchIndexReader {
   // than n remain, a chunk is missing or of the wrong size, or (as the last
   // byte is read) the blob fails its checksum.
   void Read(void* out, size_t n);
+  // Moves forward to byte `offset` without reading what lies between, for
+  // a second pass over a blob a first one checked whole in the same
+  // read-only view (a store opened read-only sees one fixed state): the
+  // checksum is then no longer computed nor checked (RocksDB still checks
+  // each block it reads). Throws StoreError(kCorrupt) past the end,
+  // std::logic_error backwards.
+  void SkipTo(uint64_t offset);
 
  private:
   std::unique_ptr<State> state_;
