@@ -76,13 +76,14 @@ class PersistedIndexTest : public ::testing::TestWithParam<VectorIndexKind> {
   }
   // The persisted index as a fresh read-only open sees it.
   // Its word index reads the store it was opened with, kept in readers_.
-  SearchIndexSync Persisted() {
+  // `hold_tables` off: as a search of one image loads it.
+  SearchIndexSync Persisted(bool hold_tables = true) {
     readers_.push_back(Store::Open(db(), Store::Mode::kReadOnly));
     const Store& store = *readers_.back();
     VectorIndexOptions o;
     o.kind = GetParam();
     o.min_word_images = 0;
-    return SyncSearchIndex(store, SearchVectors(store), o);
+    return SyncSearchIndex(store, SearchVectors(store), o, hold_tables);
   }
   std::vector<std::unique_ptr<Store>> readers_;
   // Every stored image with features is found first by its own stored vector.
@@ -174,6 +175,11 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
     EXPECT_FALSE(p.changed());
     EXPECT_EQ(p.manifest.size(), 14u);
     ExpectWordsMatchManifest(p);
+    // Current: a load for one image leaves the tables in the store.
+    const SearchIndexSync lean = Persisted(/*hold_tables=*/false);
+    EXPECT_EQ(lean.tables_stored, p.colours.rows() > 0 || p.tiny.rows() > 0);
+    EXPECT_EQ(lean.colours.rows(), 0);
+    EXPECT_FALSE(lean.changed());
   }
   auto searcher = Open();
   EXPECT_EQ(searcher->num_indexed(), 14);
@@ -205,6 +211,15 @@ TEST_P(PersistedIndexTest, WrittenUpdatedIncrementallyAndReconciled) {
     EXPECT_EQ(p.added, 1);
     EXPECT_EQ(p.removed, 1);
     ExpectWordsMatchManifest(p);  // reconciled in memory like the vectors
+    // A load that would leave the tables in the store reads them after all:
+    // reconciling rebuilds them (the stored rows no longer match).
+    const SearchIndexSync lean = Persisted(/*hold_tables=*/false);
+    EXPECT_FALSE(lean.tables_stored);
+    EXPECT_EQ(lean.added, 1);
+    EXPECT_GT(p.colours.rows(), 0);
+    EXPECT_EQ(lean.colours.rows(), p.colours.rows());
+    EXPECT_EQ(lean.colours.table(), p.colours.table());
+    EXPECT_EQ(lean.tiny.table(), p.tiny.table());
   }
   searcher = Open();  // read-only: reconciles in memory
   EXPECT_EQ(searcher->num_indexed(), 14);
