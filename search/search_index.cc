@@ -81,11 +81,51 @@ bool ReadRows(SearchIndexReader* in, uint64_t n, uint64_t row_bytes, const std::
   return true;
 }
 
+// The colour and tiny-image tables from the reader's position (each after
+// its u64 row size) scanned for `query` a block of rows at a time, the best
+// kept as they pass (row i is image ids[i]): what ColourIndex::Search and
+// TinyIndex::Search give over the same rows. *any: a table was there.
+// Throws std::runtime_error for a row size or length that does not fit.
+StoredCandidates ScanTables(SearchIndexReader* in, const std::vector<uint64_t>& ids,
+                            const TableQuery& query, bool* any) {
+  const uint64_t n = ids.size();
+  constexpr uint64_t kBlockRows = 8192;
+  const auto scan = [&](uint64_t row_bytes, const char* what, auto&& block) {
+    const uint64_t stored = ReadFixed64(in);
+    if (stored == 0) return;
+    if (stored != row_bytes || in->remaining() / row_bytes < n)
+      throw std::runtime_error(std::string(what) + " table size mismatch");
+    *any = true;
+    std::vector<char> rows(kBlockRows * row_bytes);
+    for (uint64_t i = 0; i < n; i += kBlockRows) {
+      const uint64_t m = std::min(kBlockRows, n - i);
+      in->Read(rows.data(), m * row_bytes);
+      block(i, m, rows.data());
+    }
+  };
+  ColourIndex::Scored by_colour;
+  scan(ColourIndex::kRowBytes, "colour", [&](uint64_t i, uint64_t m, const char* rows) {
+    ColourIndex::Scan(query.colour, ids.data() + i, reinterpret_cast<const uint8_t*>(rows),
+                      static_cast<int64_t>(m), query.colour_n, &by_colour);
+  });
+  TinyIndex::Scored by_tiny;
+  scan(TinyIndex::kRowBytes, "tiny image", [&](uint64_t i, uint64_t m, const char* rows) {
+    TinyIndex::Scan(query.tiny, ids.data() + i, reinterpret_cast<const int8_t*>(rows),
+                    static_cast<int64_t>(m), query.tiny_n, &by_tiny);
+  });
+  StoredCandidates out;
+  out.by_colour = ColourIndex::Best(std::move(by_colour), query.colour_n);
+  out.by_thumbnail = TinyIndex::Best(std::move(by_tiny), query.tiny_n);
+  return out;
+}
+
 // Reads the blob front to back, building each table as its bytes pass: no
 // copy of the blob is held (at 1,000,000 images the blob is 345 MB). The
 // reader checks the blob's checksum as its last chunk is read. Without
-// `keep_tables` the colour and tiny-image rows are read past (tables_left).
-Decoded Decode(SearchIndexReader* in, bool keep_tables = true) {
+// `keep_tables` the colour and tiny-image rows are read past (tables_left),
+// scanned for `first` (the query about to be searched) into *found if given.
+Decoded Decode(SearchIndexReader* in, bool keep_tables = true, const TableQuery* first = nullptr,
+               std::optional<StoredCandidates>* found = nullptr) {
   char magic[4];
   if (in->size() < sizeof magic) throw std::runtime_error("not a lookalike search index");
   in->Read(magic, sizeof magic);
@@ -124,15 +164,21 @@ Decoded Decode(SearchIndexReader* in, bool keep_tables = true) {
   d.word_table = ReadFixed64(in);
   std::vector<uint64_t> ids(n);
   for (uint64_t i = 0; i < n; ++i) ids[i] = d.manifest[i].id;
-  std::vector<uint8_t> colour_rows;
-  if (ReadRows(in, n, ColourIndex::kRowBytes, "colour", keep_tables ? &colour_rows : nullptr)) {
-    if (keep_tables) d.colours.Assign(ids, std::move(colour_rows));
-    d.tables_left = !keep_tables;
-  }
-  std::vector<int8_t> tiny_rows;
-  if (ReadRows(in, n, TinyIndex::kRowBytes, "tiny image", keep_tables ? &tiny_rows : nullptr)) {
-    if (keep_tables) d.tiny.Assign(std::move(ids), std::move(tiny_rows));
-    d.tables_left = !keep_tables;
+  if (!keep_tables && first && found) {
+    // The rows pass here anyway (for the checksum): the query's first look
+    // in them costs no second pass.
+    *found = ScanTables(in, ids, *first, &d.tables_left);
+  } else {
+    std::vector<uint8_t> colour_rows;
+    if (ReadRows(in, n, ColourIndex::kRowBytes, "colour", keep_tables ? &colour_rows : nullptr)) {
+      if (keep_tables) d.colours.Assign(ids, std::move(colour_rows));
+      d.tables_left = !keep_tables;
+    }
+    std::vector<int8_t> tiny_rows;
+    if (ReadRows(in, n, TinyIndex::kRowBytes, "tiny image", keep_tables ? &tiny_rows : nullptr)) {
+      if (keep_tables) d.tiny.Assign(std::move(ids), std::move(tiny_rows));
+      d.tables_left = !keep_tables;
+    }
   }
   if (in->remaining() != 0)
     throw std::runtime_error(std::to_string(in->remaining()) + " bytes past its last table");
@@ -210,14 +256,15 @@ std::unique_ptr<VectorIndex> BuildFrom(int64_t dim, const VectorIndexOptions& op
 // else the reason it is not.
 // Its word index is decoded only when `words` (options.words) asks for it.
 void LoadPersisted(const Store& store, int64_t dim, bool words, bool keep_tables,
-                   SearchIndexSync* sync) {
+                   SearchIndexSync* sync, const TableQuery* first = nullptr) {
   try {
     const std::unique_ptr<SearchIndexReader> blob = store.ReadSearchIndex();
     if (!blob) {
       sync->reason = "no persisted search index";
       return;
     }
-    Decoded d = Decode(blob.get(), keep_tables);
+    std::optional<StoredCandidates> found;
+    Decoded d = Decode(blob.get(), keep_tables, first, &found);
     if (d.fingerprint != store.model().codebook_hash || d.dim != static_cast<uint64_t>(dim)) {
       sync->reason = "persisted search index was built for another model or dimension";
       return;
@@ -229,6 +276,7 @@ void LoadPersisted(const Store& store, int64_t dim, bool words, bool keep_tables
     sync->generation = d.generation;
     sync->old_header = blob->old_checksum();
     sync->tables_stored = d.tables_left;
+    if (d.tables_left) sync->first_candidates = std::move(found);
     sync->loaded = true;
     // Not wanted: left unread, and dropped at the next save.
     const bool has_words = d.word_table != 0;
@@ -649,7 +697,8 @@ void SyncTiny(const Store& store, bool read, const std::vector<uint64_t>& fresh,
 
 SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vectors,
                      const VectorIndexOptions& options, bool build_transient,
-                     const std::vector<MergedShard>& merged = {}, bool hold_tables = true) {
+                     const std::vector<MergedShard>& merged = {}, bool hold_tables = true,
+                     const TableQuery* first = nullptr) {
   const int64_t dim = vectors.dim();
   SearchIndexSync sync;
   if (dim > kMaxPersistedFlatDim && WantedKind(options, static_cast<int64_t>(store.num_images()),
@@ -668,7 +717,7 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
   const std::optional<ImageTotals> totals = store.totals();
   const uint64_t generation = totals ? totals->generation : 0;
   const bool keep_tables = hold_tables || writer;
-  LoadPersisted(store, dim, options.words, keep_tables, &sync);
+  LoadPersisted(store, dim, options.words, keep_tables, &sync, first);
   if (sync.tables_stored && !(generation != 0 && sync.generation == generation)) {
     // Stale: reconciling rebuilds the tables from the ones held, so they are
     // read after all (a second pass over the blob; `index` saves a current one).
@@ -760,14 +809,13 @@ std::string SearchIndexSync::Summary() const {
 }
 
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
-                                const VectorIndexOptions& options, bool hold_tables) {
-  return Sync(store, nullptr, vectors, options, /*build_transient=*/true, {}, hold_tables);
+                                const VectorIndexOptions& options, bool hold_tables,
+                                const TableQuery* first) {
+  return Sync(store, nullptr, vectors, options, /*build_transient=*/true, {}, hold_tables, first);
 }
 
 StoredCandidates SearchStoredTables(const Store& store, const std::vector<uint64_t>& ids,
-                                    uint64_t generation, const ColourIndex::Query& colour,
-                                    int colour_n, const TinyIndex::Row& tiny, int tiny_n) {
-  StoredCandidates out;
+                                    uint64_t generation, const TableQuery& query) {
   const std::unique_ptr<SearchIndexReader> in = store.ReadSearchIndex();
   if (!in) throw std::runtime_error("the persisted search index is gone");
   char head[4 + 4];
@@ -788,33 +836,9 @@ StoredCandidates SearchStoredTables(const Store& store, const std::vector<uint64
   if (size > in->remaining()) throw std::runtime_error("index size mismatch");
   in->SkipTo(in->size() - in->remaining() + size);
   ReadFixed64(in.get());  // the word table's hash
-  // Each table a block of rows at a time, the best kept as they pass.
-  constexpr uint64_t kBlockRows = 8192;
-  const auto scan = [&](uint64_t row_bytes, const char* what, auto&& block) {
-    const uint64_t stored = ReadFixed64(in.get());
-    if (stored == 0) return;
-    if (stored != row_bytes || in->remaining() / row_bytes < n)
-      throw std::runtime_error(std::string(what) + " table size mismatch");
-    std::vector<char> rows(kBlockRows * row_bytes);
-    for (uint64_t i = 0; i < n; i += kBlockRows) {
-      const uint64_t m = std::min(kBlockRows, n - i);
-      in->Read(rows.data(), m * row_bytes);
-      block(i, m, rows.data());
-    }
-  };
-  ColourIndex::Scored by_colour;
-  scan(ColourIndex::kRowBytes, "colour", [&](uint64_t i, uint64_t m, const char* rows) {
-    ColourIndex::Scan(colour, ids.data() + i, reinterpret_cast<const uint8_t*>(rows),
-                      static_cast<int64_t>(m), colour_n, &by_colour);
-  });
-  TinyIndex::Scored by_tiny;
-  scan(TinyIndex::kRowBytes, "tiny image", [&](uint64_t i, uint64_t m, const char* rows) {
-    TinyIndex::Scan(tiny, ids.data() + i, reinterpret_cast<const int8_t*>(rows),
-                    static_cast<int64_t>(m), tiny_n, &by_tiny);
-  });
+  bool any = false;
+  StoredCandidates out = ScanTables(in.get(), ids, query, &any);
   if (in->remaining() != 0) throw std::runtime_error("bytes past the search index's last table");
-  out.by_colour = ColourIndex::Best(std::move(by_colour), colour_n);
-  out.by_thumbnail = TinyIndex::Best(std::move(by_tiny), tiny_n);
   return out;
 }
 

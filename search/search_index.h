@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,20 @@ struct MergedShard {
   uint64_t id_offset = 0;
 };
 
+// A query's look-up in the colour and tiny-image tables: its colour
+// (ColourIndex::Prepare) for colour_n candidates, its tiny image for tiny_n
+// (0: none wanted).
+struct TableQuery {
+  ColourIndex::Query colour;
+  int colour_n = 0;
+  TinyIndex::Row tiny{};
+  int tiny_n = 0;
+};
+// The candidates a TableQuery found, best first.
+struct StoredCandidates {
+  std::vector<uint64_t> by_colour, by_thumbnail;
+};
+
 // What SyncSearchIndex found and did.
 struct SearchIndexSync {
   std::unique_ptr<VectorIndex> index;
@@ -98,6 +113,9 @@ struct SearchIndexSync {
   // The persisted index's colour and tiny-image rows were left in the store
   // (SyncSearchIndex without hold_tables): `colours` and `tiny` are empty.
   bool tables_stored = false;
+  // With tables_stored, what the `first` query given to SyncSearchIndex
+  // found in them (scanned as they were read past).
+  std::optional<StoredCandidates> first_candidates;
   // The persisted index's header is of the older format (FNV-1a checksum):
   // rewritten by the next save.
   bool old_header = false;
@@ -142,8 +160,11 @@ struct SearchIndexSync {
 // Without `hold_tables`, a current persisted index's colour and tiny-image
 // tables are left in the store (tables_stored): each query then reads them
 // (SearchStoredTables), for a search of one image that needs them once.
+// Their rows pass by as the index is loaded: with `first` (the query about
+// to be searched) they are scanned for it then (first_candidates).
 SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors,
-                                const VectorIndexOptions& options, bool hold_tables = true);
+                                const VectorIndexOptions& options, bool hold_tables = true,
+                                const TableQuery* first = nullptr);
 
 // What ColourIndex::Search and TinyIndex::Search would give over the tables
 // a SyncSearchIndex without hold_tables left in the store (its manifest's
@@ -154,12 +175,8 @@ SearchIndexSync SyncSearchIndex(const Store& store, const SearchVectors& vectors
 // the blob was checked whole when it was loaded from the same read-only
 // store. Throws StoreError, or std::runtime_error if the persisted index is
 // no longer the one loaded.
-struct StoredCandidates {
-  std::vector<uint64_t> by_colour, by_thumbnail;
-};
 StoredCandidates SearchStoredTables(const Store& store, const std::vector<uint64_t>& ids,
-                                    uint64_t generation, const ColourIndex::Query& colour,
-                                    int colour_n, const TinyIndex::Row& tiny, int tiny_n);
+                                    uint64_t generation, const TableQuery& query);
 
 // Writes `sync`'s index and manifest with Store::PutSearchIndex (one atomic
 // WriteBatch), with the word index's table (its lists held in memory are

@@ -43,33 +43,30 @@ struct Searcher::Impl {
   // Loads the search index and tables (once; Open does unless the query is
   // encoded first); every search calls it before it reads them.
   std::once_flag load_once;
-  void Load();
+  // `first`: the query about to be searched, looked up in the tables a
+  // search of one image leaves in the store as they are read past.
+  void Load(const ImageEncoder::Result* first = nullptr);
   // The two tables were left in the persisted index (SearchOptions::
   // tables_in_memory off): each query reads them (SearchStoredTables).
   bool stored_tables = false;
   uint64_t generation = 0;  // of the persisted index `ids` came from
-  // The last stored-table scan, reused by the mirrored search (same colour,
-  // no thumbnail candidates).
+  // The last stored-table scan: the one made as the index was loaded for
+  // the first query, reused by that query's searches (its mirrored search
+  // has the same colour and wants no thumbnail candidates).
   mutable std::mutex scan_mutex;
-  struct Scan {
-    std::vector<uint8_t> colour;
-    TinyIndex::Row tiny{};
-    int colour_n = 0, tiny_n = 0;
-    StoredCandidates found;
-  };
-  mutable std::optional<Scan> last_scan;
-  StoredCandidates ScanStored(const ColourIndex::Query& colour, int colour_n,
-                              const TinyIndex::Row& tiny, int tiny_n) const {
+  mutable std::optional<std::pair<TableQuery, StoredCandidates>> last_scan;
+  StoredCandidates ScanStored(const TableQuery& q) const {
     std::lock_guard<std::mutex> lock(scan_mutex);
-    if (last_scan && last_scan->colour == colour.colour && last_scan->colour_n == colour_n &&
-        (tiny_n == 0 || (last_scan->tiny == tiny && last_scan->tiny_n == tiny_n))) {
-      StoredCandidates c = last_scan->found;
-      if (tiny_n == 0) c.by_thumbnail.clear();
-      return c;
-    }
-    last_scan = Scan{colour.colour, tiny, colour_n, tiny_n,
-                     SearchStoredTables(*store, ids, generation, colour, colour_n, tiny, tiny_n)};
-    return last_scan->found;
+    const bool hit =
+        last_scan &&
+        (q.colour_n == 0 || (last_scan->first.colour_n == q.colour_n &&
+                             last_scan->first.colour.colour == q.colour.colour)) &&
+        (q.tiny_n == 0 || (last_scan->first.tiny_n == q.tiny_n && last_scan->first.tiny == q.tiny));
+    if (!hit) last_scan.emplace(q, SearchStoredTables(*store, ids, generation, q));
+    StoredCandidates c = last_scan->second;
+    if (q.colour_n == 0) c.by_colour.clear();
+    if (q.tiny_n == 0) c.by_thumbnail.clear();
+    return c;
   }
   // The unit of the fusion weights when the short list cannot hold the
   // whole collection: the search vectors of up to kSpreadSample images
@@ -246,8 +243,24 @@ void Searcher::Impl::AddMissing(const float* query, const std::vector<uint64_t>&
 Searcher::Searcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Searcher::~Searcher() = default;
 
-void Searcher::Impl::Load() {
-  std::call_once(load_once, [this] {
+namespace {
+
+// What SearchWith looks up in the tables for a query's colour and thumbnail
+// when it fuses colour and correlates thumbnails (it asks for a part only
+// then: Impl::ScanStored).
+TableQuery TableQueryOf(const SearchOptions& options, const ImageEncoder::Result& enc) {
+  TableQuery q;
+  q.colour = ColourIndex::Prepare(enc.colour);
+  q.colour_n = options.fusion.colour_candidates;
+  q.tiny = TinyIndex::RowOf(enc.thumbnail);
+  q.tiny_n = options.thumbnail.candidates;
+  return q;
+}
+
+}  // namespace
+
+void Searcher::Impl::Load(const ImageEncoder::Result* first) {
+  std::call_once(load_once, [this, first] {
     // The persisted search index, reconciled in memory with the records if
     // it is stale (read-only: `lookalike index` writes it), or built from
     // the stored vectors if there is none.
@@ -256,8 +269,10 @@ void Searcher::Impl::Load() {
     VectorIndexOptions index_options = options.index;
     index_options.words = options.fusion.word_weight > 0 ||
                           (options.rerank.depth != 0 && options.rerank.word_depth > 0);
-    SearchIndexSync sync =
-        SyncSearchIndex(*store, *vectors, index_options, options.tables_in_memory);
+    std::optional<TableQuery> query;
+    if (first && !options.tables_in_memory) query = TableQueryOf(options, *first);
+    SearchIndexSync sync = SyncSearchIndex(*store, *vectors, index_options,
+                                           options.tables_in_memory, query ? &*query : nullptr);
     if (options.index.nprobe > 0)
       sync.index->set_nprobe(std::min(options.index.nprobe, sync.index->nlist()));
     // A query's VLAD short list scans ~30 % of the lists (AutoNprobe) and is
@@ -275,6 +290,7 @@ void Searcher::Impl::Load() {
     if (sync.tiny.rows() == static_cast<int64_t>(ids.size())) tiny = std::move(sync.tiny);
     stored_tables = sync.tables_stored;
     generation = sync.generation;
+    if (query && sync.first_candidates) last_scan.emplace(*query, *sync.first_candidates);
   });
 }
 
@@ -363,8 +379,12 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vla
     const int colour_n = prepared->fuses_colour() ? opt.fusion.colour_candidates : 0;
     const int tiny_n = prepared->correlates() ? opt.thumbnail.candidates : 0;
     if (impl_->stored_tables && (colour_n > 0 || tiny_n > 0)) {
-      StoredCandidates c = impl_->ScanStored(prepared->colour_query(), colour_n,
-                                             TinyIndex::RowOf(thumbnail), tiny_n);
+      TableQuery q;
+      q.colour = prepared->colour_query();
+      q.colour_n = colour_n;
+      q.tiny = TinyIndex::RowOf(thumbnail);
+      q.tiny_n = tiny_n;
+      StoredCandidates c = impl_->ScanStored(q);
       by_colour = std::move(c.by_colour);
       by_thumbnail = std::move(c.by_thumbnail);
     } else {
@@ -564,7 +584,10 @@ std::vector<QueryResult> Searcher::SearchFiles(const std::vector<std::string>& q
     const auto start = std::chrono::steady_clock::now();
     results[i].query = queries[i];
     ImageEncoder::Result enc = impl_->encoder->EncodeFile(queries[i], impl_->options.limits);
-    if (!enc.error) results[i].hits = SearchEncoded(enc);
+    if (!enc.error) {
+      impl_->Load(&enc);  // the first query's look in the tables as they load
+      results[i].hits = SearchEncoded(enc);
+    }
     results[i].error = std::move(enc.error);
     results[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

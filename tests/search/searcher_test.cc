@@ -133,16 +133,21 @@ TEST_F(SearcherTest, TablesReadPerQueryRankAsTablesHeld) {
       const ColourIndex::Query colour = ColourIndex::Prepare(record->colour);
       const TinyIndex::Row tiny = held.tiny.RowAt(r);
       for (int n : {1, 5, kImages}) {
-        const StoredCandidates c =
-            SearchStoredTables(*store, ids, held.generation, colour, n, tiny, n);
+        const TableQuery query{colour, n, tiny, n};
+        const StoredCandidates c = SearchStoredTables(*store, ids, held.generation, query);
+        // The same scan made as the index loads, for the first query.
+        const SearchIndexSync first =
+            SyncSearchIndex(*store, vectors, VectorIndexOptions(), false, &query);
+        ASSERT_TRUE(first.first_candidates.has_value());
+        EXPECT_EQ(first.first_candidates->by_colour, c.by_colour);
+        EXPECT_EQ(first.first_candidates->by_thumbnail, c.by_thumbnail);
         EXPECT_EQ(c.by_colour, held.colours.Search(colour, n)) << record->path;
         EXPECT_EQ(c.by_thumbnail, held.tiny.Search(tiny, n)) << record->path;
         EXPECT_FALSE(c.by_colour.empty());
       }
     }
     // Read against another generation: refused, not mixed.
-    EXPECT_THROW(SearchStoredTables(*store, ids, held.generation + 1, ColourIndex::Query(), 1,
-                                    TinyIndex::Row{}, 1),
+    EXPECT_THROW(SearchStoredTables(*store, ids, held.generation + 1, TableQuery{}),
                  std::runtime_error);
   }
   std::vector<std::string> queries = paths_;
