@@ -250,9 +250,11 @@ MigrationSummary MigrateDatabase(const MigrationOptions& options, IndexObserver*
   } else if (left == Sibling::kNone) {
     quantizer = TrainQuantizer(*original, options, observer);
     const auto words = original->GetModelWordVocabulary();
+    const auto lists = original->GetModelSearchQuantizer();
     copy =
         Store::Create(sibling, original->model(), projection_record ? &*projection_record : nullptr,
-                      kSchemaVersion, quantizer->Serialize(), words ? *words : std::string());
+                      kSchemaVersion, quantizer->Serialize(), words ? *words : std::string(),
+                      lists ? *lists : std::string());
   } else {
     throw StoreError(StoreError::Kind::kNotADatabase,
                      sibling + " exists and is not an unfinished migration of " + db +

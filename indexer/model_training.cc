@@ -135,18 +135,22 @@ std::vector<FileTask> ImagesToExtractAgain(const std::vector<FileTask>& sample,
 // from their exact descriptors, as the vectors a database with a projection
 // stores are. Its matrix's bits are chosen for `collection_images` (the files
 // the database is created with) when options ask for automatic bits. nullopt
-// when the sample is too small or the run was cancelled.
+// when the sample is too small or the run was cancelled. With `all_vlad`,
+// every training image's VLAD vector is encoded (the PCA still learns from
+// the same first ones) and left there, row-major, for the search quantizer.
 std::optional<ProjectionRecord> LearnSampleProjection(
     const Codebook& codebook, const std::vector<FileTask>& sample, const TrainingSample& training,
     int64_t collection_images, const ModelOptions& options, const ImageFileLimits& limits,
-    Backend backend, int threads, IndexObserver* observer, const std::atomic<bool>* cancel) {
+    Backend backend, int threads, IndexObserver* observer, const std::atomic<bool>* cancel,
+    std::vector<float>* all_vlad) {
   auto encoder = CreateVladEncoder(Backend::kCpu, codebook, options.encoding.vlad);
   const int64_t vlad_dim = encoder->vlad_dim();
   ProjectionOptions projection = options.projection;
   projection.component_bits = ComponentBitsFor(projection, collection_images, vlad_dim);
-  const int64_t want = std::min<int64_t>(
+  const int64_t pca_want = std::min<int64_t>(
       training.images_with_features,
       std::max<int64_t>(options.projection.min_images, 2 * int64_t{options.projection.out_dim}));
+  const int64_t want = all_vlad ? training.images_with_features : pca_want;
   std::vector<const ProcessedFile*> held;
   for (const auto& entry : training.reusable)
     if (entry.second.descriptors.num > 0) held.push_back(&entry.second);
@@ -183,7 +187,10 @@ std::optional<ProjectionRecord> LearnSampleProjection(
   });
   if ((cancel && cancel->load()) || !ShouldLearnProjection(options.projection, num))
     return std::nullopt;
-  return LearnProjection(vectors.data(), num, vlad_dim, projection);
+  const int64_t pca_num = std::min(num, std::max(pca_want, int64_t{1}));
+  ProjectionRecord learned = LearnProjection(vectors.data(), pca_num, vlad_dim, projection);
+  if (all_vlad) *all_vlad = std::move(vectors);
+  return learned;
 }
 
 }  // namespace
@@ -234,7 +241,8 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
                                const std::string& db_path, const ModelOptions& options,
                                const ImageFileLimits& limits, Backend backend, int threads,
                                IndexSummary* summary, IndexObserver* observer,
-                               const std::atomic<bool>* cancel) {
+                               const std::atomic<bool>* cancel,
+                               const SearchQuantizerTrainer& search_quantizer) {
   const std::vector<FileTask> sample = SeededSample(files, options);
   if (observer) {
     observer->OnPhase("sampling " + std::to_string(sample.size()) +
@@ -302,18 +310,32 @@ TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std:
                       " training images with features, fewer than --pca-min-images " +
                       std::to_string(options.projection.min_images) +
                       "; search uses the full VLAD vectors until the collection reaches it");
+  std::vector<float> sample_vlad;
   if (learn) {
     const auto t = Clock::now();
-    projection =
-        LearnSampleProjection(codebook, sample, training, static_cast<int64_t>(files.size()),
-                              options, limits, backend, threads, observer, cancel);
+    projection = LearnSampleProjection(
+        codebook, sample, training, static_cast<int64_t>(files.size()), options, limits, backend,
+        threads, observer, cancel, search_quantizer ? &sample_vlad : nullptr);
     if (cancel && cancel->load()) return out;
     summary->stages.pca = SecondsBetween(t, Clock::now());
+  }
+  // The search vectors' quantizer, part of the model when asked for: from
+  // every training image's search vector (the projection applied).
+  std::string search_lists;
+  if (search_quantizer && projection) {
+    const SearchProjection apply = SearchProjection::FromRecord(&*projection, projection->in_dim);
+    const int64_t n = static_cast<int64_t>(sample_vlad.size()) / apply.in_dim();
+    std::vector<float> vectors(static_cast<size_t>(n * apply.out_dim()));
+    apply.Apply(sample_vlad.data(), n, vectors.data());
+    if (observer)
+      observer->OnPhase("search quantizer: inverted lists from the search vectors of " +
+                        std::to_string(n) + " training images");
+    search_lists = search_quantizer(vectors.data(), n, apply.out_dim());
   }
   out.store =
       Store::Create(db_path, MakeModelRecord(options.encoding, codebook, options.codebook.seed),
                     projection ? &*projection : nullptr, schema,
-                    quantizer ? quantizer->Serialize() : std::string(), vocabulary);
+                    quantizer ? quantizer->Serialize() : std::string(), vocabulary, search_lists);
   out.reusable = std::move(training.reusable);
   return out;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -16,6 +17,11 @@
 #include "storage/store.h"
 
 namespace lookalike {
+
+// Trains the search vectors' quantizer stored with a model (m:ivq) on n
+// row-major search vectors of `dim` dimensions; returns its bytes.
+using SearchQuantizerTrainer =
+    std::function<std::string(const float* vectors, int64_t n, int64_t dim)>;
 
 struct TrainedDatabase {
   std::unique_ptr<Store> store;  // the new database; null when cancelled
@@ -48,10 +54,16 @@ std::vector<FileTask> SeededSample(const std::vector<std::string>& files,
 // *cancel became true. Throws std::runtime_error when the sample has too few
 // descriptors for the codebook (after reporting the sample's unusable files),
 // StoreError when the database cannot be created.
+// With `search_quantizer` (and a PCA), it is called once with the
+// search vectors of every training image with features (row-major n x dim)
+// and what it returns is stored with the model (m:ivq; `train
+// --search-lists-for`, composed in tools/ since search sits above the
+// indexer).
 TrainedDatabase TrainAndCreate(const std::vector<std::string>& files, const std::string& root,
                                const std::string& db_path, const ModelOptions& options,
                                const ImageFileLimits& limits, Backend backend, int threads,
                                IndexSummary* summary, IndexObserver* observer,
-                               const std::atomic<bool>* cancel);
+                               const std::atomic<bool>* cancel,
+                               const SearchQuantizerTrainer& search_quantizer = {});
 
 }  // namespace lookalike

@@ -38,9 +38,10 @@ std::unique_ptr<Store> CreateFromModel(const Store& base, const std::string& db_
   const auto projection = base.GetProjection();
   const auto quantizer = base.GetDescriptorQuantizer();
   const auto words = base.GetModelWordVocabulary();
+  const auto lists = base.GetModelSearchQuantizer();
   return Store::Create(db_path, base.model(), projection ? &*projection : nullptr,
                        base.schema_version(), quantizer ? *quantizer : std::string(),
-                       words ? *words : std::string());
+                       words ? *words : std::string(), lists ? *lists : std::string());
 }
 
 // Opens `db_path` and checks it has the model of `base`.
@@ -127,7 +128,8 @@ void EncodeAndCommit(UpdatePlan* plan, Store* store, const IndexOptions& options
 }  // namespace
 
 IndexSummary TrainModel(const IndexOptions& options, IndexObserver* observer,
-                        const std::atomic<bool>* cancel) {
+                        const std::atomic<bool>* cancel,
+                        const SearchQuantizerTrainer& search_quantizer) {
   options.Validate();
   const auto start = Clock::now();
   IndexSummary summary;
@@ -147,7 +149,7 @@ IndexSummary TrainModel(const IndexOptions& options, IndexObserver* observer,
     if (!Store::IsDatabase(db_path)) {
       TrainedDatabase trained =
           TrainAndCreate(walk.files, root, db_path, options.model, options.limits, options.backend,
-                         threads, &summary, observer, cancel);
+                         threads, &summary, observer, cancel, search_quantizer);
       summary.created = trained.store != nullptr;
       summary.cancelled = !summary.created;
     }

@@ -17,6 +17,7 @@
 
 #include "indexer/index_options.h"
 #include "indexer/index_summary.h"
+#include "indexer/model_training.h"
 
 namespace lookalike {
 
@@ -24,8 +25,11 @@ namespace lookalike {
 // options.image_dir and creates options.db_path holding it and no image
 // (atomically, under the creation lock). An existing database is left as it
 // is (summary.created false). Throws like BuildIndex.
+// With `search_quantizer`, BASE's model also carries the search vectors'
+// quantizer it trains (TrainAndCreate).
 IndexSummary TrainModel(const IndexOptions& options, IndexObserver* observer,
-                        const std::atomic<bool>* cancel = nullptr);
+                        const std::atomic<bool>* cancel = nullptr,
+                        const SearchQuantizerTrainer& search_quantizer = {});
 
 // Creates the database if needed (learning the codebook on a seeded sample),
 // then encodes new and changed files and removes records of files that

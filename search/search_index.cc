@@ -10,6 +10,7 @@
 
 #include "indexer/local_features.h"
 #include "indexer/model.h"
+#include "search/model_quantizer.h"
 #include "storage/encoding.h"
 #include "util/test_hooks.h"
 
@@ -543,6 +544,84 @@ std::unique_ptr<StoredWordIndex> CurrentShardWords(const Store& shard, const std
   }
 }
 
+// merge: the vector index, manifest, colour and tiny tables of the merged
+// shards, joined from their persisted indexes (inverted lists appended list
+// by list, ids re-keyed by each shard's offset: VectorIndex::MergeFrom),
+// when `options` build ivfsq from the model's quantizer (ApplyModelQuantizer),
+// the database holds only the shards' images and every shard's persisted
+// index matches its records (same generation) and was filled from that
+// quantizer. Marked loaded at generation 0, so Sync then reconciles it with
+// the records like any persisted index. Nullopt otherwise, with *why.
+std::optional<SearchIndexSync> JoinShardLists(const Store& store,
+                                              const std::vector<MergedShard>& merged,
+                                              const VectorIndexOptions& options, std::string* why) {
+  if (!options.model_quantizer || options.kind != VectorIndexKind::kIvfSq) return std::nullopt;
+  if (!options.join_lists) {
+    *why = "not asked to (--join-lists off)";
+    return std::nullopt;
+  }
+  uint64_t shard_images = 0;
+  for (const MergedShard& m : merged) shard_images += m.store->num_images();
+  if (store.num_images() != shard_images) {
+    *why = "the database held images before the merge";
+    return std::nullopt;
+  }
+  SearchIndexSync sync;
+  sync.index = VectorIndex::Deserialize(*options.model_quantizer);
+  std::vector<uint64_t> ids;
+  std::vector<uint8_t> colours;
+  std::vector<int8_t> tiny;
+  bool whole_colours = true, whole_tiny = true;
+  for (const MergedShard& m : merged) {
+    const std::string name = m.store->path();
+    Decoded d;
+    try {
+      const std::optional<ImageTotals> totals = m.store->totals();
+      const std::unique_ptr<SearchIndexReader> blob = m.store->ReadSearchIndex();
+      if (!totals || totals->generation == 0 || !blob) {
+        *why = name + " has no persisted search index";
+        return std::nullopt;
+      }
+      d = Decode(blob.get());
+      if (d.fingerprint != m.store->model().codebook_hash || d.generation != totals->generation) {
+        *why = name + "'s search index does not match its images (run 'lookalike index' on it)";
+        return std::nullopt;
+      }
+    } catch (const std::exception& e) {
+      *why = name + "'s search index is unusable: " + e.what();
+      return std::nullopt;
+    }
+    if (d.manifest.empty()) continue;  // an empty shard's index is flat: nothing to join
+    try {
+      sync.index->MergeFrom({d.index.get()}, {static_cast<int64_t>(m.id_offset)});
+    } catch (const std::invalid_argument& e) {
+      *why = name + "'s lists are not the model's (" + e.what() + ")";
+      return std::nullopt;
+    }
+    for (const IndexedImage& image : d.manifest) {
+      sync.manifest.push_back(IndexedImage{image.id + m.id_offset, image.content_hash});
+      ids.push_back(image.id + m.id_offset);
+    }
+    whole_colours = whole_colours && d.colours.rows() == static_cast<int64_t>(d.manifest.size());
+    whole_tiny = whole_tiny && d.tiny.rows() == static_cast<int64_t>(d.manifest.size());
+    if (whole_colours)
+      colours.insert(colours.end(), d.colours.table().begin(), d.colours.table().end());
+    if (whole_tiny) tiny.insert(tiny.end(), d.tiny.table().begin(), d.tiny.table().end());
+    TestStopPoint("merge-lists-joined");
+  }
+  if (!std::is_sorted(ids.begin(), ids.end())) {
+    *why = "the shards' ids are not in merge order";
+    return std::nullopt;
+  }
+  // Tables a shard lacked are read from the records and thumbnails by Sync.
+  if (whole_colours && !ids.empty()) sync.colours.Assign(ids, std::move(colours));
+  if (whole_tiny && !ids.empty()) sync.tiny.Assign(std::move(ids), std::move(tiny));
+  sync.lists_joined = static_cast<int64_t>(merged.size());
+  sync.loaded = true;
+  sync.generation = 0;
+  return sync;
+}
+
 // Adds the images of `ids` to sync->words: those of a merged shard whose
 // word index can be joined (CurrentShardWords) by copying its postings with
 // their ids re-keyed (StoredWordIndex::AddFrom), the others encoded from
@@ -716,6 +795,10 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
   // saved generation never claims more than the manifest holds.
   const std::optional<ImageTotals> totals = store.totals();
   const uint64_t generation = totals ? totals->generation : 0;
+  // merge: the shards' lists joined, when they can be (else the reason).
+  std::string not_joined;
+  std::optional<SearchIndexSync> joined =
+      merged.empty() ? std::nullopt : JoinShardLists(store, merged, options, &not_joined);
   const bool keep_tables = hold_tables || writer;
   LoadPersisted(store, dim, options.words, keep_tables, &sync, first);
   if (sync.tables_stored && !(generation != 0 && sync.generation == generation)) {
@@ -724,6 +807,9 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
     sync = SearchIndexSync();
     LoadPersisted(store, dim, options.words, /*keep_tables=*/true, &sync);
   }
+  // In place of the new database's persisted index (none, or an empty one).
+  if (joined) sync = std::move(*joined);
+  sync.lists_not_joined = std::move(not_joined);
   // A persisted index whose colour table does not cover its manifest: the
   // writer reads the records for one below (and saves it); a reader
   // searches without colour candidates.
@@ -795,6 +881,10 @@ std::string SearchIndexSync::Summary() const {
          (rebuilt     ? " (built: " + reason + ")"
           : retrained ? " (re-built from its vectors: kind or lists follow the size)"
                       : " (+" + std::to_string(added) + " -" + std::to_string(removed) + ")") +
+         (lists_joined > 0
+              ? "; inverted lists of " + std::to_string(lists_joined) + " merged shards joined"
+          : !lists_not_joined.empty() ? "; shards' lists not joined: " + lists_not_joined
+                                      : "") +
          (words ? "; word index, " + std::to_string(words->num_postings()) + " postings" +
                       (words_joined > 0 ? " (" + std::to_string(words_joined) +
                                               " images' postings joined from merged shards)"
@@ -1021,7 +1111,8 @@ std::vector<std::string> VerifyColourTable(const Store& store) {
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
                                   const VectorIndexOptions& options,
                                   const std::vector<MergedShard>& merged) {
-  SearchIndexSync sync = Sync(*store, store, vectors, options, /*build_transient=*/false, merged);
+  const VectorIndexOptions o = ApplyModelQuantizer(*store, vectors.dim(), options);
+  SearchIndexSync sync = Sync(*store, store, vectors, o, /*build_transient=*/false, merged);
   if (sync.changed())
     SaveSearchIndex(store, sync);  // compacts it out of level 0
   else

@@ -90,6 +90,11 @@ struct SearchIndexSync {
   std::unique_ptr<StoredWordIndex> words;
   bool words_built = false;  // built (vocabulary learned when the model has none) and filled
   int64_t words_joined = 0;  // images whose postings were copied from merged shards' word indexes
+  // `merge`: shards whose inverted lists were joined into the vector index
+  // (0: it was built or updated from the stored vectors, for the reason in
+  // lists_not_joined when the model has a search quantizer).
+  int64_t lists_joined = 0;
+  std::string lists_not_joined;
   // The persisted index, of another format, had a word index: it is rebuilt
   // whatever options.min_word_images says (one a database has is kept).
   bool had_words = false;
@@ -202,7 +207,14 @@ std::vector<std::string> VerifyColourTable(const Store& store);
 // With `merged` (`merge`: the shards it has just added), the word index of
 // a shard whose search index matches its records and whose words use the
 // model's vocabulary is joined (its postings copied, ids re-keyed) instead
-// of its images being encoded again from their features.
+// of its images being encoded again from their features; and when the
+// model has a search quantizer (search/model_quantizer.h), the database
+// held no other image and every shard's persisted vector index matches its
+// records and was filled from that quantizer, their inverted lists are
+// joined (VectorIndex::MergeFrom, ids re-keyed) instead of the index being
+// filled from every stored vector. Whatever the database's model, its
+// ivfsq index is a copy of the model's quantizer when it has one
+// (ApplyModelQuantizer).
 SearchIndexSync UpdateSearchIndex(Store* store, const SearchVectors& vectors,
                                   const VectorIndexOptions& options,
                                   const std::vector<MergedShard>& merged = {});

@@ -242,8 +242,20 @@ std::unique_ptr<VectorIndex> VectorIndex::Build(int64_t dim, const VectorIndexOp
   o.kind = ResolveKind(options, n, dim);
   if (o.kind != VectorIndexKind::kFlat && o.nlist == 0) o.nlist = AutoNlist(n);
   if (o.nprobe > o.nlist && o.kind != VectorIndexKind::kFlat) o.nprobe = o.nlist;
-  auto index = Create(dim, o);
-  if (o.kind != VectorIndexKind::kFlat) TrainIvf(index->impl_->ivf, o, vectors, n, dim);
+  std::unique_ptr<VectorIndex> index;
+  if (o.kind == VectorIndexKind::kIvfSq && o.model_quantizer) {
+    // The model's lists: a copy of them, already trained.
+    index = Deserialize(*o.model_quantizer);
+    if (index->kind() != VectorIndexKind::kIvfSq || index->dim() != dim || index->ntotal() != 0)
+      throw std::invalid_argument("the model's search quantizer (" + index->Describe() + ", " +
+                                  std::to_string(index->ntotal()) + " vectors, " +
+                                  std::to_string(index->dim()) + "-d) is not an empty ivfsq " +
+                                  "index of " + std::to_string(dim) + "-d vectors");
+    if (options.nprobe > 0) index->set_nprobe(std::min(options.nprobe, index->nlist()));
+  } else {
+    index = Create(dim, o);
+    if (o.kind != VectorIndexKind::kFlat) TrainIvf(index->impl_->ivf, o, vectors, n, dim);
+  }
   // Add in chunks so FAISS's temporary assignment buffers stay small.
   constexpr int64_t kChunk = 65536;
   for (int64_t i = 0; i < n; i += kChunk) {

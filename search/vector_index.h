@@ -79,6 +79,16 @@ struct VectorIndexOptions {
   // all of it would have built). Ignored when the model has one: it is
   // never learned again.
   bool relearn_words = false;
+  // The model's search quantizer (m:ivq, search/model_quantizer.h: a
+  // trained, empty ivfsq index, VectorIndex::Serialize bytes), or null.
+  // When set, an ivfsq index is built as a copy of it, filled and never
+  // trained on the collection, so every database of the model holds lists
+  // `merge` can join. Set by ApplyModelQuantizer, not by flags.
+  std::shared_ptr<const std::string> model_quantizer;
+  // `merge`: join the shards' inverted lists when every shard holds a
+  // current index filled from the model's quantizer (the default), rather
+  // than building the merged index from every stored vector.
+  bool join_lists = true;
 
   // Throws std::invalid_argument naming the offending field.
   void Validate() const;
@@ -117,9 +127,10 @@ class VectorIndex {
 
   // Builds an index over `n` vectors (row-major n × dim, L2-normalised) with
   // image ids `ids`: resolves kAuto by n, trains an approximate kind on a
-  // seeded sample, then adds everything. `options` must have passed Validate
+  // seeded sample (or, for ivfsq with options.model_quantizer, starts from a
+  // copy of that trained index), then adds everything. `options` must have passed Validate
   // (asserted). Throws std::invalid_argument (dimension, fewer vectors than
-  // lists).
+  // lists, a model_quantizer of another kind, dimension or not empty).
   static std::unique_ptr<VectorIndex> Build(int64_t dim, const VectorIndexOptions& options,
                                             const int64_t* ids, const float* vectors, int64_t n);
 

@@ -108,7 +108,8 @@ void Store::CheckCanCreate(const std::string& path) {
 std::unique_ptr<Store> Store::Create(const std::string& path, const ModelRecord& model,
                                      const ProjectionRecord* projection, uint32_t schema_version,
                                      const std::string& descriptor_quantizer,
-                                     const std::string& word_vocabulary) {
+                                     const std::string& word_vocabulary,
+                                     const std::string& search_quantizer) {
   if (schema_version < kOldestSchemaVersion || schema_version > kSchemaVersion)
     throw StoreError(StoreError::Kind::kSchema,
                      "cannot create a schema " + std::to_string(schema_version) +
@@ -153,6 +154,8 @@ std::unique_ptr<Store> Store::Create(const std::string& path, const ModelRecord&
         batch.Put(kDescriptorQuantizerKey, WithChecksum(descriptor_quantizer));
     }
     if (!word_vocabulary.empty()) batch.Put(kModelWordVocabularyKey, WithChecksum(word_vocabulary));
+    if (!search_quantizer.empty())
+      batch.Put(kModelSearchQuantizerKey, WithChecksum(search_quantizer));
     batch.Put(kNextIdKey, EncodeU64(1));
     batch.Put(kCountKey, EncodeU64(0));
     std::string schema;

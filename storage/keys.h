@@ -19,6 +19,12 @@
 //                       creation with the model (any schema), copied with it
 //                       by `index --model-from` and `merge`, added once by
 //                       `migrate` to a database created without one
+//   m:ivq               optional: the search vectors' trained, empty
+//                       inverted-file index, part of the model (an opaque
+//                       blob search encodes: VectorIndex::Serialize), u64
+//                       FNV-1a of the blob; written at creation by `train
+//                       --search-lists-for`, copied with the model by
+//                       `index --model-from` and `merge`
 //   m:totals            u64 descriptors, u64 images without features: the
 //                       sums over the records, and u64 generation, bumped by
 //                       every write that changes which images there are or
@@ -89,6 +95,7 @@ inline constexpr char kModelWordVocabularyKey[] = "m:wv";
 // since 2026-11-29); 1 = FNV-1a 64 (still read).
 inline constexpr uint32_t kSearchIndexFormat = 2;
 inline constexpr uint32_t kSearchIndexFnvFormat = 1;
+inline constexpr char kModelSearchQuantizerKey[] = "m:ivq";
 inline constexpr size_t kSearchIndexChunk = size_t{4} << 20;
 
 inline std::string SearchIndexChunkKey(uint32_t chunk) {
@@ -133,7 +140,7 @@ inline std::string ThumbnailKey(uint64_t id) {
 // "<letter>:..."; a space this table does not name makes merge fail rather
 // than drop it, so a new key space must be added here with its rule.
 enum class KeySpace {
-  kModel,        // m:schema, m:model, m:pca, m:vdim, m:dq, m:wv: equal in every input
+  kModel,        // m:schema, m:model, m:pca, m:vdim, m:dq, m:wv, m:ivq: equal in every input
   kCounter,      // m:next_id, m:count, m:totals: recomputed for the result
   kDerived,      // m:xindex, x:<chunk>, w:...: rebuilt afterwards (w: lists may be joined)
   kImageRecord,  // i:<id BE64>: copied with the id re-mapped in key and value
@@ -163,7 +170,7 @@ inline KeySpace KeySpaceOf(const std::string& key, bool* known) {
     }
   }
   for (const char* k : {kSchemaKey, kModelKey, kProjectionKey, kVectorDimKey,
-                        kDescriptorQuantizerKey, kModelWordVocabularyKey})
+                        kDescriptorQuantizerKey, kModelWordVocabularyKey, kModelSearchQuantizerKey})
     if (key == k) return KeySpace::kModel;
   for (const char* k : {kNextIdKey, kCountKey, kTotalsKey})
     if (key == k) return KeySpace::kCounter;

@@ -246,6 +246,10 @@ uint64_t Store::ModelFingerprint() const {
   const auto quantizer = GetDescriptorQuantizer();
   add(quantizer ? *quantizer : std::string());
   if (const auto words = GetModelWordVocabulary()) add(*words);
+  if (const auto lists = GetModelSearchQuantizer()) {
+    all += "ivq";  // never confused with a database that has only m:wv
+    add(*lists);
+  }
   return XXH3_64bits(all.data(), all.size());
 }
 

@@ -319,6 +319,17 @@ std::optional<std::string> Store::GetModelWordVocabulary() const {
   }
 }
 
+std::optional<std::string> Store::GetModelSearchQuantizer() const {
+  const auto value = impl_->Get(kModelSearchQuantizerKey);
+  if (!value) return std::nullopt;
+  try {
+    return CheckedBlob(*value, "model search quantizer (m:ivq)");
+  } catch (const encoding::CorruptValue& e) {
+    throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
+                                                     "; run 'lookalike index' into a new --db");
+  }
+}
+
 void Store::AddModelWordVocabulary(const std::string& blob) {
   if (impl_->read_only)
     throw StoreError(StoreError::Kind::kIo, "database " + path_ + " is open read-only");

@@ -117,12 +117,16 @@ class Store {
   // local descriptors (indexer/descriptor_quantizer.h), stored checksummed.
   // `word_vocabulary` (any schema; empty = none) is the indexer's opaque
   // vocabulary of the word index (indexer/word_signatures.h), part of the
-  // model, stored checksummed (m:wv).
+  // model, stored checksummed (m:wv). `search_quantizer` (empty = none) is
+  // search's opaque trained, empty inverted-file index over the search
+  // vectors (search/model_quantizer.h), part of the model, stored
+  // checksummed (m:ivq).
   static std::unique_ptr<Store> Create(const std::string& path, const ModelRecord& model,
                                        const ProjectionRecord* projection = nullptr,
                                        uint32_t schema_version = kSchemaVersion,
                                        const std::string& descriptor_quantizer = std::string(),
-                                       const std::string& word_vocabulary = std::string());
+                                       const std::string& word_vocabulary = std::string(),
+                                       const std::string& search_quantizer = std::string());
 
   // Throws the StoreError Create would throw for `path` (a file, a non-empty
   // folder that is not a database, a missing parent), without creating anything.
@@ -275,6 +279,13 @@ class Store {
   // (`migrate`), in one write: a kill leaves it without or with it. Throws
   // std::logic_error if it has one, StoreError(kIo) on a read-only store.
   void AddModelWordVocabulary(const std::string& blob);
+
+  // The search vectors' quantizer stored with the model (m:ivq: a trained,
+  // empty inverted-file index that every shard of the model fills, so
+  // `merge` can join their lists), or nullopt (the common case: each
+  // database trains its own). Throws StoreError(kCorrupt) if it fails its
+  // checksum.
+  std::optional<std::string> GetModelSearchQuantizer() const;
 
   // The persisted search index (an opaque blob that search/search_index.h
   // encodes), or nullopt if none was written. Throws StoreError(kCorrupt) if

@@ -275,6 +275,11 @@ std::vector<std::string> Store::Verify(size_t max_problems,
   } catch (const StoreError& e) {
     problems.Add(e.what());
   }
+  try {
+    GetModelSearchQuantizer();
+  } catch (const StoreError& e) {
+    problems.Add(e.what());
+  }
   ImageTotals counted;
   const uint64_t num_records = CheckImages(c, &counted);
   if (num_records != num_images_)

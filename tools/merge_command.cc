@@ -133,6 +133,9 @@ int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std
   flags.Value("word-index-min-images", &c.search_index.min_word_images,
               d.search_index.min_word_images,
               "keep the word index only from this many images on, as for 'index'");
+  flags.Value("join-lists", &c.search_index.join_lists, d.search_index.join_lists,
+              "join the shards' inverted lists when they all fill the model's search quantizer "
+              "(train --search-lists-for); off: fill the merged index from every stored vector");
   flags.Text("format", "table", "summary format: table | json", [&c](const std::string& v) {
     c.format = ParseFormat(v, {OutputFormat::kTable, OutputFormat::kJson});
   });
@@ -184,9 +187,10 @@ int RunMergeCommand(const std::vector<std::string>& args, std::ostream& out, std
         const auto projection = first.GetProjection();
         const auto quantizer = first.GetDescriptorQuantizer();
         const auto words = first.GetModelWordVocabulary();
+        const auto lists = first.GetModelSearchQuantizer();
         auto store = Store::Create(temp, first.model(), projection ? &*projection : nullptr,
                                    first.schema_version(), quantizer ? *quantizer : std::string(),
-                                   words ? *words : std::string());
+                                   words ? *words : std::string(), lists ? *lists : std::string());
         TestStopPoint("merge-created");
         MergeInto(store.get(), shards, c, &report);
         store->Flush();

@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "indexer/pipeline.h"
+#include "search/model_quantizer.h"
 #include "storage/store.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -21,7 +22,11 @@ constexpr char kUsage[] =
     "the images under DIR, exactly as 'index' does for a new database, and creates\n"
     "BASE holding the model and no image. Index shards with\n"
     "'lookalike index DIR --db SHARD --model-from BASE --shard I/N' and join them\n"
-    "with 'lookalike merge'. An existing BASE is kept as it is.\n\n";
+    "with 'lookalike merge'. With --search-lists-for N, BASE also holds the search\n"
+    "index's inverted lists (learned from the training images' search vectors):\n"
+    "every shard fills them, and 'merge' joins the shards' lists instead of building\n"
+    "the merged search index from every stored vector. An existing BASE is kept as\n"
+    "it is.\n\n";
 
 }  // namespace
 
@@ -29,6 +34,7 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
                     bool tty, const std::atomic<bool>* cancel) {
   IndexOptions o;
   bool verbose = false, quiet = false;
+  int64_t lists_for = 0;
   FlagGroup run("run"), model("model (stored in BASE)");
   run.Help();
   run.Path("db", &o.db_path, "database folder to create with the model");
@@ -37,6 +43,10 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   run.Switch("verbose,v", &verbose, "print phases and timings");
   run.Switch("quiet,q", &quiet, "no progress bar");
   DeclareModelFlags(&model, &o.model);
+  model.Value("search-lists-for", &lists_for, int64_t{0},
+              "also learn the search index's inverted lists for a merged collection of about "
+              "this many images, so 'merge' joins the shards' lists (0 = no; each database "
+              "learns its own)");
   boost::program_options::options_description hidden;
   hidden.add_options()("dir", boost::program_options::value(&o.image_dir));
   const ParsedArgs parsed = ParseArgs(args, {&run, &model}, hidden, {{"dir", 1}});
@@ -50,7 +60,13 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
   IndexSummary s;
   try {
     try {
-      s = TrainModel(o, &observer, cancel);
+      if (lists_for < 0) throw UsageError("--search-lists-for must be >= 0");
+      SearchQuantizerTrainer lists;
+      if (lists_for > 0)
+        lists = [&](const float* vectors, int64_t n, int64_t dim) {
+          return TrainModelQuantizer(vectors, n, dim, lists_for, o.model.codebook.seed);
+        };
+      s = TrainModel(o, &observer, cancel, lists);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }

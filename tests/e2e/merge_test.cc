@@ -420,6 +420,83 @@ TEST_F(MergeTest, KilledWhileJoiningWordListsReRunFinishes) {
   ExpectSameResults(Search(out, Dir("photos")), WordsReference(), "re-run after a kill");
 }
 
+// With the model's search quantizer (`train --search-lists-for`), every
+// shard fills a copy of the same inverted lists and `merge` joins them
+// instead of filling the merged index from every stored vector; the joined
+// index holds the very codes one run over the folder computes, so search
+// ranks exactly alike. Merge falls back to filling from the stored vectors
+// (same results) when asked to, or when a shard's index is not the model's
+// (one indexed --index-kind flat); a merge killed while joining leaves no
+// OUT and its re-run finishes.
+TEST_F(MergeTest, ShardsFillingTheModelsListsHaveThemJoined) {
+  const std::string photos = Dir("photos");
+  auto train = Model();
+  train.insert(train.begin(),
+               {"train", photos, "--db", Dir("base-lists"), "--search-lists-for", "1000", "-q"});
+  const auto t = Lookalike(train);
+  ASSERT_EQ(t.exit_code, 0) << t.Describe();
+  ASSERT_TRUE(
+      Store::Open(Dir("base-lists"), Store::Mode::kReadOnly)->GetModelSearchQuantizer().has_value())
+      << "train stored no search quantizer";
+  const auto index = [&](const std::string& db, std::vector<std::string> more) {
+    std::vector<std::string> args = {"index",           photos, "--db", db, "--model-from",
+                                     Dir("base-lists"), "-v"};
+    args.insert(args.end(), more.begin(), more.end());
+    const auto r = Lookalike(args);
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    return r.err;
+  };
+  const std::string single = Dir("lists-single");
+  // Small as it is, the database's index is ivfsq: a copy of the model's lists.
+  const std::string log = index(single, {});
+  EXPECT_NE(log.find("search index: ivfsq"), std::string::npos) << log;
+  std::vector<std::string> shards;
+  for (int i = 0; i < kShards; ++i) {
+    shards.push_back(Dir("lists-shard" + std::to_string(i)));
+    index(shards.back(), {"--shard", std::to_string(i) + "/" + std::to_string(kShards)});
+  }
+  const Results reference = Search(single, photos);
+  const auto merge = [&](const std::string& out, const std::vector<std::string>& inputs,
+                         std::vector<std::string> more) {
+    std::vector<std::string> args = {"merge", "--db", out, "--format", "json"};
+    args.insert(args.end(), inputs.begin(), inputs.end());
+    args.insert(args.end(), more.begin(), more.end());
+    const auto r = Lookalike(args);
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    return r.out;
+  };
+  const std::string joined = Dir("lists-joined");
+  std::string out = merge(joined, shards, {});
+  EXPECT_NE(out.find("inverted lists of 3 merged shards joined"), std::string::npos) << out;
+  ExpectVerifies(joined);
+  ExpectSameResults(Search(joined, photos), reference, "lists joined");
+
+  const std::string filled = Dir("lists-filled");
+  out = merge(filled, shards, {"--join-lists", "off"});
+  EXPECT_EQ(out.find("merged shards joined"), std::string::npos) << out;
+  EXPECT_NE(out.find("lists not joined: not asked to"), std::string::npos) << out;
+  ExpectSameResults(Search(filled, photos), reference, "filled from the stored vectors");
+
+  const std::string flat = Dir("lists-shard-flat");
+  index(flat, {"--shard", "1/" + std::to_string(kShards), "--index-kind", "flat"});
+  const std::string mixed = Dir("lists-mixed");
+  out = merge(mixed, {shards[0], flat, shards[2]}, {});
+  EXPECT_EQ(out.find("merged shards joined"), std::string::npos) << out;
+  EXPECT_NE(out.find("lists not joined: " + flat), std::string::npos) << out;
+  ExpectSameResults(Search(mixed, photos), reference, "a shard of another kind");
+
+  const std::string killed = Dir("lists-killed");
+  std::vector<std::string> args = {"merge", "--db", killed};
+  args.insert(args.end(), shards.begin(), shards.end());
+  std::string why;
+  ASSERT_TRUE(KillMergeAt(args, "merge-lists-joined", &why)) << why;
+  EXPECT_FALSE(fs::exists(killed)) << "a merge killed while joining lists left an OUT";
+  out = merge(killed, shards, {});
+  EXPECT_NE(out.find("merged shards joined"), std::string::npos) << out;
+  ExpectVerifies(killed);
+  ExpectSameResults(Search(killed, photos), reference, "re-run after a kill");
+}
+
 TEST_F(MergeTest, UsageErrors) {
   MakeOtherModels();
   EXPECT_EQ(Lookalike({"merge", "--db", Dir("x")}).exit_code, 2);
