@@ -346,6 +346,42 @@ TEST(VectorIndexTest, SerializeRoundTripAndCorruption) {
   }
 }
 
+// With the model's quantizer, Build starts from a copy of it (nothing is
+// trained on the collection): its lists join with another copy's, and it
+// holds what Add-ing the vectors to a copy gives.
+TEST(VectorIndexTest, BuildFillsTheModelsQuantizer) {
+  const int64_t n = 1203, d = 24, k = 5, nq = 40;
+  const auto db = Clustered(n, d, 20, 0.6f, 5);
+  const auto ids = Ids(n);
+  VectorIndexOptions o;
+  o.nlist = 16;
+  auto trained = VectorIndex::Train(d, o, db.data(), 400);
+  VectorIndexOptions with = Kind(VectorIndexKind::kIvfSq);
+  with.model_quantizer = std::make_shared<const std::string>(trained->Serialize());
+  auto built = VectorIndex::Build(d, with, ids.data(), db.data(), 600);
+  EXPECT_EQ(built->nlist(), 16);
+  EXPECT_EQ(built->nprobe(), AutoNprobe(600, 16));
+  auto rest = VectorIndex::Deserialize(*with.model_quantizer);
+  rest->Add(ids.data() + 600, db.data() + 600 * d, n - 600);
+  built->MergeFrom({rest.get()});  // refused unless both are copies of `trained`
+  trained->Add(ids.data(), db.data(), n);
+  trained->set_nprobe(built->nprobe());
+  std::vector<float> s1(nq * k), s2(nq * k);
+  std::vector<int64_t> l1(nq * k), l2(nq * k);
+  trained->Search(db.data(), nq, k, s1.data(), l1.data());
+  built->Search(db.data(), nq, k, s2.data(), l2.data());
+  EXPECT_EQ(l1, l2);
+  EXPECT_EQ(s1, s2);
+  // Without it, Build trains its own lists, which do not join.
+  VectorIndexOptions alone = Kind(VectorIndexKind::kIvfSq);
+  alone.nlist = 16;
+  auto own = VectorIndex::Build(d, alone, ids.data(), db.data(), 600);
+  EXPECT_THROW(own->MergeFrom({VectorIndex::Deserialize(*with.model_quantizer).get()}),
+               std::invalid_argument);
+  // A quantizer of other vectors is refused.
+  EXPECT_THROW(VectorIndex::Build(d + 1, with, ids.data(), db.data(), 10), std::invalid_argument);
+}
+
 // A sharded build: shards fill copies of one trained index and MergeFrom
 // joins them into the index Add-ing every vector to one copy gives.
 TEST(VectorIndexTest, MergedShardsSearchLikeOneIndex) {

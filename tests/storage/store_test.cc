@@ -962,6 +962,43 @@ TEST(StoreTest, ModelWordVocabularyIsPartOfTheModel) {
   EXPECT_NE(problems[0].find("model word vocabulary (m:wv)"), std::string::npos) << problems[0];
 }
 
+// The search quantizer stored with the model (m:ivq): written at creation,
+// part of the fingerprint (so shards with and without it never merge),
+// checked like the vocabulary; a database without one keeps the
+// fingerprint it always had.
+TEST(StoreTest, ModelSearchQuantizerIsPartOfTheModel) {
+  TempDir tmp;
+  const std::string with = tmp / "with", without = tmp / "without", other = tmp / "other";
+  Store::Create(with, MakeModel(), nullptr, kSchemaVersion, "quantizer", "words", "lists A")
+      .reset();
+  Store::Create(without, MakeModel(), nullptr, kSchemaVersion, "quantizer", "words").reset();
+  Store::Create(other, MakeModel(), nullptr, kSchemaVersion, "quantizer", "words", "lists B")
+      .reset();
+  {
+    auto a = Store::Open(with, Store::Mode::kReadOnly);
+    auto n = Store::Open(without, Store::Mode::kReadOnly);
+    auto b = Store::Open(other, Store::Mode::kReadOnly);
+    EXPECT_EQ(a->GetModelSearchQuantizer(), "lists A");
+    EXPECT_FALSE(n->GetModelSearchQuantizer().has_value());
+    EXPECT_NE(a->ModelFingerprint(), n->ModelFingerprint());
+    EXPECT_NE(a->ModelFingerprint(), b->ModelFingerprint());
+    EXPECT_THROW(Store::CheckSameModel({a.get(), n.get()}), StoreError);
+    EXPECT_TRUE(a->Verify().empty());
+  }
+  {
+    auto raw = OpenRaw(with);
+    std::string value;
+    ASSERT_TRUE(raw->Get(rocksdb::ReadOptions(), "m:ivq", &value).ok());
+    value[1] ^= 0x20;
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "m:ivq", value).ok());
+  }
+  auto damaged = Store::Open(with, Store::Mode::kReadOnly);
+  EXPECT_THROW(damaged->GetModelSearchQuantizer(), StoreError);
+  const auto problems = damaged->Verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("model search quantizer (m:ivq)"), std::string::npos) << problems[0];
+}
+
 TEST(StoreTest, DetectsCorruptedVector) {
   for (uint32_t schema : {1u, 2u}) {
     SCOPED_TRACE("schema " + std::to_string(schema));
