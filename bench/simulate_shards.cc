@@ -3,6 +3,7 @@
 // record, feature and vector sizes and the vectors' spectrum are realistic.
 //
 // usage: simulate_shards --from REAL --out DIR --images N --shards S [--seed X]
+//                        [--search-index] [--no-search-lists]
 //
 // REAL is a database indexed by `lookalike` (schema 3 with a PCA, so it
 // stores search vectors). DIR/shard-<s> is created with REAL's model (as
@@ -14,6 +15,11 @@
 // distinct and lies in the subspace real photos span. Paths are
 // /simulated/<i / 1000>/<i>.jpg, content hashes distinct. Written through
 // Store::PutImage, one atomic batch per image, as `index` commits.
+// --search-index: each shard then gets its persisted search index as the
+// `index` run that wrote it would (UpdateSearchIndex; no word index), so
+// `merge` can join the shards' inverted lists when REAL's model has a search
+// quantizer. --no-search-lists: the shards' model leaves REAL's search
+// quantizer out (a model trained without --search-lists-for).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "indexer/search_vectors.h"
+#include "search/search_index.h"
 #include "storage/store.h"
 #include "util/timing.h"
 
@@ -31,8 +39,21 @@ int main(int argc, char** argv) {
   int64_t images = 0;
   int shards = 0;
   uint64_t seed = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
+  bool search_index = false, search_lists = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--search-index" || a == "--no-search-lists") {
+      if (a == "--search-index")
+        search_index = true;
+      else
+        search_lists = false;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "simulate_shards: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const std::string v = argv[++i];
     if (a == "--from")
       from = v;
     else if (a == "--out")
@@ -50,7 +71,8 @@ int main(int argc, char** argv) {
   }
   if (from.empty() || out.empty() || images < 1 || shards < 1) {
     std::fprintf(stderr,
-                 "usage: simulate_shards --from REAL --out DIR --images N --shards S [--seed X]\n");
+                 "usage: simulate_shards --from REAL --out DIR --images N --shards S [--seed X] "
+                 "[--search-index] [--no-search-lists]\n");
     return 2;
   }
   try {
@@ -82,9 +104,10 @@ int main(int argc, char** argv) {
     for (int s = 0; s < shards; ++s) {
       const std::string path = out + "/shard-" + std::to_string(s);
       const auto words = real->GetModelWordVocabulary();
+      const auto lists = search_lists ? real->GetModelSearchQuantizer() : std::nullopt;
       auto store = Store::Create(path, real->model(), projection ? &*projection : nullptr,
                                  real->schema_version(), quantizer ? *quantizer : std::string(),
-                                 words ? *words : std::string());
+                                 words ? *words : std::string(), lists ? *lists : std::string());
       const auto t = SteadyClock::now();
       int64_t written = 0;
       for (int64_t i = s; i < images; i += shards) {
@@ -103,11 +126,18 @@ int main(int argc, char** argv) {
         store->PutImage(&r, v.data(), features[a]);
         ++written;
       }
+      std::string index;
+      if (search_index) {
+        VectorIndexOptions o;
+        o.words = false;
+        const SearchVectors vectors(*store);
+        index = ", search index " + UpdateSearchIndex(store.get(), vectors, o).Summary();
+      }
       store->Flush();
       const double seconds = SecondsBetween(t, SteadyClock::now());
-      std::printf("%s: %lld images in %.1f s (%.0f records/s), %.1f MiB\n", path.c_str(),
+      std::printf("%s: %lld images in %.1f s (%.0f records/s), %.1f MiB%s\n", path.c_str(),
                   static_cast<long long>(written), seconds, written / seconds,
-                  store->SizeOnDisk() / 1048576.0);
+                  store->SizeOnDisk() / 1048576.0, index.c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <ostream>
@@ -93,6 +94,7 @@ void MergeInto(Store* store, const std::vector<const Store*>& shards, const Merg
   report->merge = store->MergeShards(shards, WithPid(Beside(c.db, ".merge-tables-")));
   const auto merged = std::chrono::steady_clock::now();
   report->merge_seconds = std::chrono::duration<double>(merged - start).count();
+  const std::clock_t cpu = std::clock();
   SetLibraryThreads(ResolveThreads(c.threads));
   const SearchVectors vectors(*store);
   VectorIndexOptions index = c.search_index;
@@ -110,6 +112,7 @@ void MergeInto(Store* store, const std::vector<const Store*>& shards, const Merg
   report->search_index = sync.Summary();
   report->index_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - merged).count();
+  report->index_cpu_seconds = static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   report->images = store->num_images();
 }
 

@@ -79,7 +79,10 @@ struct MergeReport {
   std::string search_index;  // SearchIndexSync::Summary()
   double merge_seconds = 0;  // checks, table files and ingestion
   double index_seconds = 0;  // the search index update
-  double seconds = 0;        // the whole command
+  // CPU time of the process (every thread, RocksDB's background work
+  // included) during the search index update.
+  double index_cpu_seconds = 0;
+  double seconds = 0;  // the whole command
 };
 void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat format);
 // `migrate`'s summary (table or JSON).

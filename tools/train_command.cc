@@ -83,8 +83,14 @@ int RunTrainCommand(const std::vector<std::string>& args, std::ostream& out, std
     err << "lookalike train: note: " << o.db_path
         << " already exists and keeps its model (see 'lookalike info'); train into a new --db "
            "to change it\n";
+    if (lists_for > 0 && !Store::Open(o.db_path, Store::Mode::kReadOnly)->GetModelSearchQuantizer())
+      err << "lookalike train: note: its model has no search quantizer, so --search-lists-for "
+             "is ignored and merge will build the merged search index from the stored vectors\n";
     return kExitOk;
   }
+  if (lists_for > 0 && !Store::Open(o.db_path, Store::Mode::kReadOnly)->GetModelSearchQuantizer())
+    err << "lookalike train: note: no search quantizer was learned: the sample had too few "
+           "images with features for a PCA (--pca-min-images), and search vectors need one\n";
   WriteTrainSummary(out, s, o.db_path);
   return kExitOk;
 }
