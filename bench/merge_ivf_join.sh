@@ -15,10 +15,13 @@
 #   rebuilt  the shards without the quantizer, --index-kind ivfsq: every
 #            stored vector read, k-means trained, every vector encoded (what
 #            merge did before, and still does for such shards).
-# It prints merge's search index step (index_seconds, wall, and
-# index_cpu_seconds, the process's CPU time meanwhile) and the whole merge's
-# CPU time (user + system, which includes the table copy and ingestion all
-# three share), their medians and the ratios;
+# It prints merge's search index step (index_seconds, wall;
+# index_cpu_seconds, the process's CPU time meanwhile, which includes
+# RocksDB's background compaction of the tables just ingested, the same in
+# all three; index_thread_cpu_seconds, the CPU of the thread that ran it:
+# the step's own work when THREADS=1) and the whole merge's CPU time (user +
+# system, which includes the table copy and ingestion all three share),
+# their medians and the ratios;
 # then recall@10 of each index against exact search (the plain shards
 # merged --index-kind flat) on the VLAD stage for QUERIES photos, and how
 # many of the joined index's top 10 the rebuilt one shares.
@@ -32,7 +35,7 @@
 #   PHOTOS and N, are reused; default a temporary one, removed)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,30p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,35p' "$0" >&2; exit 2; }
 photos=$1 n=$2
 build=${3:-${BUILD_DIR:-$root/build}}
 bin=$build/tools/lookalike sim=$build/bench/simulate_shards
@@ -75,21 +78,22 @@ user, system, rss = open(sys.argv[2]).read().split()[-3:]
 joined = "merged shards joined" in report["search_index"]
 if joined != (sys.argv[3] == "joined"):
     sys.exit("merge_ivf_join: expected %s: %s" % (sys.argv[3], report["search_index"]))
-print("%.3f %.2f %.2f %s" % (report["index_seconds"], report["index_cpu_seconds"],
-                             float(user) + float(system), rss))
+print("%.3f %.2f %.2f %.2f %s" % (report["index_seconds"], report["index_cpu_seconds"],
+                                  report["index_thread_cpu_seconds"],
+                                  float(user) + float(system), rss))
 EOF
 }
 
-echo "search index step: wall s, CPU s; whole merge: CPU s"
-echo "round     joined              filled              rebuilt"
+echo "search index step: wall s, process CPU s, its thread's CPU s; whole merge: CPU s"
+echo "round         joined                     filled                     rebuilt"
 : >"$work/figures"
 r=1
 while [ "$r" -le "$rounds" ]; do
   j=$(merge "$work/joined" joined lists)
   f=$(merge "$work/filled" filled lists --join-lists off)
   b=$(merge "$work/rebuilt" rebuilt plain --index-kind ivfsq)
-  echo "$r $j $f $b" | awk '{printf "%5d  %6.2f %5.2f %6.2f  %6.2f %5.2f %6.2f  %6.2f %5.2f %6.2f\n",
-    $1, $2, $3, $4, $6, $7, $8, $10, $11, $12}'
+  echo "$r $j $f $b" | awk '{printf "%5d  %6.2f %5.2f %5.2f %6.2f   %6.2f %5.2f %5.2f %6.2f" \
+    "   %6.2f %5.2f %5.2f %6.2f\n", $1, $2, $3, $4, $5, $7, $8, $9, $10, $12, $13, $14, $15}'
   echo "$j $f $b" >>"$work/figures"
   r=$((r + 1))
 done
@@ -97,13 +101,14 @@ python3 - "$work/figures" <<'EOF'
 import statistics, sys
 rows = [list(map(float, line.split())) for line in open(sys.argv[1])]
 m = [statistics.median(col) for col in zip(*rows)]
-names = (("joined", 0), ("filled", 4), ("rebuilt", 8))
+names = (("joined", 0), ("filled", 5), ("rebuilt", 10))
 for name, k in names:
-    print("median %-7s: index step %.3f s wall, %.2f s CPU; merge CPU %.2f s, peak RSS %.0f MiB"
-          % (name, m[k], m[k + 1], m[k + 2], m[k + 3] / 1024))
+    print("median %-7s: index step %.3f s wall, %.2f s process CPU, %.2f s its thread's;"
+          " merge CPU %.2f s, peak RSS %.0f MiB"
+          % (name, m[k], m[k + 1], m[k + 2], m[k + 3], m[k + 4] / 1024))
 for (a, i), (b, j) in ((names[0], names[2]), (names[1], names[2]), (names[0], names[1])):
-    print("%s / %s: index step wall %.3f, CPU %.3f; merge CPU %.3f"
-          % (a, b, m[i] / m[j], m[i + 1] / m[j + 1], m[i + 2] / m[j + 2]))
+    print("%s / %s: index step wall %.3f, process CPU %.3f, thread CPU %.3f; merge CPU %.3f"
+          % (a, b, m[i] / m[j], m[i + 1] / m[j + 1], m[i + 2] / m[j + 2], m[i + 3] / m[j + 3]))
 EOF
 
 echo "== recall@10 on the VLAD stage, $nq queries"

@@ -84,6 +84,13 @@ void RemoveLeftovers(const std::string& db, const std::string& suffix) {
   }
 }
 
+// CPU time the calling thread has used.
+double ThreadCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 std::string WithPid(const fs::path& stem) { return stem.string() + std::to_string(::getpid()); }
 
 // Merges into `store`, then updates its search index; fills `report`.
@@ -95,6 +102,7 @@ void MergeInto(Store* store, const std::vector<const Store*>& shards, const Merg
   const auto merged = std::chrono::steady_clock::now();
   report->merge_seconds = std::chrono::duration<double>(merged - start).count();
   const std::clock_t cpu = std::clock();
+  const double thread_cpu = ThreadCpuSeconds();
   SetLibraryThreads(ResolveThreads(c.threads));
   const SearchVectors vectors(*store);
   VectorIndexOptions index = c.search_index;
@@ -113,6 +121,7 @@ void MergeInto(Store* store, const std::vector<const Store*>& shards, const Merg
   report->index_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - merged).count();
   report->index_cpu_seconds = static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
+  report->index_thread_cpu_seconds = ThreadCpuSeconds() - thread_cpu;
   report->images = store->num_images();
 }
 

@@ -345,6 +345,7 @@ void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat for
     j["merge_seconds"] = r.merge_seconds;
     j["index_seconds"] = r.index_seconds;
     j["index_cpu_seconds"] = r.index_cpu_seconds;
+    j["index_thread_cpu_seconds"] = r.index_thread_cpu_seconds;
     j["seconds"] = r.seconds;
     WriteJsonLine(out, j);
     return;

@@ -82,6 +82,9 @@ struct MergeReport {
   // CPU time of the process (every thread, RocksDB's background work
   // included) during the search index update.
   double index_cpu_seconds = 0;
+  // CPU time of the thread that ran the update: with --threads 1 all of the
+  // update's own work (FAISS and OpenMP run on it), RocksDB's excluded.
+  double index_thread_cpu_seconds = 0;
   double seconds = 0;  // the whole command
 };
 void WriteMergeSummary(std::ostream& out, const MergeReport& r, OutputFormat format);
