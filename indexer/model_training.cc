@@ -137,7 +137,8 @@ std::vector<FileTask> ImagesToExtractAgain(const std::vector<FileTask>& sample,
 // the database is created with) when options ask for automatic bits. nullopt
 // when the sample is too small or the run was cancelled. With `all_vlad`,
 // every training image's VLAD vector is encoded (the PCA still learns from
-// the same first ones) and left there, row-major, for the search quantizer.
+// the same ones as without it) and left there, row-major, for the search
+// quantizer.
 std::optional<ProjectionRecord> LearnSampleProjection(
     const Codebook& codebook, const std::vector<FileTask>& sample, const TrainingSample& training,
     int64_t collection_images, const ModelOptions& options, const ImageFileLimits& limits,
@@ -147,10 +148,9 @@ std::optional<ProjectionRecord> LearnSampleProjection(
   const int64_t vlad_dim = encoder->vlad_dim();
   ProjectionOptions projection = options.projection;
   projection.component_bits = ComponentBitsFor(projection, collection_images, vlad_dim);
-  const int64_t pca_want = std::min<int64_t>(
+  const int64_t want = std::min<int64_t>(
       training.images_with_features,
       std::max<int64_t>(options.projection.min_images, 2 * int64_t{options.projection.out_dim}));
-  const int64_t want = all_vlad ? training.images_with_features : pca_want;
   std::vector<const ProcessedFile*> held;
   for (const auto& entry : training.reusable)
     if (entry.second.descriptors.num > 0) held.push_back(&entry.second);
@@ -185,9 +185,23 @@ std::optional<ProjectionRecord> LearnSampleProjection(
   ProcessFiles(again, threads, TrainingProcessing(options, limits), cancel, [&](ProcessedFile&& p) {
     if (!p.error) add(p.descriptors);
   });
-  if ((cancel && cancel->load()) || !ShouldLearnProjection(options.projection, num))
+  const int64_t pca_num = num;  // the PCA learns from these, with or without all_vlad
+  if (all_vlad && !(cancel && cancel->load())) {
+    // The other training images after them (in completion order, which only
+    // the quantizer sees): the PCA's input stays the same set.
+    std::set<std::string> taken;
+    for (const FileTask& t : again) taken.insert(t.path);
+    std::vector<FileTask> more;
+    for (FileTask& t : ImagesToExtractAgain(sample, training, static_cast<int64_t>(held.size()),
+                                            training.images_with_features))
+      if (!taken.count(t.path)) more.push_back(std::move(t));
+    ProcessFiles(more, threads, TrainingProcessing(options, limits), cancel,
+                 [&](ProcessedFile&& p) {
+                   if (!p.error) add(p.descriptors);
+                 });
+  }
+  if ((cancel && cancel->load()) || !ShouldLearnProjection(options.projection, pca_num))
     return std::nullopt;
-  const int64_t pca_num = std::min(num, std::max(pca_want, int64_t{1}));
   ProjectionRecord learned = LearnProjection(vectors.data(), pca_num, vlad_dim, projection);
   if (all_vlad) *all_vlad = std::move(vectors);
   return learned;

@@ -435,9 +435,16 @@ TEST_F(MergeTest, ShardsFillingTheModelsListsHaveThemJoined) {
                {"train", photos, "--db", Dir("base-lists"), "--search-lists-for", "1000", "-q"});
   const auto t = Lookalike(train);
   ASSERT_EQ(t.exit_code, 0) << t.Describe();
-  ASSERT_TRUE(
-      Store::Open(Dir("base-lists"), Store::Mode::kReadOnly)->GetModelSearchQuantizer().has_value())
-      << "train stored no search quantizer";
+  {
+    const auto with = Store::Open(Dir("base-lists"), Store::Mode::kReadOnly);
+    ASSERT_TRUE(with->GetModelSearchQuantizer().has_value()) << "train stored no search quantizer";
+    // Encoding every training image for the quantizer leaves the PCA's
+    // sample, and so the PCA, as it is without the flag.
+    const auto without = Store::Open(Dir("base"), Store::Mode::kReadOnly);
+    ASSERT_TRUE(with->GetProjection() && without->GetProjection());
+    EXPECT_EQ(with->GetProjection()->components, without->GetProjection()->components);
+    EXPECT_EQ(with->GetProjection()->eigenvalues, without->GetProjection()->eigenvalues);
+  }
   const auto index = [&](const std::string& db, std::vector<std::string> more) {
     std::vector<std::string> args = {"index",           photos, "--db", db, "--model-from",
                                      Dir("base-lists"), "-v"};
