@@ -70,6 +70,52 @@ float CombinedScore(float base, int inliers) {
   return 1.0f - (1.0f - base) * (1.0f - evidence);
 }
 
+std::vector<float> ScoresThroughHubs(const FeatureReader& stored_features,
+                                     const SearchOptions& options,
+                                     const std::vector<RankedResult>& list) {
+  std::vector<float> scores;
+  for (const RankedResult& r : list) scores.push_back(r.score);
+  const int min_inliers = options.rerank.min_inliers;
+  const int hub_least = std::max(min_inliers, options.expansion.hub_inliers);
+  std::vector<size_t> hubs, todo;  // indexes in list
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].verified) {
+      if (static_cast<int>(hubs.size()) < options.expansion.hubs && list[i].consistent >= hub_least)
+        hubs.push_back(i);
+    } else if (static_cast<int>(todo.size()) < options.expansion.hub_depth) {
+      todo.push_back(i);
+    }
+  }
+  if (hubs.empty() || todo.empty()) return scores;
+  // Each hub as a query: its strongest features, as the query's are.
+  const VerifyOptions verify = VerifyFor(options.rerank);
+  std::vector<LocalFeatures> hub_features;
+  std::vector<size_t> hub_at;
+  for (size_t i : hubs) {
+    auto f = stored_features.Read(list[i].id, stored_features.matching_frame());
+    if (!f) continue;
+    hub_features.push_back(StrongestFeatures(*f, options.rerank.verify_keypoints));
+    hub_at.push_back(i);
+  }
+  std::vector<PreparedQuery> prepared;
+  for (const LocalFeatures& f : hub_features) prepared.emplace_back(f, verify);
+  ParallelFor(todo.size(), options.threads, [&](size_t t) {
+    const RankedResult& r = list[todo[t]];
+    const auto candidate = stored_features.Read(r.id, stored_features.matching_frame());
+    if (!candidate) return;
+    for (size_t h = 0; h < prepared.size(); ++h) {
+      const int n = prepared[h].Verify(*candidate).inliers;
+      if (n < min_inliers) continue;
+      const RankedResult& hub = list[hub_at[h]];
+      const float through =
+          std::min(std::clamp(CombinedScore(r.score, std::min(n, hub.inliers)), -1.0f, 1.0f),
+                   std::nextafter(hub.score, -2.0f));
+      scores[todo[t]] = std::max(scores[todo[t]], through);
+    }
+  });
+  return scores;
+}
+
 QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_features,
                            const SearchVectors& vectors, const SearchOptions& options,
                            const LocalFeatures& features, const std::vector<uint8_t>& colour,
@@ -195,60 +241,6 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
     if (HasEvidence(c.id)) c.score = std::clamp(CombinedScore(c.base, inliers(c.id)), -1.0f, 1.0f);
   }
   SortByScore(list);
-}
-
-void QueryRanking::VerifyThrough(std::vector<Candidate>* list) {
-  assert(prepared_);  // reranks()
-  const int min_inliers = options_.rerank.min_inliers;
-  std::vector<uint64_t> hubs;
-  for (const Candidate& c : *list) {
-    if (static_cast<int>(hubs.size()) == options_.expansion.hubs) break;
-    if (inliers(c.id) >= kHubInlierFactor * min_inliers) hubs.push_back(c.id);
-  }
-  if (hubs.empty()) return;
-  std::vector<uint64_t> todo;
-  for (const Candidate& c : *list) {
-    if (static_cast<int>(todo.size()) == options_.expansion.hub_depth) break;
-    if (!Verified(c.id) && !chain_of_.count(c.id)) todo.push_back(c.id);
-  }
-  if (todo.empty()) return;
-  // Each hub as a query: its strongest features, as the query's are.
-  std::vector<LocalFeatures> hub_features;
-  std::vector<int> hub_inliers;
-  for (uint64_t id : hubs) {
-    auto f = stored_features_.Read(id, stored_features_.matching_frame());
-    if (!f) continue;
-    hub_features.push_back(StrongestFeatures(*f, options_.rerank.verify_keypoints));
-    hub_inliers.push_back(inliers(id));
-  }
-  std::vector<PreparedQuery> prepared;
-  for (const LocalFeatures& f : hub_features) prepared.emplace_back(f, verify_);
-  std::vector<int> chain(todo.size(), -1);
-  ParallelFor(todo.size(), options_.threads, [&](size_t t) {
-    const auto candidate = stored_features_.Read(todo[t], stored_features_.matching_frame());
-    if (!candidate) return;
-    for (size_t h = 0; h < prepared.size(); ++h) {
-      const int n = prepared[h].Verify(*candidate).inliers;
-      if (n >= min_inliers) chain[t] = std::max(chain[t], std::min(n, hub_inliers[h]));
-    }
-  });
-  bool changed = false;
-  for (size_t t = 0; t < todo.size(); ++t) {
-    chain_of_[todo[t]] = chain[t];
-    changed = changed || chain[t] >= min_inliers;
-  }
-  if (!changed) return;
-  for (Candidate& c : *list) {
-    const int n = chain_inliers(c.id);
-    if (n >= min_inliers && !Verified(c.id))
-      c.score = std::max(c.score, std::clamp(CombinedScore(c.base, n), -1.0f, 1.0f));
-  }
-  SortByScore(list);
-}
-
-int QueryRanking::chain_inliers(uint64_t id) const {
-  const auto it = chain_of_.find(id);
-  return it == chain_of_.end() ? -1 : it->second;
 }
 
 void QueryRanking::Correlate(std::vector<Candidate>* list, const std::vector<uint64_t>& also) {

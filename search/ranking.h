@@ -108,10 +108,36 @@ inline constexpr float kThumbnailThreshold = 0.86f;
 inline constexpr size_t kFullCorrelationDepth = 100;
 inline constexpr size_t kDeepCorrelations = 50;
 
-// A hub of VerifyThrough is verified with at least this many times
-// rerank.min_inliers: a chain is no stronger than its first link, and a
-// chance verification must not pull its own look-alikes up.
-inline constexpr int kHubInlierFactor = 2;
+// One result of a query's final list (the mirrored search's verified
+// results merged in), as verification through hubs sees it.
+struct RankedResult {
+  uint64_t id = 0;
+  float score = 0;
+  int inliers = -1;       // RANSAC inliers with the query or its mirror image; -1 = none
+  int consistent = 0;     // of those, the most that turn and scale alike (ConsistentInliers)
+  bool verified = false;  // has a match level: verified against either
+};
+
+// Verification through the query's hubs, on its final list `list` (best
+// first): its first expansion.hubs verified results with at least
+// expansion.hub_inliers inliers that turn and scale alike (rerank.min_inliers
+// when 0; a chance fit through 8 inliers has 2 or 3 such) are matched, as
+// the query is, against the first expansion.hub_depth results that are not
+// verified; one with at least rerank.min_inliers inliers against a hub
+// gains the evidence of the weaker link of its best chain, min(inliers
+// query-hub, inliers hub-result), in a noisy-or with its score
+// (CombinedScore), but never rises to its hub's score: what a hub verifies
+// ranks below the hub. Another view of a scene often shares more with a
+// verified view of it than with the query (a landmark from further left, a
+// symmetric facade verified through the query's mirror image, the next
+// frames of a sequence). The results stay unverified: no level (what it
+// shares with the query itself is too little), no expansion. Returns each
+// result's score, raised or not; `list` unchanged when expansion.hubs is 0
+// or no result qualifies as a hub. Throws StoreError or
+// encoding::CorruptValue (corrupt stored features).
+std::vector<float> ScoresThroughHubs(const FeatureReader& stored_features,
+                                     const SearchOptions& options,
+                                     const std::vector<RankedResult>& list);
 
 // True when `v` (query against candidate) has fewer inliers than
 // options.min_inliers but at least options.weak_inliers (> 0), and at least
@@ -198,26 +224,6 @@ class QueryRanking {
   bool Expand(const float* query, const std::vector<Candidate>& list,
               std::vector<float>* expanded) const;
 
-  // Step 3b, after the last Rerank: verification through the query's hubs,
-  // its first `expansion.hubs` candidates of `list` verified with at least
-  // kHubInlierFactor x min_inliers inliers. Each of the first
-  // `expansion.hub_depth` unverified candidates is verified against every
-  // hub's stored features (the hub in the query's place); one with at
-  // least min_inliers against a hub gains the evidence g of the weaker link
-  // of its best chain, min(inliers query-hub, inliers hub-candidate), in a
-  // noisy-or with b like a verified candidate's, and the list is
-  // stable-sorted by score. It stays unverified: no level, no expansion
-  // (its level is what it shares with the query itself). Another view of a
-  // scene often shares more with a verified view of it than with the query
-  // (a landmark seen from further left, the next frames of a sequence).
-  // Only when reranks(); does nothing when expansion.hubs is 0 or no
-  // candidate qualifies as a hub. Throws as Rerank.
-  void VerifyThrough(std::vector<Candidate>* list);
-
-  // Inliers of `id`'s best chain through a hub (the weaker link); -1 =
-  // none (VerifyThrough did not verify it).
-  int chain_inliers(uint64_t id) const;
-
   // True when Correlate runs: thumbnail.weight and thumbnail.depth > 0 and
   // the query has a thumbnail.
   bool correlates() const { return thumbnails_.has_value(); }
@@ -277,7 +283,6 @@ class QueryRanking {
   std::unordered_map<uint64_t, int> inliers_of_;         // id -> inliers (-1: no stored features)
   std::unordered_map<uint64_t, Measured> measured_;      // verified ids only
   std::unordered_set<uint64_t> weak_;                    // weakly verified ids
-  std::unordered_map<uint64_t, int> chain_of_;           // id -> inliers of its chain
   uint32_t query_width_ = 0, query_height_ = 0;          // the query's keypoint frame
   GreyThumbnail query_thumbnail_;                        // the query's (may be empty)
   std::optional<ThumbnailMatcher> thumbnails_;           // the query's; only when correlates()

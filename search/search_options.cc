@@ -47,6 +47,9 @@ void SearchOptions::Validate() const {
   rerank.Validate();
   thumbnail.Validate();
   expansion.Validate();
+  if (expansion.hub_inliers != 0)
+    CheckInRange({"expansion.hub_inliers", "--hub-inliers"}, expansion.hub_inliers,
+                 rerank.min_inliers, 10000);
   index.Validate();
   levels.Validate();
 }

@@ -137,15 +137,18 @@ struct ThumbnailOptions {
 // dev-set seed.
 struct ExpansionOptions {
   int results = 5;  // --expansion, 0..100; 0 = off
-  // Verification through verified results (QueryRanking::VerifyThrough):
-  // the first `hubs` results verified with at least 2 x min_inliers inliers
-  // are matched, as the query is, against the first `hub_depth` unverified
-  // candidates; one verified against a hub gains the evidence of the weaker
-  // link of that chain. Another view of a scene often shares more with a
+  // Verification through verified results (ScoresThroughHubs, on the
+  // final list): the first `hubs` results verified with at least
+  // `hub_inliers` inliers that turn and scale alike (0 = rerank.min_inliers)
+  // are matched, as the query
+  // is, against the first `hub_depth` unverified results; one verified
+  // against a hub gains the evidence of the weaker link of that chain,
+  // ranking below the hub. Another view of a scene often shares more with a
   // verified view than with the query. Its level stays none: a level says
   // what was verified against the query itself. 0 = off.
-  int hubs = 0;        // --hubs, 0..20
-  int hub_depth = 30;  // --hub-depth, 1..1000
+  int hubs = 3;         // --hubs, 0..20
+  int hub_depth = 30;   // --hub-depth, 1..1000
+  int hub_inliers = 0;  // --hub-inliers, 0 or rerank.min_inliers..10000
   // Throws std::invalid_argument naming the field and its flag.
   void Validate() const;
 };

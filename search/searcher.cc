@@ -349,10 +349,10 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors, int6
 std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& features,
                                        const std::vector<uint8_t>& colour,
                                        const GreyThumbnail& thumbnail) const {
-  return SearchWith(impl_->options, vlad, features, colour, thumbnail);
+  return SearchWith(impl_->options, impl_->options.k, vlad, features, colour, thumbnail);
 }
 
-std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vlad,
+std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, int results, const float* vlad,
                                       const LocalFeatures& features,
                                       const std::vector<uint8_t>& colour,
                                       const GreyThumbnail& thumbnail) const {
@@ -442,7 +442,6 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vla
       list = fused_list(expanded.data());
       ranking.Rerank(&list, rerank_depth, head);
     }
-    if (opt.expansion.hubs > 0) ranking.VerifyThrough(&list);
   }
   // After verification, which judges what it can; the colour candidates are
   // where a copy too small to verify still ranks high. The word list's first
@@ -460,12 +459,12 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vla
   // The first k candidates' records in one read; a candidate a writer removed
   // since the index was loaded is dropped and the next one read.
   std::vector<uint64_t> first;
-  for (size_t i = 0; i < list.size() && static_cast<int>(i) < opt.k; ++i)
+  for (size_t i = 0; i < list.size() && static_cast<int>(i) < results; ++i)
     first.push_back(list[i].id);
   std::vector<std::optional<ImageRecord>> records = impl_->store->FindByIds(first);
   std::vector<Hit> hits;
   for (size_t i = 0; i < list.size(); ++i) {
-    if (static_cast<int>(hits.size()) == opt.k) break;
+    if (static_cast<int>(hits.size()) == results) break;
     const Candidate& c = list[i];
     std::optional<std::string> path;
     if (i >= records.size())
@@ -495,8 +494,16 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, const float* vla
 }
 
 std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const {
-  std::vector<Hit> hits = SearchViews(enc);
-  if (impl_->options.mirrored && !enc.mirror.empty()) AddMirrored(enc.mirror[0], &hits);
+  // Verification through hubs looks at the first hubs + hub_depth results
+  // whatever k is: the list is made that long, and cut to k after.
+  const SearchOptions& opt = impl_->options;
+  const int results = opt.expansion.hubs > 0
+                          ? std::max(opt.k, opt.expansion.hubs + opt.expansion.hub_depth)
+                          : opt.k;
+  std::vector<Hit> hits = SearchViews(results, enc);
+  if (opt.mirrored && !enc.mirror.empty()) AddMirrored(results, enc.mirror[0], &hits);
+  if (opt.expansion.hubs > 0 && !hits.empty()) RaiseThroughHubs(&hits);
+  if (static_cast<int>(hits.size()) > opt.k) hits.resize(opt.k);
   // A file with the query's bytes is identical, whatever its features said
   // (it may have none).
   if (enc.content_hash) {
@@ -516,18 +523,28 @@ std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const 
   return hits;
 }
 
-void Searcher::AddMirrored(const ImageEncoder::Result& mirror, std::vector<Hit>* hits) const {
+void Searcher::RaiseThroughHubs(std::vector<Hit>* hits) const {
+  std::vector<RankedResult> list;
+  for (const Hit& h : *hits)
+    list.push_back({h.id, h.score, h.inliers, h.evidence.consistent, h.level != MatchLevel::kNone});
+  const std::vector<float> scores = ScoresThroughHubs(*impl_->features, impl_->options, list);
+  for (size_t i = 0; i < hits->size(); ++i) (*hits)[i].score = scores[i];
+  std::stable_sort(hits->begin(), hits->end(),
+                   [](const Hit& a, const Hit& b) { return a.score > b.score; });
+}
+
+void Searcher::AddMirrored(int results, const ImageEncoder::Result& mirror,
+                           std::vector<Hit>* hits) const {
   // What only a verified match can use: no expansion, and no thumbnail
   // correlation or candidates (a correlation gives no level).
   SearchOptions opt = impl_->options;
   opt.expansion.results = 0;
-  opt.expansion.hubs = 0;
   opt.thumbnail.weight = 0;
   opt.thumbnail.candidates = 0;
   std::unordered_map<uint64_t, size_t> at;  // id -> index in hits
   for (size_t i = 0; i < hits->size(); ++i) at.emplace((*hits)[i].id, i);
-  for (Hit& h :
-       SearchWith(opt, mirror.vlad.data(), mirror.features, mirror.colour, mirror.thumbnail)) {
+  for (Hit& h : SearchWith(opt, results, mirror.vlad.data(), mirror.features, mirror.colour,
+                           mirror.thumbnail)) {
     if (h.level == MatchLevel::kNone) continue;
     h.evidence.mirrored = !h.evidence.mirrored;
     const auto [it, added] = at.emplace(h.id, hits->size());
@@ -541,11 +558,12 @@ void Searcher::AddMirrored(const ImageEncoder::Result& mirror, std::vector<Hit>*
   }
   std::stable_sort(hits->begin(), hits->end(),
                    [](const Hit& a, const Hit& b) { return a.score > b.score; });
-  if (static_cast<int>(hits->size()) > impl_->options.k) hits->resize(impl_->options.k);
+  if (static_cast<int>(hits->size()) > results) hits->resize(results);
 }
 
-std::vector<Hit> Searcher::SearchViews(const ImageEncoder::Result& enc) const {
-  std::vector<Hit> hits = SearchQuery(enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
+std::vector<Hit> Searcher::SearchViews(int results, const ImageEncoder::Result& enc) const {
+  std::vector<Hit> hits =
+      SearchWith(impl_->options, results, enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
   // The views are searched only when the query as it is verified nothing
   // first: most pasted copies keep enough features to be verified as they
   // are (at 100,000 images, 14 of the 17 dev queries with a view), and a
@@ -563,7 +581,8 @@ std::vector<Hit> Searcher::SearchViews(const ImageEncoder::Result& enc) const {
   };
   for (const ImageEncoder::Result& view : enc.views) {
     if (view.error) continue;
-    for (Hit& h : SearchQuery(view.vlad.data(), view.features, view.colour, view.thumbnail)) {
+    for (Hit& h : SearchWith(impl_->options, results, view.vlad.data(), view.features, view.colour,
+                             view.thumbnail)) {
       if (!evidence(h)) continue;
       const auto [it, added] = at.emplace(h.id, hits.size());
       if (added)
@@ -574,7 +593,7 @@ std::vector<Hit> Searcher::SearchViews(const ImageEncoder::Result& enc) const {
   }
   std::stable_sort(hits.begin(), hits.end(),
                    [](const Hit& a, const Hit& b) { return a.score > b.score; });
-  if (static_cast<int>(hits.size()) > impl_->options.k) hits.resize(impl_->options.k);
+  if (static_cast<int>(hits.size()) > results) hits.resize(results);
   return hits;
 }
 

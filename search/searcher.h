@@ -100,14 +100,19 @@ class Searcher {
  private:
   struct Impl;
   explicit Searcher(std::unique_ptr<Impl> impl);
-  // SearchEncoded's ranking: the query and its views searched and merged.
-  std::vector<Hit> SearchViews(const ImageEncoder::Result& enc) const;
+  // SearchEncoded's ranking: the query and its views searched and merged,
+  // the first `results` (>= k: verification through hubs looks deeper).
+  std::vector<Hit> SearchViews(int results, const ImageEncoder::Result& enc) const;
   // The query's mirror image searched (without expansion or thumbnail
   // correlation) and its verified hits merged into `hits` (an image's
-  // higher level, then higher score, wins), marked mirrored.
-  void AddMirrored(const ImageEncoder::Result& mirror, std::vector<Hit>* hits) const;
-  // SearchQuery with other options (the mirror's).
-  std::vector<Hit> SearchWith(const SearchOptions& options, const float* vlad,
+  // higher level, then higher score, wins), marked mirrored; the first
+  // `results` kept.
+  void AddMirrored(int results, const ImageEncoder::Result& mirror, std::vector<Hit>* hits) const;
+  // Verification through the hits' hubs (ScoresThroughHubs), re-sorted.
+  void RaiseThroughHubs(std::vector<Hit>* hits) const;
+  // SearchQuery with other options (the mirror's), its first `results`
+  // hits (options.k decides how deep the short list is, not this).
+  std::vector<Hit> SearchWith(const SearchOptions& options, int results, const float* vlad,
                               const LocalFeatures& features, const std::vector<uint8_t>& colour,
                               const GreyThumbnail& thumbnail) const;
   std::unique_ptr<Impl> impl_;

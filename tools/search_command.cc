@@ -91,11 +91,14 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Value("expansion", &o->expansion.results, d.expansion.results,
            "query expansion from up to N verified results (0 = off)");
   g->Value("hubs", &o->expansion.hubs, d.expansion.hubs,
-           "also verify unverified results against the first N strongly verified ones; a "
-           "result verified through one gains the weaker link's evidence, without a level "
-           "(0 = off)");
+           "also verify unverified results against the first N verified ones (the mirror "
+           "image's included); a result verified through one gains the weaker link's "
+           "evidence, ranks below it and gets no level (0 = off)");
   g->Value("hub-depth", &o->expansion.hub_depth, d.expansion.hub_depth,
            "unverified results verified through the --hubs");
+  g->Value(
+      "hub-inliers", &o->expansion.hub_inliers, d.expansion.hub_inliers,
+      "the least inliers a hub is verified with that turn and scale alike (0 = --min-inliers)");
   g->Number("colour-weight", &o->fusion.colour_weight, d.fusion.colour_weight,
             "weight of the colour similarity added to the VLAD similarity, in units of the "
             "robust spread (1.4826 x median absolute deviation) of the VLAD similarities over "

@@ -734,22 +734,33 @@ TEST(RankingTest, NoisyOrScore) {
 // Verification through a hub: a database image showing only what the query
 // does not (the right third of a picture whose left half is the query)
 // shares nothing verifiable with the query, but verifies against the whole
-// picture, which the query verifies strongly. With --hubs it gains that
-// chain's evidence (its score rises above the score it has without) and
-// still has no level: it was not verified against the query.
-TEST_F(SearcherTest, HubsRaiseWhatAStronglyVerifiedResultVerifies) {
-  const cv::Mat whole = testing::MakeSyntheticImage(1 + 3, 320, 240);  // paths_[3]
-  cv::Mat right, left;
-  cv::resize(whole(cv::Rect(214, 0, 106, 240)), right, cv::Size(212, 480));
-  cv::resize(whole(cv::Rect(0, 0, 150, 240)), left, cv::Size(300, 480));
-  testing::WriteImage(dir() + "/right.png", right);
-  const std::string query = tmp_ / "left.png";
-  testing::WriteImage(query, left);
-  ASSERT_EQ(BuildIndex(testing::SmallIndexOptions(dir(), db()), nullptr).indexed, 1);
-  auto hit_of = [&](int hubs, const std::string& path) {
+// picture, which the query verifies strongly. With --hubs (on by default)
+// it gains that chain's evidence (its score rises above the score it has
+// without), still ranks below its hub and has no level: it was not verified
+// against the query. `mirror` makes the query the left half's mirror image,
+// which only the mirrored search verifies against the whole picture: its
+// verified results are hubs too.
+class HubTest : public SearcherTest {
+ protected:
+  // The query (the left half, mirrored or not) and the right third, written
+  // beside the set; the index built.
+  std::string WriteHalves(bool mirror) {
+    const cv::Mat whole = testing::MakeSyntheticImage(1 + 3, 320, 240);  // paths_[3]
+    cv::Mat right, left;
+    cv::resize(whole(cv::Rect(214, 0, 106, 240)), right, cv::Size(212, 480));
+    cv::resize(whole(cv::Rect(0, 0, 150, 240)), left, cv::Size(300, 480));
+    if (mirror) cv::flip(left, left, 1);
+    testing::WriteImage(dir() + "/right.png", right);
+    const std::string query = tmp_ / "left.png";
+    testing::WriteImage(query, left);
+    EXPECT_EQ(BuildIndex(testing::SmallIndexOptions(dir(), db()), nullptr).indexed, 1);
+    return query;
+  }
+  // `path`'s hit for `query` (-k 10, the default, so the hub pass must look
+  // deeper than k by itself); an empty hit if it is not among them.
+  Hit HitOf(const std::string& query, int hubs, const std::string& path) {
     SearchOptions o;
     o.index.min_word_images = 0;
-    o.k = kImages + 2;
     o.rerank.depth = 6;
     o.expansion.hubs = hubs;
     o.backend = Backend::kCpu;
@@ -757,17 +768,32 @@ TEST_F(SearcherTest, HubsRaiseWhatAStronglyVerifiedResultVerifies) {
     for (const Hit& h : results.at(0).hits)
       if (h.path == AbsolutePath(path)) return h;
     return Hit();
-  };
-  const Hit hub = hit_of(3, paths_[3]);
-  ASSERT_FALSE(hub.path.empty());
-  ASSERT_GE(hub.inliers, kHubInlierFactor * SearchOptions().rerank.min_inliers);
-  const Hit without = hit_of(0, dir() + "/right.png");
-  const Hit with = hit_of(3, dir() + "/right.png");
-  ASSERT_FALSE(without.path.empty());
-  ASSERT_LT(without.inliers, SearchOptions().rerank.min_inliers);  // not verified directly
-  EXPECT_GT(with.score, without.score + 0.1f);
-  EXPECT_EQ(with.level, MatchLevel::kNone);
-  EXPECT_EQ(with.inliers, without.inliers);
+  }
+  void ExpectRaisedThroughTheWholePicture(bool mirror) {
+    const std::string query = WriteHalves(mirror);
+    const int hubs = SearchOptions().expansion.hubs;
+    ASSERT_GT(hubs, 0);  // on by default
+    const Hit hub = HitOf(query, hubs, paths_[3]);
+    ASSERT_FALSE(hub.path.empty());
+    ASSERT_NE(hub.level, MatchLevel::kNone);
+    EXPECT_EQ(hub.evidence.mirrored, mirror);
+    ASSERT_GE(hub.evidence.consistent, SearchOptions().rerank.min_inliers);
+    const Hit without = HitOf(query, 0, dir() + "/right.png");
+    const Hit with = HitOf(query, hubs, dir() + "/right.png");
+    ASSERT_FALSE(with.path.empty());
+    ASSERT_LT(with.inliers, SearchOptions().rerank.min_inliers);  // not verified directly
+    if (!without.path.empty()) {
+      EXPECT_GT(with.score, without.score + 0.1f);
+    }
+    EXPECT_LT(with.score, hub.score);
+    EXPECT_EQ(with.level, MatchLevel::kNone);
+  }
+};
+
+TEST_F(HubTest, RaiseWhatAVerifiedResultVerifies) { ExpectRaisedThroughTheWholePicture(false); }
+
+TEST_F(HubTest, TheMirrorImagesVerifiedResultsAreHubsToo) {
+  ExpectRaisedThroughTheWholePicture(true);
 }
 
 // Weak verification (search/ranking.h): 6 or 7 inliers of which 5 turn and
@@ -870,6 +896,8 @@ TEST(SearchOptionsTest, ValidateNamesTheFieldAndTheFlag) {
        "expansion.hubs (--hubs) must be in 0..20, got 21"},
       {[](SearchOptions* o) { o->expansion.hub_depth = 0; },
        "expansion.hub_depth (--hub-depth) must be in 1..1000, got 0"},
+      {[](SearchOptions* o) { o->expansion.hub_inliers = 7; },
+       "expansion.hub_inliers (--hub-inliers) must be in 8..10000, got 7"},
       {[](SearchOptions* o) { o->rerank.verify_keypoints = -1; },
        "rerank.verify_keypoints (--verify-keypoints) must be in 0..1000000, got -1"},
       {[](SearchOptions* o) { o->rerank.verify.match_dims = -1; },
