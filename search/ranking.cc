@@ -79,8 +79,9 @@ std::vector<float> ScoresThroughHubs(const FeatureReader& stored_features,
   const int hub_least = std::max(min_inliers, options.expansion.hub_inliers);
   std::vector<size_t> hubs, todo;  // indexes in list
   for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i].verified) {
-      if (static_cast<int>(hubs.size()) < options.expansion.hubs && list[i].consistent >= hub_least)
+    if (list[i].level != MatchLevel::kNone) {
+      if (static_cast<int>(hubs.size()) < options.expansion.hubs &&
+          list[i].level <= MatchLevel::kPart && list[i].consistent >= hub_least)
         hubs.push_back(i);
     } else if (static_cast<int>(todo.size()) < options.expansion.hub_depth) {
       todo.push_back(i);

@@ -113,15 +113,19 @@ inline constexpr size_t kDeepCorrelations = 50;
 struct RankedResult {
   uint64_t id = 0;
   float score = 0;
-  int inliers = -1;       // RANSAC inliers with the query or its mirror image; -1 = none
-  int consistent = 0;     // of those, the most that turn and scale alike (ConsistentInliers)
-  bool verified = false;  // has a match level: verified against either
+  int inliers = -1;    // RANSAC inliers with the query or its mirror image; -1 = none
+  int consistent = 0;  // of those, the most that turn and scale alike (ConsistentInliers)
+  // Its match level: above kNone when verified against either.
+  MatchLevel level = MatchLevel::kNone;
 };
 
 // Verification through the query's hubs, on its final list `list` (best
-// first): its first expansion.hubs verified results with at least
-// expansion.hub_inliers inliers that turn and scale alike (rerank.min_inliers
-// when 0; a chance fit through 8 inliers has 2 or 3 such) are matched, as
+// first): its first expansion.hubs results verified as another view or a
+// part (MatchLevel kView, kPart: a copy shows what the query does, so what
+// verifies against it verifies against the query) with at least
+// expansion.hub_inliers inliers that turn and scale alike
+// (rerank.min_inliers when 0; a chance fit through 8 inliers has 2 or 3
+// such) are matched, as
 // the query is, against the first expansion.hub_depth results that are not
 // verified; one with at least rerank.min_inliers inliers against a hub
 // gains the evidence of the weaker link of its best chain, min(inliers

@@ -138,9 +138,9 @@ struct ThumbnailOptions {
 struct ExpansionOptions {
   int results = 5;  // --expansion, 0..100; 0 = off
   // Verification through verified results (ScoresThroughHubs, on the
-  // final list): the first `hubs` results verified with at least
-  // `hub_inliers` inliers that turn and scale alike (0 = rerank.min_inliers)
-  // are matched, as the query
+  // final list): the first `hubs` results verified as another view or a
+  // part (not a copy) with at least `hub_inliers` inliers that turn and
+  // scale alike (0 = rerank.min_inliers) are matched, as the query
   // is, against the first `hub_depth` unverified results; one verified
   // against a hub gains the evidence of the weaker link of that chain,
   // ranking below the hub. Another view of a scene often shares more with a

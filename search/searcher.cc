@@ -526,7 +526,7 @@ std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const 
 void Searcher::RaiseThroughHubs(std::vector<Hit>* hits) const {
   std::vector<RankedResult> list;
   for (const Hit& h : *hits)
-    list.push_back({h.id, h.score, h.inliers, h.evidence.consistent, h.level != MatchLevel::kNone});
+    list.push_back({h.id, h.score, h.inliers, h.evidence.consistent, h.level});
   const std::vector<float> scores = ScoresThroughHubs(*impl_->features, impl_->options, list);
   for (size_t i = 0; i < hits->size(); ++i) (*hits)[i].score = scores[i];
   std::stable_sort(hits->begin(), hits->end(),

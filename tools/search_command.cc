@@ -91,9 +91,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Value("expansion", &o->expansion.results, d.expansion.results,
            "query expansion from up to N verified results (0 = off)");
   g->Value("hubs", &o->expansion.hubs, d.expansion.hubs,
-           "also verify unverified results against the first N verified ones (the mirror "
-           "image's included); a result verified through one gains the weaker link's "
-           "evidence, ranks below it and gets no level (0 = off)");
+           "also verify unverified results against the first N verified as another view or "
+           "a part (the mirror image's included); a result verified through one gains the "
+           "weaker link's evidence, ranks below it and gets no level (0 = off)");
   g->Value("hub-depth", &o->expansion.hub_depth, d.expansion.hub_depth,
            "unverified results verified through the --hubs");
   g->Value(

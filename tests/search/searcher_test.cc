@@ -796,6 +796,32 @@ TEST_F(HubTest, TheMirrorImagesVerifiedResultsAreHubsToo) {
   ExpectRaisedThroughTheWholePicture(true);
 }
 
+// A hub is another view or a part, never a copy: what verifies against a
+// copy of the query verifies against the query. The same list scored with
+// the whole picture as a part (it raises the right third) and as a copy (it
+// raises nothing), and a chance fit (few inliers turning alike) is no hub.
+TEST_F(HubTest, ACopyOrAChanceFitIsNoHub) {
+  const std::string query = WriteHalves(false);
+  const Hit whole = HitOf(query, 0, paths_[3]);
+  const Hit right = HitOf(query, 0, dir() + "/right.png");
+  ASSERT_FALSE(whole.path.empty());
+  ASSERT_FALSE(right.path.empty());
+  auto store = Store::Open(db(), Store::Mode::kReadOnly);
+  const FeatureReader features(*store);
+  const SearchOptions o;
+  auto scores = [&](MatchLevel level, int consistent) {
+    return ScoresThroughHubs(features, o,
+                             {{whole.id, whole.score, whole.inliers, consistent, level},
+                              {right.id, right.score, right.inliers, 0, MatchLevel::kNone}});
+  };
+  const int strong = whole.evidence.consistent;
+  ASSERT_GE(strong, o.rerank.min_inliers);
+  EXPECT_GT(scores(MatchLevel::kPart, strong).at(1), right.score + 0.1f);
+  EXPECT_GT(scores(MatchLevel::kView, strong).at(1), right.score + 0.1f);
+  EXPECT_EQ(scores(MatchLevel::kCopy, strong).at(1), right.score);
+  EXPECT_EQ(scores(MatchLevel::kPart, 3).at(1), right.score);
+}
+
 // Weak verification (search/ranking.h): 6 or 7 inliers of which 5 turn and
 // scale alike count, fewer inliers, fewer consistent ones, a verified pair
 // (>= min_inliers) or weak_inliers 0 do not.
