@@ -749,6 +749,9 @@ void Store::WriteProjection(const ProjectionRecord& projection, const std::vecto
     batch.Delete(kSearchIndexKey);
     batch.DeleteRange("x:", "x;");
     batch.DeleteRange("w:", "w;");
+    // Lists learned from the old projection's vectors: the database trains
+    // its own from now on.
+    batch.Delete(kModelSearchQuantizerKey);
   }
   batch.Put(kProjectionKey, EncodeProjection(projection));
   std::string vdim;

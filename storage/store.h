@@ -257,7 +257,8 @@ class Store {
                      const float* vectors);
   // As AddProjection, for a schema-3 database that has one: the projection,
   // m:vdim and every image's search vector are replaced, and the persisted
-  // search index (m:xindex, x:, w:), built from the old vectors, is deleted
+  // search index (m:xindex, x:, w:), built from the old vectors, and the
+  // model's search quantizer (m:ivq), learned from them, are deleted
   // in the same WriteBatch, so no search reads old and new vectors together
   // (the next `index` or search builds it again). A kill leaves the old
   // projection with its vectors, or the new one with its own. Then compacts

@@ -822,12 +822,12 @@ TEST(ProjectionStoreTest, AddProjectionNeedsEveryImageOnceAndNoProjectionYet) {
 }
 
 // ReplaceProjection needs a projection to replace, swaps it and every search
-// vector, and deletes the persisted search index built from the old vectors,
-// all in one write.
+// vector, and deletes the persisted search index built from the old vectors
+// (and the model's search quantizer learned from them), all in one write.
 TEST(ProjectionStoreTest, ReplaceProjectionSwapsVectorsAndDropsTheSearchIndex) {
   TempDir tmp;
   const std::string db = tmp / "db";
-  auto store = Store::Create(db, SmallModel());
+  auto store = Store::Create(db, SmallModel(), nullptr, kSchemaVersion, "", "", "lists");
   std::vector<uint64_t> ids;
   for (int i = 0; i < 3; ++i) {
     ImageRecord r;
@@ -853,11 +853,13 @@ TEST(ProjectionStoreTest, ReplaceProjectionSwapsVectorsAndDropsTheSearchIndex) {
   EXPECT_THROW(store->ReplaceProjection(second, {ids[0], ids[1]}, w.data()), std::invalid_argument);
   EXPECT_EQ(store->vector_dim(), 4u) << "a refused replacement writes nothing";
   EXPECT_TRUE(store->GetSearchIndex().has_value());
+  EXPECT_EQ(store->GetModelSearchQuantizer(), "lists");
   const uint64_t generation = store->totals()->generation;
   store->ReplaceProjection(second, ids, w.data());
   EXPECT_EQ(store->vector_dim(), 3u);
   EXPECT_GT(store->totals()->generation, generation);
   EXPECT_FALSE(store->GetSearchIndex().has_value());
+  EXPECT_FALSE(store->GetModelSearchQuantizer().has_value());
   store.reset();
   auto reopened = Store::Open(db, Store::Mode::kReadOnly);
   EXPECT_EQ(reopened->vector_dim(), 3u);
