@@ -6,6 +6,7 @@
 #include "indexer/projection.h"
 #include "indexer/vlad.h"
 #include "indexer/word_signatures.h"
+#include "search/vector_index.h"
 #include "storage/folder_swap.h"
 #include "storage/store.h"
 #include "tools/cli.h"
@@ -65,6 +66,8 @@ InfoReport MakeInfoReport(const Store& store, const std::string& db) {
   }
   if (const std::optional<WordVocabulary> words = ModelWordVocabulary(store))
     r.word_vocabulary_words = static_cast<uint32_t>(words->num_words());
+  if (const auto lists = store.GetModelSearchQuantizer())
+    r.search_lists = static_cast<uint32_t>(VectorIndex::Deserialize(*lists)->nlist());
   if (const auto quantizer = store.GetDescriptorQuantizer())
     r.descriptor_code_bytes =
         static_cast<uint32_t>(DescriptorQuantizer::Deserialize(*quantizer).code_bytes());

@@ -636,7 +636,8 @@ Json InfoJson(const InfoReport& i) {
                 {"seed", i.seed},
                 {"codebook_hash", Hex16(i.codebook_hash)},
                 {"word_vocabulary_words",
-                 i.word_vocabulary_words ? Json(i.word_vocabulary_words) : Json(nullptr)}};
+                 i.word_vocabulary_words ? Json(i.word_vocabulary_words) : Json(nullptr)},
+                {"search_lists", i.search_lists ? Json(i.search_lists) : Json(nullptr)}};
   if (i.has_pca)
     j["pca"] = {{"out_dim", i.pca_out_dim},
                 {"whiten", i.pca_whiten},
@@ -694,6 +695,12 @@ void WriteInfoTable(std::ostream& out, const InfoReport& i) {
                     "), the model's vocabulary"
               : std::string("no vocabulary in the model: its word index learns its own "
                             "('lookalike migrate' adds one)"))
+      << "\n"
+      << "search lists  "
+      << (i.search_lists ? std::to_string(i.search_lists) +
+                               " inverted lists in the model: its ivfsq index fills them, and "
+                               "merge joins its shards' lists"
+                         : std::string("none in the model: its ivfsq index learns its own"))
       << "\n"
       << "per image     "
       << (i.descriptor_code_bytes

@@ -135,6 +135,9 @@ struct InfoReport {
   // Visual words of the word vocabulary stored with the model; 0 = none (a
   // database created before the model carried it learns its own).
   uint32_t word_vocabulary_words = 0;
+  // Inverted lists of the search quantizer stored with the model (`train
+  // --search-lists-for`); 0 = none (each database learns its own).
+  uint32_t search_lists = 0;
   float pca_regularization = 0, pca_power = 1;
   // What each image stores: bytes of a keypoint's descriptor (its product-
   // quantiser code; 0 = one byte per component, the older layout) and the

@@ -445,6 +445,12 @@ TEST_F(MergeTest, ShardsFillingTheModelsListsHaveThemJoined) {
     EXPECT_EQ(with->GetProjection()->components, without->GetProjection()->components);
     EXPECT_EQ(with->GetProjection()->eigenvalues, without->GetProjection()->eigenvalues);
   }
+  const auto info = Lookalike({"info", "--db", Dir("base-lists"), "--format", "json"});
+  EXPECT_NE(info.out.find("\"search_lists\":"), std::string::npos) << info.out;
+  EXPECT_EQ(info.out.find("\"search_lists\":null"), std::string::npos) << info.out;
+  EXPECT_NE(Lookalike({"info", "--db", Dir("base"), "--format", "json"})
+                .out.find("\"search_lists\":null"),
+            std::string::npos);
   const auto index = [&](const std::string& db, std::vector<std::string> more) {
     std::vector<std::string> args = {"index",           photos, "--db", db, "--model-from",
                                      Dir("base-lists"), "-v"};
