@@ -422,10 +422,10 @@ TEST_F(MergeTest, KilledWhileJoiningWordListsReRunFinishes) {
 
 // With the model's search quantizer (`train --search-lists-for`), every
 // shard fills a copy of the same inverted lists and `merge` joins them
-// instead of filling the merged index from every stored vector; the joined
-// index holds the very codes one run over the folder computes, so search
-// ranks exactly alike. Merge falls back to filling from the stored vectors
-// (same results) when asked to, or when a shard's index is not the model's
+// (and the shards' word lists) instead of filling the merged index from
+// every stored vector; the joined index holds the very codes one run over
+// the folder computes, so search (word stage on) ranks exactly alike. Merge falls back to filling
+// from the stored vectors (same results) when asked to, or when a shard's index is not the model's
 // (one indexed --index-kind flat); a merge killed while joining leaves no
 // OUT and its re-run finishes.
 TEST_F(MergeTest, ShardsFillingTheModelsListsHaveThemJoined) {
@@ -452,8 +452,15 @@ TEST_F(MergeTest, ShardsFillingTheModelsListsHaveThemJoined) {
                 .out.find("\"search_lists\":null"),
             std::string::npos);
   const auto index = [&](const std::string& db, std::vector<std::string> more) {
-    std::vector<std::string> args = {"index",           photos, "--db", db, "--model-from",
-                                     Dir("base-lists"), "-v"};
+    std::vector<std::string> args = {"index",
+                                     photos,
+                                     "--db",
+                                     db,
+                                     "--model-from",
+                                     Dir("base-lists"),
+                                     "-v",
+                                     "--word-index-min-images",
+                                     "1"};
     args.insert(args.end(), more.begin(), more.end());
     const auto r = Lookalike(args);
     EXPECT_EQ(r.exit_code, 0) << r.Describe();
@@ -471,7 +478,8 @@ TEST_F(MergeTest, ShardsFillingTheModelsListsHaveThemJoined) {
   const Results reference = Search(single, photos);
   const auto merge = [&](const std::string& out, const std::vector<std::string>& inputs,
                          std::vector<std::string> more) {
-    std::vector<std::string> args = {"merge", "--db", out, "--format", "json"};
+    std::vector<std::string> args = {"merge", "--db",     out,   "--word-index-min-images",
+                                     "1",     "--format", "json"};
     args.insert(args.end(), inputs.begin(), inputs.end());
     args.insert(args.end(), more.begin(), more.end());
     const auto r = Lookalike(args);
@@ -481,6 +489,8 @@ TEST_F(MergeTest, ShardsFillingTheModelsListsHaveThemJoined) {
   const std::string joined = Dir("lists-joined");
   std::string out = merge(joined, shards, {});
   EXPECT_NE(out.find("inverted lists of 3 merged shards joined"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(kImages) + " images' postings joined"), std::string::npos)
+      << out;
   ExpectVerifies(joined);
   ExpectSameResults(Search(joined, photos), reference, "lists joined");
 
@@ -499,7 +509,7 @@ TEST_F(MergeTest, ShardsFillingTheModelsListsHaveThemJoined) {
   ExpectSameResults(Search(mixed, photos), reference, "a shard of another kind");
 
   const std::string killed = Dir("lists-killed");
-  std::vector<std::string> args = {"merge", "--db", killed};
+  std::vector<std::string> args = {"merge", "--db", killed, "--word-index-min-images", "1"};
   args.insert(args.end(), shards.begin(), shards.end());
   std::string why;
   ASSERT_TRUE(KillMergeAt(args, "merge-lists-joined", &why)) << why;
