@@ -350,10 +350,10 @@ std::vector<std::vector<Hit>> Searcher::SearchVectors(const float* vectors, int6
 std::vector<Hit> Searcher::SearchQuery(const float* vlad, const LocalFeatures& features,
                                        const std::vector<uint8_t>& colour,
                                        const GreyThumbnail& thumbnail) const {
-  return SearchWith(impl_->options, impl_->options.k, vlad, features, colour, thumbnail);
+  return SearchWith(impl_->options, 0, vlad, features, colour, thumbnail);
 }
 
-std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, int results, const float* vlad,
+std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, int unverified, const float* vlad,
                                       const LocalFeatures& features,
                                       const std::vector<uint8_t>& colour,
                                       const GreyThumbnail& thumbnail) const {
@@ -457,15 +457,23 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, int results, con
       also.push_back(word_list[i].first);
     ranking.Correlate(&list, also);
   }
-  // The first k candidates' records in one read; a candidate a writer removed
+  // The first k candidates, and as many more as hold `unverified` that are
+  // not verified; their records in one read; a candidate a writer removed
   // since the index was loaded is dropped and the next one read.
+  auto enough = [&](size_t n, int not_verified) {
+    return static_cast<int>(n) >= opt.k && not_verified >= unverified;
+  };
+  auto verified = [&](uint64_t id) { return ranking.inliers(id) >= opt.rerank.min_inliers; };
   std::vector<uint64_t> first;
-  for (size_t i = 0; i < list.size() && static_cast<int>(i) < results; ++i)
-    first.push_back(list[i].id);
+  for (int not_verified = 0; first.size() < list.size() && !enough(first.size(), not_verified);) {
+    first.push_back(list[first.size()].id);
+    not_verified += verified(first.back()) ? 0 : 1;
+  }
   std::vector<std::optional<ImageRecord>> records = impl_->store->FindByIds(first);
   std::vector<Hit> hits;
+  int not_verified = 0;
   for (size_t i = 0; i < list.size(); ++i) {
-    if (static_cast<int>(hits.size()) == results) break;
+    if (enough(hits.size(), not_verified)) break;
     const Candidate& c = list[i];
     std::optional<std::string> path;
     if (i >= records.size())
@@ -482,6 +490,7 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, int results, con
     h.colour = c.colour;
     h.words = c.words;
     h.thumbnail = c.thumbnail;
+    not_verified += verified(c.id) ? 0 : 1;
     hits.push_back(std::move(h));
   }
   std::vector<uint64_t> ids;
@@ -495,14 +504,13 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, int results, con
 }
 
 std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const {
-  // Verification through hubs looks at the first hubs + hub_depth results
-  // whatever k is: the list is made that long, and cut to k after.
+  // Verification through hubs looks at the first hub_depth results that are
+  // not verified, whatever k is: the list is made that long, and cut to k
+  // after.
   const SearchOptions& opt = impl_->options;
-  const int results = opt.expansion.hubs > 0
-                          ? std::max(opt.k, opt.expansion.hubs + opt.expansion.hub_depth)
-                          : opt.k;
-  std::vector<Hit> hits = SearchViews(results, enc);
-  if (opt.mirrored && !enc.mirror.empty()) AddMirrored(results, enc.mirror[0], &hits);
+  const int unverified = opt.expansion.hubs > 0 ? opt.expansion.hub_depth : 0;
+  std::vector<Hit> hits = SearchViews(unverified, enc);
+  if (opt.mirrored && !enc.mirror.empty()) AddMirrored(unverified, enc.mirror[0], &hits);
   if (opt.expansion.hubs > 0 && !hits.empty()) RaiseThroughHubs(&hits);
   if (static_cast<int>(hits.size()) > opt.k) hits.resize(opt.k);
   // A file with the query's bytes is identical, whatever its features said
@@ -534,7 +542,7 @@ void Searcher::RaiseThroughHubs(std::vector<Hit>* hits) const {
                    [](const Hit& a, const Hit& b) { return a.score > b.score; });
 }
 
-void Searcher::AddMirrored(int results, const ImageEncoder::Result& mirror,
+void Searcher::AddMirrored(int unverified, const ImageEncoder::Result& mirror,
                            std::vector<Hit>* hits) const {
   // What only a verified match can use: no expansion, and no thumbnail
   // correlation or candidates (a correlation gives no level).
@@ -544,7 +552,7 @@ void Searcher::AddMirrored(int results, const ImageEncoder::Result& mirror,
   opt.thumbnail.candidates = 0;
   std::unordered_map<uint64_t, size_t> at;  // id -> index in hits
   for (size_t i = 0; i < hits->size(); ++i) at.emplace((*hits)[i].id, i);
-  for (Hit& h : SearchWith(opt, results, mirror.vlad.data(), mirror.features, mirror.colour,
+  for (Hit& h : SearchWith(opt, unverified, mirror.vlad.data(), mirror.features, mirror.colour,
                            mirror.thumbnail)) {
     if (h.level == MatchLevel::kNone) continue;
     h.evidence.mirrored = !h.evidence.mirrored;
@@ -559,12 +567,12 @@ void Searcher::AddMirrored(int results, const ImageEncoder::Result& mirror,
   }
   std::stable_sort(hits->begin(), hits->end(),
                    [](const Hit& a, const Hit& b) { return a.score > b.score; });
-  if (static_cast<int>(hits->size()) > results) hits->resize(results);
+  if (unverified == 0 && static_cast<int>(hits->size()) > opt.k) hits->resize(opt.k);
 }
 
-std::vector<Hit> Searcher::SearchViews(int results, const ImageEncoder::Result& enc) const {
-  std::vector<Hit> hits =
-      SearchWith(impl_->options, results, enc.vlad.data(), enc.features, enc.colour, enc.thumbnail);
+std::vector<Hit> Searcher::SearchViews(int unverified, const ImageEncoder::Result& enc) const {
+  std::vector<Hit> hits = SearchWith(impl_->options, unverified, enc.vlad.data(), enc.features,
+                                     enc.colour, enc.thumbnail);
   // The views are searched only when the query as it is verified nothing
   // first: most pasted copies keep enough features to be verified as they
   // are (at 100,000 images, 14 of the 17 dev queries with a view), and a
@@ -582,8 +590,8 @@ std::vector<Hit> Searcher::SearchViews(int results, const ImageEncoder::Result& 
   };
   for (const ImageEncoder::Result& view : enc.views) {
     if (view.error) continue;
-    for (Hit& h : SearchWith(impl_->options, results, view.vlad.data(), view.features, view.colour,
-                             view.thumbnail)) {
+    for (Hit& h : SearchWith(impl_->options, unverified, view.vlad.data(), view.features,
+                             view.colour, view.thumbnail)) {
       if (!evidence(h)) continue;
       const auto [it, added] = at.emplace(h.id, hits.size());
       if (added)
@@ -594,7 +602,8 @@ std::vector<Hit> Searcher::SearchViews(int results, const ImageEncoder::Result& 
   }
   std::stable_sort(hits.begin(), hits.end(),
                    [](const Hit& a, const Hit& b) { return a.score > b.score; });
-  if (static_cast<int>(hits.size()) > results) hits.resize(results);
+  if (unverified == 0 && static_cast<int>(hits.size()) > impl_->options.k)
+    hits.resize(impl_->options.k);
   return hits;
 }
 

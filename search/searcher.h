@@ -101,18 +101,20 @@ class Searcher {
   struct Impl;
   explicit Searcher(std::unique_ptr<Impl> impl);
   // SearchEncoded's ranking: the query and its views searched and merged,
-  // the first `results` (>= k: verification through hubs looks deeper).
-  std::vector<Hit> SearchViews(int results, const ImageEncoder::Result& enc) const;
+  // the first k, or with `unverified` > 0 every hit SearchWith gave
+  // (verification through hubs looks deeper).
+  std::vector<Hit> SearchViews(int unverified, const ImageEncoder::Result& enc) const;
   // The query's mirror image searched (without expansion or thumbnail
   // correlation) and its verified hits merged into `hits` (an image's
-  // higher level, then higher score, wins), marked mirrored; the first
-  // `results` kept.
-  void AddMirrored(int results, const ImageEncoder::Result& mirror, std::vector<Hit>* hits) const;
+  // higher level, then higher score, wins), marked mirrored; the first k
+  // kept when `unverified` is 0, else all.
+  void AddMirrored(int unverified, const ImageEncoder::Result& mirror,
+                   std::vector<Hit>* hits) const;
   // Verification through the hits' hubs (ScoresThroughHubs), re-sorted.
   void RaiseThroughHubs(std::vector<Hit>* hits) const;
-  // SearchQuery with other options (the mirror's), its first `results`
-  // hits (options.k decides how deep the short list is, not this).
-  std::vector<Hit> SearchWith(const SearchOptions& options, int results, const float* vlad,
+  // SearchQuery with other options (the mirror's): its first options.k hits,
+  // and as many more as hold `unverified` hits that are not verified.
+  std::vector<Hit> SearchWith(const SearchOptions& options, int unverified, const float* vlad,
                               const LocalFeatures& features, const std::vector<uint8_t>& colour,
                               const GreyThumbnail& thumbnail) const;
   std::unique_ptr<Impl> impl_;
