@@ -295,7 +295,9 @@ TEST_F(MergeTest, ShardsAndGrowthShareTheModelsWordVocabulary) {
     const auto store = Store::Open(db, Store::Mode::kReadOnly);
     EXPECT_EQ(store->GetModelWordVocabulary(), vocabulary);
     EXPECT_FALSE(store->GetWordVocabulary().has_value()) << "a vocabulary learned for " << db;
-    if (db != Shard(0)) EXPECT_TRUE(store->GetWordTable().has_value()) << "no word index";
+    if (db != Shard(0)) {
+      EXPECT_TRUE(store->GetWordTable().has_value()) << "no word index";
+    }
   }
   for (const std::string& db : {grown, encoded, joined}) ExpectVerifies(db);
   ExpectSameResults(Search(grown, photos), reference, "grown in two runs");
