@@ -56,8 +56,12 @@ per=$(awk -v k="$kb" -v n="$images" 'BEGIN { printf "%.1f", k / n }')
 echo "disk: $kb KiB, $per KiB per image (target <= 32: $(verdict "$per" 32))"
 
 one=$(find "$devset/queries" -type f | sort | head -1)
-timed "$L" search --db "$db" "$one"
-echo "one CLI search: $wall s to its answer (target <= 1.5: $(verdict "$wall" 1.5)), peak RSS $rss MiB (target <= 400: $(verdict "$rss" 400))"
+# Twice: the first often reads the database from disk (what a user's first
+# search after a while meets), the second from the page cache.
+for run in first again; do
+  timed "$L" search --db "$db" "$one"
+  echo "one CLI search ($run): $wall s to its answer (target <= 1.5: $(verdict "$wall" 1.5)), peak RSS $rss MiB (target <= 400: $(verdict "$rss" 400))"
+done
 
 start_serve "$L" "$db" "$out"
 /usr/bin/python3 - "$port" "$one" <<'PY'
