@@ -297,37 +297,27 @@ std::optional<ProjectionRecord> Store::GetProjection() const {
   }
 }
 
-std::optional<std::string> Store::GetDescriptorQuantizer() const {
-  const auto value = impl_->Get(kDescriptorQuantizerKey);
+std::optional<std::string> Store::GetCheckedModelBlob(const char* key, const char* what) const {
+  const auto value = impl_->Get(key);
   if (!value) return std::nullopt;
   try {
-    return CheckedBlob(*value, "descriptor quantizer (m:dq)");
+    return CheckedBlob(*value, what);
   } catch (const encoding::CorruptValue& e) {
     throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
                                                      "; run 'lookalike index' into a new --db");
   }
+}
+
+std::optional<std::string> Store::GetDescriptorQuantizer() const {
+  return GetCheckedModelBlob(kDescriptorQuantizerKey, "descriptor quantizer (m:dq)");
 }
 
 std::optional<std::string> Store::GetModelWordVocabulary() const {
-  const auto value = impl_->Get(kModelWordVocabularyKey);
-  if (!value) return std::nullopt;
-  try {
-    return CheckedBlob(*value, "model word vocabulary (m:wv)");
-  } catch (const encoding::CorruptValue& e) {
-    throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
-                                                     "; run 'lookalike index' into a new --db");
-  }
+  return GetCheckedModelBlob(kModelWordVocabularyKey, "model word vocabulary (m:wv)");
 }
 
 std::optional<std::string> Store::GetModelSearchQuantizer() const {
-  const auto value = impl_->Get(kModelSearchQuantizerKey);
-  if (!value) return std::nullopt;
-  try {
-    return CheckedBlob(*value, "model search quantizer (m:ivq)");
-  } catch (const encoding::CorruptValue& e) {
-    throw StoreError(StoreError::Kind::kCorrupt, "database " + path_ + " is corrupt: " + e.what() +
-                                                     "; run 'lookalike index' into a new --db");
-  }
+  return GetCheckedModelBlob(kModelSearchQuantizerKey, "model search quantizer (m:ivq)");
 }
 
 void Store::AddModelWordVocabulary(const std::string& blob) {

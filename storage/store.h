@@ -438,6 +438,10 @@ class Store {
   // Compacts the keys in [from, to) down the levels now. Throws
   // StoreError(kIo).
   void CompactKeys(const std::string& from, const std::string& to);
+  // The value under a model key that ends with its checksum (m:dq, m:wv,
+  // m:ivq), checked; nullopt if absent. `what` names it in the
+  // StoreError(kCorrupt) a damaged one throws.
+  std::optional<std::string> GetCheckedModelBlob(const char* key, const char* what) const;
   // AddProjection (replace false) and ReplaceProjection (true).
   void WriteProjection(const ProjectionRecord& projection, const std::vector<uint64_t>& ids,
                        const float* vectors, bool replace);
