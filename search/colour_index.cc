@@ -122,20 +122,11 @@ void ColourIndex::Scan(const Query& query, const uint64_t* ids, const uint8_t* r
         norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(norm2))) : 0.0f;
     scored->emplace_back(-dot * inverse_norm, ids[r]);
   }
-  // (score, id) pairs are all distinct: the first `keep` are the same
-  // whichever rows were dropped beyond them.
-  if (scored->size() > 4 * static_cast<size_t>(keep) + 4096) {
-    std::nth_element(scored->begin(), scored->begin() + keep, scored->end());
-    scored->resize(static_cast<size_t>(keep));
-  }
+  TrimScoredIds(scored, keep);
 }
 
 std::vector<uint64_t> ColourIndex::Best(Scored scored, int keep) {
-  const size_t m = std::min(scored.size(), static_cast<size_t>(std::max(keep, 0)));
-  std::partial_sort(scored.begin(), scored.begin() + m, scored.end());
-  std::vector<uint64_t> out(m);
-  for (size_t i = 0; i < m; ++i) out[i] = scored[i].second;
-  return out;
+  return BestScoredIds(std::move(scored), keep);
 }
 
 float ColourIndex::RowSimilarity(const std::vector<uint8_t>& row, const Query& query) {

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "search/scored_ids.h"
+
 namespace lookalike {
 
 class ColourIndex {
@@ -71,7 +73,7 @@ class ColourIndex {
   // (ascending across calls) into `scored`, which it keeps to at most a few
   // times `keep` entries; Best then gives what Search gives over the same
   // rows, best first.
-  using Scored = std::vector<std::pair<float, uint64_t>>;  // (-similarity x scale, id)
+  using Scored = ScoredIds<float>;  // (-similarity x scale, id)
   static void Scan(const Query& query, const uint64_t* ids, const uint8_t* rows, int64_t n,
                    int keep, Scored* scored);
   static std::vector<uint64_t> Best(Scored scored, int keep);

@@ -84,20 +84,11 @@ void TinyIndex::Scan(const Row& query, const uint64_t* ids, const int8_t* rows, 
     for (int i = 0; i < kRowBytes; ++i) dot += int32_t{row[i]} * query[i];
     if (dot > 0) scored->emplace_back(-dot, ids[r]);
   }
-  // (-dot, id) pairs are all distinct: the first `keep` are the same
-  // whichever rows were dropped beyond them.
-  if (scored->size() > 4 * static_cast<size_t>(keep) + 4096) {
-    std::nth_element(scored->begin(), scored->begin() + keep, scored->end());
-    scored->resize(static_cast<size_t>(keep));
-  }
+  TrimScoredIds(scored, keep);
 }
 
 std::vector<uint64_t> TinyIndex::Best(Scored scored, int keep) {
-  const size_t m = std::min(scored.size(), static_cast<size_t>(std::max(keep, 0)));
-  std::partial_sort(scored.begin(), scored.begin() + m, scored.end());
-  std::vector<uint64_t> out(m);
-  for (size_t i = 0; i < m; ++i) out[i] = scored[i].second;
-  return out;
+  return BestScoredIds(std::move(scored), keep);
 }
 
 }  // namespace lookalike

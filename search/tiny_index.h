@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "indexer/grey_thumbnail.h"
+#include "search/scored_ids.h"
 
 namespace lookalike {
 
@@ -56,7 +57,7 @@ class TinyIndex {
   // a time): Scan scores `n` rows (n x kRowBytes) of images `ids` into
   // `scored`, kept to at most a few times `keep` entries; Best then gives
   // what Search gives over the same rows, best first.
-  using Scored = std::vector<std::pair<int32_t, uint64_t>>;  // (-dot, id)
+  using Scored = ScoredIds<int32_t>;  // (-dot, id)
   static void Scan(const Row& query, const uint64_t* ids, const int8_t* rows, int64_t n, int keep,
                    Scored* scored);
   static std::vector<uint64_t> Best(Scored scored, int keep);
