@@ -61,18 +61,25 @@ uint64_t ReadFixed64(SearchIndexReader* in) {
   return encoding::Reader(b, sizeof b, "search index").Fixed64();
 }
 
-// A table of n rows after its u64 row size (colour, tiny images), read into
-// `rows`; false (nothing read) when the size is 0 (no table). Throws
-// std::runtime_error for another row size or too few bytes.
-// With `rows` null the table's bytes are read past (hashed, not kept).
-template <typename T>
-bool ReadRows(SearchIndexReader* in, uint64_t n, uint64_t row_bytes, const std::string& what,
-              std::vector<T>* rows) {
+// The u64 row size before a table of n rows (colour, tiny images): true when
+// a table of `row_bytes` rows follows, false when the size is 0 (no table).
+// Throws std::runtime_error for another row size or too few bytes.
+bool TableFollows(SearchIndexReader* in, uint64_t n, uint64_t row_bytes, const std::string& what) {
   const uint64_t stored = ReadFixed64(in);
   if (stored == 0) return false;
   if (stored != row_bytes)
     throw std::runtime_error(what + " rows of " + std::to_string(stored) + " bytes");
   if (in->remaining() / row_bytes < n) throw std::runtime_error(what + " table size mismatch");
+  return true;
+}
+
+// A table of n rows after its row size (TableFollows), read into `rows`;
+// false (nothing read) when there is none. With `rows` null the table's
+// bytes are read past (hashed, not kept).
+template <typename T>
+bool ReadRows(SearchIndexReader* in, uint64_t n, uint64_t row_bytes, const std::string& what,
+              std::vector<T>* rows) {
+  if (!TableFollows(in, n, row_bytes, what)) return false;
   if (rows) {
     rows->resize(n * row_bytes);
     in->Read(rows->data(), rows->size());
@@ -92,10 +99,7 @@ StoredCandidates ScanTables(SearchIndexReader* in, const std::vector<uint64_t>& 
   const uint64_t n = ids.size();
   constexpr uint64_t kBlockRows = 8192;
   const auto scan = [&](uint64_t row_bytes, const char* what, auto&& block) {
-    const uint64_t stored = ReadFixed64(in);
-    if (stored == 0) return;
-    if (stored != row_bytes || in->remaining() / row_bytes < n)
-      throw std::runtime_error(std::string(what) + " table size mismatch");
+    if (!TableFollows(in, n, row_bytes, what)) return;
     *any = true;
     std::vector<char> rows(kBlockRows * row_bytes);
     for (uint64_t i = 0; i < n; i += kBlockRows) {
@@ -120,6 +124,16 @@ StoredCandidates ScanTables(SearchIndexReader* in, const std::vector<uint64_t>& 
   return out;
 }
 
+// The blob's magic and format (kFormat is the one this build reads). Throws
+// std::runtime_error for a blob that is not a search index.
+uint32_t ReadMagicAndFormat(SearchIndexReader* in) {
+  char head[4 + 4];
+  if (in->size() < sizeof head) throw std::runtime_error("not a lookalike search index");
+  in->Read(head, sizeof head);
+  if (std::memcmp(head, kMagic, 4) != 0) throw std::runtime_error("not a lookalike search index");
+  return encoding::Reader(head + 4, 4, "search index").Fixed32();
+}
+
 // Reads the blob front to back, building each table as its bytes pass: no
 // copy of the blob is held (at 1,000,000 images the blob is 345 MB). The
 // reader checks the blob's checksum as its last chunk is read. Without
@@ -127,16 +141,9 @@ StoredCandidates ScanTables(SearchIndexReader* in, const std::vector<uint64_t>& 
 // scanned for `first` (the query about to be searched) into *found if given.
 Decoded Decode(SearchIndexReader* in, bool keep_tables = true, const TableQuery* first = nullptr,
                std::optional<StoredCandidates>* found = nullptr) {
-  char magic[4];
-  if (in->size() < sizeof magic) throw std::runtime_error("not a lookalike search index");
-  in->Read(magic, sizeof magic);
-  if (std::memcmp(magic, kMagic, sizeof magic) != 0)
-    throw std::runtime_error("not a lookalike search index");
-  Decoded d;
-  char format_bytes[4];
-  in->Read(format_bytes, sizeof format_bytes);
-  const uint32_t format = encoding::Reader(format_bytes, 4, "search index").Fixed32();
+  const uint32_t format = ReadMagicAndFormat(in);
   if (format != kFormat) throw OtherFormat(format);
+  Decoded d;
   d.fingerprint = ReadFixed64(in);
   d.dim = ReadFixed64(in);
   d.generation = ReadFixed64(in);
@@ -525,18 +532,38 @@ class WordSource {
 // index matches its records (same generation) and its words were encoded
 // with `model` (the model's vocabulary, which the merged database shares).
 // Null otherwise: its images are then encoded from their features.
+// The persisted index of a merged shard when it matches its records (the
+// same generation) and its model: what `merge` may join from it. Nullopt
+// otherwise, with *why (derived data: a damaged or older one is not joined).
+std::optional<Decoded> CurrentShardIndex(const Store& shard, std::string* why) {
+  const std::string name = shard.path();
+  try {
+    const std::optional<ImageTotals> totals = shard.totals();
+    const std::unique_ptr<SearchIndexReader> blob = shard.ReadSearchIndex();
+    if (!totals || totals->generation == 0 || !blob) {
+      *why = name + " has no persisted search index";
+      return std::nullopt;
+    }
+    Decoded d = Decode(blob.get());
+    if (d.fingerprint != shard.model().codebook_hash || d.generation != totals->generation) {
+      *why = name + "'s search index does not match its images (run 'lookalike index' on it)";
+      return std::nullopt;
+    }
+    return d;
+  } catch (const std::exception& e) {
+    *why = name + "'s search index is unusable: " + e.what();
+    return std::nullopt;
+  }
+}
+
 std::unique_ptr<StoredWordIndex> CurrentShardWords(const Store& shard, const std::string& model) {
   try {
     const std::optional<std::string> vocabulary = shard.GetModelWordVocabulary();
-    const std::optional<ImageTotals> totals = shard.totals();
-    if (!vocabulary || *vocabulary != model || !totals || totals->generation == 0) return nullptr;
-    const std::unique_ptr<SearchIndexReader> blob = shard.ReadSearchIndex();
-    if (!blob) return nullptr;
-    const Decoded d = Decode(blob.get());
-    if (d.fingerprint != shard.model().codebook_hash || d.generation != totals->generation ||
-        d.word_table == 0)
-      return nullptr;
-    auto words = StoredWordIndex::Load(shard, CodebookFromModel(shard.model()), d.word_table);
+    if (!vocabulary || *vocabulary != model) return nullptr;
+    std::string why;
+    const std::optional<Decoded> d = CurrentShardIndex(shard, &why);
+    if (!d || d->word_table == 0) return nullptr;
+    auto words = StoredWordIndex::Load(shard, CodebookFromModel(shard.model()), d->word_table);
     if (!words || !words->vocabulary_from_model()) return nullptr;
     return words;
   } catch (const std::exception&) {
@@ -574,23 +601,9 @@ std::optional<SearchIndexSync> JoinShardLists(const Store& store,
   bool whole_colours = true, whole_tiny = true;
   for (const MergedShard& m : merged) {
     const std::string name = m.store->path();
-    Decoded d;
-    try {
-      const std::optional<ImageTotals> totals = m.store->totals();
-      const std::unique_ptr<SearchIndexReader> blob = m.store->ReadSearchIndex();
-      if (!totals || totals->generation == 0 || !blob) {
-        *why = name + " has no persisted search index";
-        return std::nullopt;
-      }
-      d = Decode(blob.get());
-      if (d.fingerprint != m.store->model().codebook_hash || d.generation != totals->generation) {
-        *why = name + "'s search index does not match its images (run 'lookalike index' on it)";
-        return std::nullopt;
-      }
-    } catch (const std::exception& e) {
-      *why = name + "'s search index is unusable: " + e.what();
-      return std::nullopt;
-    }
+    std::optional<Decoded> current = CurrentShardIndex(*m.store, why);
+    if (!current) return std::nullopt;
+    Decoded& d = *current;
     if (d.manifest.empty()) continue;  // an empty shard's index is flat: nothing to join
     try {
       sync.index->MergeFrom({d.index.get()}, {static_cast<int64_t>(m.id_offset)});
@@ -908,10 +921,7 @@ StoredCandidates SearchStoredTables(const Store& store, const std::vector<uint64
                                     uint64_t generation, const TableQuery& query) {
   const std::unique_ptr<SearchIndexReader> in = store.ReadSearchIndex();
   if (!in) throw std::runtime_error("the persisted search index is gone");
-  char head[4 + 4];
-  in->Read(head, sizeof head);
-  if (std::memcmp(head, kMagic, 4) != 0 ||
-      encoding::Reader(head + 4, 4, "search index").Fixed32() != kFormat)
+  if (ReadMagicAndFormat(in.get()) != kFormat)
     throw std::runtime_error("the persisted search index changed since it was loaded");
   Skip(in.get(), 16);  // fingerprint, dim
   const uint64_t stored_generation = ReadFixed64(in.get());
