@@ -801,6 +801,16 @@ SearchIndexSync Sync(const Store& store, Store* writer, const SearchVectors& vec
       VectorIndexOptions o = options;
       o.kind = VectorIndexKind::kFlat;
       BuildFromStore(store, vectors, o, &sync);
+      // Its word index too, in memory with the model's vocabulary (never
+      // learned per search: a database whose model has none gets one from
+      // `migrate`): a collection this small encodes in a fraction of what
+      // its VLAD vectors took to read.
+      const std::optional<WordVocabulary> model = ModelWordVocabulary(store);
+      if (options.words && model &&
+          static_cast<int64_t>(store.num_images()) >= options.min_word_images) {
+        sync.words = WordSource(store).Build(sync.manifest, options.seed, model, nullptr);
+        sync.words_built = sync.words != nullptr;
+      }
     }
     return sync;
   }

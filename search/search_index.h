@@ -84,9 +84,10 @@ struct StoredCandidates {
 // What SyncSearchIndex found and did.
 struct SearchIndexSync {
   std::unique_ptr<VectorIndex> index;
-  // The word index over the same images; null when options.words is off, the
-  // index is transient, or no image has stored local features.
-  // Its lists are read from `store` (which must outlive it) at each search.
+  // The word index over the same images; null when options.words is off, no
+  // image has stored local features, or the index is transient and the
+  // model has no word vocabulary. Its lists are read from `store` (which
+  // must outlive it) at each search; a transient index's are held in memory.
   std::unique_ptr<StoredWordIndex> words;
   bool words_built = false;  // built (vocabulary learned when the model has none) and filled
   int64_t words_joined = 0;  // images whose postings were copied from merged shards' word indexes

@@ -10,6 +10,7 @@ void FusionOptions::Validate() const {
   CheckInRange({"fusion.colour_candidates", "--colour-candidates"}, colour_candidates, 0, 10000);
   CheckInRange({"fusion.word_weight", "--word-weight"}, word_weight, 0.0f, 100.0f);
   CheckInRange({"fusion.word_assignments", "--word-assignments"}, word_assignments, 1, 8);
+  CheckAtLeast({"fusion.word_min_images", "--word-fusion-min-images"}, word_min_images, int64_t{0});
 }
 
 void RerankOptions::Validate() const {

@@ -119,6 +119,13 @@ struct Searcher::Impl {
   // similar images, best first, scored by similarity alone.
   std::vector<Candidate> ShortList(const float* query, int64_t depth) const;
 
+  // Whether the word similarity is fused into the short list's order: its
+  // weight is on and the collection has fusion.word_min_images images.
+  bool FusesWords() const {
+    return options.fusion.word_weight > 0 &&
+           static_cast<int64_t>(ids.size()) >= options.fusion.word_min_images;
+  }
+
   // The word index's most similar images for a query, best first, with
   // their similarity over the best one's: the `rerank.word_depth` to verify, and
   // as many as the colour depth for word fusion when it is on.
@@ -210,8 +217,8 @@ std::vector<Candidate> Searcher::Impl::ShortList(const float* query, int64_t dep
 std::vector<std::pair<uint64_t, float>> Searcher::Impl::WordList(const LocalFeatures& f) const {
   std::vector<std::pair<uint64_t, float>> out;
   if (!words || f.num() == 0) return out;
-  const int64_t depth = std::max<int64_t>(
-      options.rerank.word_depth, options.fusion.word_weight > 0 ? options.fusion.colour_depth : 0);
+  const int64_t depth =
+      std::max<int64_t>(options.rerank.word_depth, FusesWords() ? options.fusion.colour_depth : 0);
   if (depth == 0) return out;
   out = words->Search(words->vocabulary().EncodeMultiple(f.descriptors.data(), f.num(),
                                                          options.fusion.word_assignments),
@@ -404,7 +411,7 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, int unverified, 
   std::vector<uint64_t> word_head;
   for (size_t i = 0; i < word_list.size() && static_cast<int>(i) < opt.rerank.word_depth; ++i)
     word_head.push_back(word_list[i].first);
-  if (opt.fusion.word_weight > 0) ranking.SetWordSimilarities(word_list);
+  if (impl_->FusesWords()) ranking.SetWordSimilarities(word_list);
   if (!ranking.reranks()) word_head.clear();
   // How deep the fused list and the VLAD order are verified depends on
   // whether a word head is.

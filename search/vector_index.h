@@ -66,12 +66,12 @@ struct VectorIndexOptions {
   // so its cost stops growing with the collection (search/README.md, "The
   // word index").
   // It is built from this many images on (one that exists is kept and
-  // used below it). Below it the word stage adds nothing the global
-  // ranking's verified head does not hold, and its fusion hurts (dev set
-  // with 340 distractors, 437 images: mAP 0.893 with it, 0.913 without; 997
-  // images: 0.877 against 0.868), while its vocabulary (2 MiB) and lists
-  // (about 8 KiB per photo) would be a third of the database. >= 0.
-  int64_t min_word_images = 1000;
+  // used below it): from the first image by default. Below
+  // SearchOptions' fusion.word_min_images its list's head is verified but its
+  // similarity is not fused (search/README.md, "The word index"). A
+  // collection without a PCA has no persisted index: search builds its word
+  // index in memory from the stored features. >= 0.
+  int64_t min_word_images = 0;
   // For a database whose model has no word vocabulary (created before the
   // model carried one): learn the word index's vocabulary again from the
   // whole collection even when a persisted word index is usable (merge: a

@@ -111,6 +111,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Number("word-weight", &o->fusion.word_weight, d.fusion.word_weight,
             "weight of the visual-word similarity (over the query's best) added to the VLAD "
             "similarity, in the colour weight's units (0 = off)");
+  g->Value("word-fusion-min-images", &o->fusion.word_min_images, d.fusion.word_min_images,
+           "fuse the visual-word similarity only in collections of N images or more; below, "
+           "the word list's head is verified only (0 = at any size)");
   g->Value("word-assignments", &o->fusion.word_assignments, d.fusion.word_assignments,
            "assign each query feature to up to N of the nearest visual words (within 1.2 times "
            "the nearest's distance) when searching the visual-word index (1 = the nearest only)");

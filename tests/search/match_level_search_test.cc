@@ -115,6 +115,7 @@ TEST_F(MatchLevelSearchTest, EachEditGetsItsLevel) {
   options.k = 7;
   options.backend = Backend::kCpu;
   options.index.min_word_images = 0;
+  options.fusion.word_min_images = 0;  // and fuse its similarity
   auto searcher = Searcher::Open(db(), options);
   const std::map<std::string, std::pair<std::string, MatchLevel>> expected = {
       {"reencoded.jpg", {"photo0.png", MatchLevel::kCopy}},

@@ -521,8 +521,9 @@ TEST_P(PersistedIndexTest, AnIndexOfAnotherFormatKeepsItsWordIndex) {
   EXPECT_TRUE(VerifyWordIndex(*store).empty());
   EXPECT_TRUE(VerifyColourTable(*store).empty());
   EXPECT_TRUE(store->Verify().empty());
-  VectorIndexOptions o;  // min_word_images: 1,000, above these 6 images
+  VectorIndexOptions o;
   o.kind = GetParam();
+  o.min_word_images = 1000;  // above these 6 images
   const SearchIndexSync kept = SyncSearchIndex(*store, SearchVectors(*store), o);
   EXPECT_TRUE(kept.rebuilt);
   EXPECT_TRUE(kept.had_words);

@@ -50,7 +50,8 @@ class SearcherTest : public ::testing::Test {
                                  float colour_weight = SearchOptions().fusion.colour_weight,
                                  float word_weight = SearchOptions().fusion.word_weight) {
     SearchOptions o;
-    o.index.min_word_images = 0;  // these few images keep a word index
+    o.index.min_word_images = 0;   // these few images keep a word index
+    o.fusion.word_min_images = 0;  // and fuse its similarity
     o.k = k;
     o.rerank.depth = rerank;
     o.fusion.colour_weight = colour_weight;
@@ -85,6 +86,7 @@ TEST_F(SearcherTest, OneThreadRanksAsSeveralDo) {
   for (int threads : {1, 2, 0}) {
     SearchOptions o;
     o.index.min_word_images = 0;
+    o.fusion.word_min_images = 0;  // and fuse its similarity
     o.k = 6;
     o.rerank.depth = 6;
     o.threads = threads;
@@ -156,6 +158,7 @@ TEST_F(SearcherTest, TablesReadPerQueryRankAsTablesHeld) {
   for (bool in_memory : {true, false}) {
     SearchOptions o;
     o.index.min_word_images = 0;
+    o.fusion.word_min_images = 0;  // and fuse its similarity
     o.k = 8;
     o.backend = Backend::kCpu;
     o.tables_in_memory = in_memory;
@@ -280,6 +283,7 @@ TEST_F(SearcherTest, TheWordListIsCorrelatedWhereverFusionRanksIt) {
     // The fixture's database keeps no word index; these few images get one
     // in memory from 0 images on.
     o.index.min_word_images = word_index ? 0 : kImages + 1;
+    o.fusion.word_min_images = 0;  // and fuse its similarity
     o.k = kImages;
     o.thumbnail.depth = thumbnail_depth;
     o.fusion.colour_candidates = 0;
@@ -428,7 +432,8 @@ TEST(SearcherColourTest, ColourCannotHideTheVladNearestFromVerification) {
   const std::string original = AbsolutePath(paths[4]);
   auto search = [&](int rerank, int rerank_vlad, float colour_weight, int rerank_words = 0) {
     SearchOptions o;
-    o.index.min_word_images = 0;  // these few images keep a word index
+    o.index.min_word_images = 0;   // these few images keep a word index
+    o.fusion.word_min_images = 0;  // and fuse its similarity
     o.k = 12;
     o.rerank.depth = rerank;
     o.rerank.vlad_depth = rerank_vlad;
@@ -583,7 +588,8 @@ TEST(SearcherColourTest, ColourSeparatesImagesThatLookAlikeInGrey) {
   testing::WriteImage(query, blue(cv::Rect(4, 3, 310, 232)).clone());
   auto search = [&](float w) {
     SearchOptions o;
-    o.index.min_word_images = 0;  // these few images keep a word index
+    o.index.min_word_images = 0;   // these few images keep a word index
+    o.fusion.word_min_images = 0;  // and fuse its similarity
     o.k = 2;
     o.rerank.depth = 0;
     o.fusion.colour_weight = w;
@@ -761,6 +767,7 @@ class HubTest : public SearcherTest {
   Hit HitOf(const std::string& query, int hubs, const std::string& path) {
     SearchOptions o;
     o.index.min_word_images = 0;
+    o.fusion.word_min_images = 0;  // and fuse its similarity
     o.rerank.depth = 6;
     o.expansion.hubs = hubs;
     o.backend = Backend::kCpu;
@@ -860,6 +867,7 @@ TEST(SearcherOpenTest, ErrorsAndValidation) {
   TempDir tmp;
   SearchOptions o;
   o.index.min_word_images = 0;
+  o.fusion.word_min_images = 0;  // and fuse its similarity
   o.backend = Backend::kCpu;
   try {
     Searcher::Open(tmp / "nothing", o);
@@ -948,6 +956,94 @@ TEST(SearchOptionsTest, ValidateNamesTheFieldAndTheFlag) {
     }
   }
   EXPECT_NO_THROW(SearchOptions().Validate());
+}
+
+// The word stage is on at every size: the head of its list is verified
+// wherever the fused order put it, and its similarity is fused into that
+// order only in collections of fusion.word_min_images images and more.
+TEST_F(SearcherTest, TheWordHeadIsVerifiedAtAnySizeAndFusedFromItsMinimum) {
+  const std::string copy = tmp_ / "copy.jpg";
+  testing::WriteImage(copy, testing::ApplyTransform(testing::MakeSyntheticImage(1 + 6, 320, 240),
+                                                    testing::Transform::kRotate));
+  auto search = [&](int64_t word_min_images, int word_depth, float word_weight) {
+    SearchOptions o;  // the index's default: a word index from the first image
+    o.k = kImages;
+    o.fusion.word_min_images = word_min_images;
+    o.fusion.word_weight = word_weight;
+    o.rerank.depth = 1;  // the fused order's first only
+    o.rerank.vlad_depth = 0;
+    o.rerank.word_depth = word_depth;
+    o.expansion.results = 0;
+    o.expansion.hubs = 0;
+    o.backend = Backend::kCpu;
+    const auto results = Searcher::Open(db(), o)->SearchFiles({copy});
+    EXPECT_EQ(results.size(), 1u);
+    return results.empty() ? std::vector<Hit>() : results[0].hits;
+  };
+  auto verified = [](const std::vector<Hit>& hits) {
+    return std::count_if(hits.begin(), hits.end(), [](const Hit& h) { return h.inliers >= 0; });
+  };
+  // Below the minimum: not fused (the hits of word weight 0, no word
+  // similarity on any), but its head verified.
+  const std::vector<Hit> small = search(kImages + 2, kImages, 7.0f);
+  const std::vector<Hit> unfused = search(kImages + 2, kImages, 0.0f);
+  ASSERT_EQ(small.size(), unfused.size());
+  for (size_t i = 0; i < small.size(); ++i) {
+    EXPECT_EQ(small[i].id, unfused[i].id);
+    EXPECT_EQ(small[i].score, unfused[i].score);
+    EXPECT_EQ(small[i].words, -1.0f) << small[i].path;
+  }
+  EXPECT_EQ(verified(small), kImages) << "the word head holds every image with features";
+  EXPECT_EQ(verified(search(kImages + 2, 0, 7.0f)), 1) << "without a word head: the first only";
+  // From the minimum on: fused.
+  const std::vector<Hit> fused = search(kImages, kImages, 7.0f);
+  ASSERT_FALSE(fused.empty());
+  EXPECT_TRUE(std::all_of(fused.begin(), fused.end(), [](const Hit& h) { return h.words >= 0; }));
+  EXPECT_EQ(fused[0].path, AbsolutePath(paths_[6]));
+  EXPECT_THROW(
+      [] {
+        SearchOptions o;
+        o.fusion.word_min_images = -1;
+        o.Validate();
+      }(),
+      std::invalid_argument);
+}
+
+// A collection too small for a PCA keeps its full VLAD vectors and no
+// persisted index: search builds its word index in memory from the stored
+// features, with the model's vocabulary.
+TEST(SearcherTransientTest, ACollectionWithoutAPersistedIndexGetsItsWordIndexInMemory) {
+  TempDir tmp;
+  const std::vector<std::string> paths = testing::WriteSyntheticSet(tmp / "photos", 6, 1, 320, 240);
+  IndexOptions io = testing::SmallIndexOptions(tmp / "photos", tmp / "db");
+  io.model.codebook.num_clusters = 64;  // 8,192-d VLAD: above what is persisted flat
+  ASSERT_EQ(BuildIndex(io, nullptr).indexed, 6);
+  auto store = Store::Open(tmp / "db", Store::Mode::kReadOnly);
+  ASSERT_FALSE(store->GetSearchIndex().has_value()) << "a persisted index after all";
+  ASSERT_TRUE(store->GetModelWordVocabulary().has_value());
+  const SearchVectors vectors(*store);
+  VectorIndexOptions o;
+  const SearchIndexSync sync = SyncSearchIndex(*store, vectors, o);
+  ASSERT_TRUE(sync.transient);
+  ASSERT_NE(sync.words, nullptr);
+  EXPECT_TRUE(sync.words_built);
+  EXPECT_EQ(sync.words->ntotal(), 6);
+  o.min_word_images = 7;
+  EXPECT_EQ(SyncSearchIndex(*store, vectors, o).words, nullptr) << "below its minimum";
+  o.min_word_images = 0;
+  o.words = false;
+  EXPECT_EQ(SyncSearchIndex(*store, vectors, o).words, nullptr) << "--word-index off";
+  store.reset();
+  // Searched: an image finds itself first through the fused word list too.
+  SearchOptions so;
+  so.k = 3;
+  so.fusion.word_min_images = 0;
+  so.backend = Backend::kCpu;
+  const auto results = Searcher::Open(tmp / "db", so)->SearchFiles({paths[2]});
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].hits.empty());
+  EXPECT_EQ(results[0].hits[0].path, AbsolutePath(paths[2]));
+  EXPECT_FLOAT_EQ(results[0].hits[0].words, 1.0f);
 }
 
 }  // namespace
