@@ -6,7 +6,11 @@
 #include <cassert>
 #include <cmath>
 #include <exception>
+#include <memory>
+#include <set>
+#include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "indexer/colour.h"
 #include "search/match_evidence.h"
@@ -70,51 +74,125 @@ float CombinedScore(float base, int inliers) {
   return 1.0f - (1.0f - base) * (1.0f - evidence);
 }
 
-std::vector<float> ScoresThroughHubs(const FeatureReader& stored_features,
-                                     const SearchOptions& options,
-                                     const std::vector<RankedResult>& list) {
-  std::vector<float> scores;
-  for (const RankedResult& r : list) scores.push_back(r.score);
+ThroughHubs ScoresThroughHubs(const FeatureReader& stored_features, const SearchOptions& options,
+                              const std::vector<RankedResult>& list,
+                              const HubNeighbours& neighbours) {
+  ThroughHubs out;
+  for (const RankedResult& r : list) out.scores.push_back(r.score);
+  const ExpansionOptions& e = options.expansion;
   const int min_inliers = options.rerank.min_inliers;
-  const int hub_least = std::max(min_inliers, options.expansion.hub_inliers);
-  std::vector<size_t> hubs, todo;  // indexes in list
+  const int hub_least = std::max(min_inliers, e.hub_inliers);
+  // A hub: its image, the score what it raises stays below, and the inliers
+  // of the weakest link of its chain to the query.
+  struct Hub {
+    uint64_t id;
+    float score;
+    int strength;
+  };
+  std::vector<Hub> hubs;
+  std::vector<size_t> todo;                 // indexes in list
+  std::unordered_map<uint64_t, size_t> at;  // id -> index in list
   for (size_t i = 0; i < list.size(); ++i) {
+    at.emplace(list[i].id, i);
     if (list[i].level != MatchLevel::kNone) {
-      if (static_cast<int>(hubs.size()) < options.expansion.hubs &&
-          list[i].level <= MatchLevel::kPart && list[i].consistent >= hub_least)
-        hubs.push_back(i);
-    } else if (static_cast<int>(todo.size()) < options.expansion.hub_depth) {
+      if (static_cast<int>(hubs.size()) < e.hubs && list[i].level <= MatchLevel::kPart &&
+          list[i].consistent >= hub_least)
+        hubs.push_back({list[i].id, list[i].score, list[i].inliers});
+    } else if (static_cast<int>(todo.size()) < e.hub_depth) {
       todo.push_back(i);
     }
   }
-  if (hubs.empty() || todo.empty()) return scores;
-  // Each hub as a query: its strongest features, as the query's are.
+  // Every image verified against a hub: its best raised score (-2: none),
+  // and, when that chain's last link has hub_least consistent inliers, the
+  // chain's weakest link (else 0: no hub of a next step).
+  struct Reached {
+    uint64_t id;
+    int64_t row;       // index in list; -1 = a neighbour the list does not hold
+    float similarity;  // with the query, for a neighbour the list does not hold
+    float raised = -2.0f;
+    int strength = 0;
+    int step = -1;  // the step that raised it last
+  };
+  std::vector<Reached> reached;
+  std::unordered_map<uint64_t, size_t> reached_at;
+  std::unordered_set<uint64_t> was_hub;
+  std::set<std::pair<uint64_t, uint64_t>> tried;  // (image, hub)
   const VerifyOptions verify = VerifyFor(options.rerank);
-  std::vector<LocalFeatures> hub_features;
-  std::vector<size_t> hub_at;
-  for (size_t i : hubs) {
-    auto f = stored_features.Read(list[i].id, stored_features.matching_frame());
-    if (!f) continue;
-    hub_features.push_back(StrongestFeatures(*f, options.rerank.verify_keypoints));
-    hub_at.push_back(i);
-  }
-  std::vector<PreparedQuery> prepared;
-  for (const LocalFeatures& f : hub_features) prepared.emplace_back(f, verify);
-  ParallelFor(todo.size(), options.threads, [&](size_t t) {
-    const RankedResult& r = list[todo[t]];
-    const auto candidate = stored_features.Read(r.id, stored_features.matching_frame());
-    if (!candidate) return;
-    for (size_t h = 0; h < prepared.size(); ++h) {
-      const int n = prepared[h].Verify(*candidate).inliers;
-      if (n < min_inliers) continue;
-      const RankedResult& hub = list[hub_at[h]];
-      const float through =
-          std::min(std::clamp(CombinedScore(r.score, std::min(n, hub.inliers)), -1.0f, 1.0f),
-                   std::nextafter(hub.score, -2.0f));
-      scores[todo[t]] = std::max(scores[todo[t]], through);
+  for (int step = 0; step < e.hub_steps && !hubs.empty(); ++step) {
+    for (const Hub& h : hubs) was_hub.insert(h.id);
+    // Each hub as a query: its strongest features, as the query's are.
+    std::vector<LocalFeatures> hub_features(hubs.size());
+    std::vector<std::unique_ptr<PreparedQuery>> prepared(hubs.size());
+    for (size_t h = 0; h < hubs.size(); ++h) {
+      auto f = stored_features.Read(hubs[h].id, stored_features.matching_frame());
+      if (!f) continue;
+      hub_features[h] = StrongestFeatures(*f, options.rerank.verify_keypoints);
+      prepared[h] = std::make_unique<PreparedQuery>(hub_features[h], verify);
     }
-  });
-  return scores;
+    // This step's pairs, grouped by image: (hub, the score it is raised from).
+    std::vector<std::pair<size_t, std::vector<std::pair<size_t, float>>>> work;
+    std::unordered_map<size_t, size_t> work_at;  // index in reached -> in work
+    auto add = [&](uint64_t id, float base, float similarity, size_t h) {
+      if (was_hub.count(id) || !prepared[h]) return;
+      const auto in_list = at.find(id);
+      if (in_list != at.end() && list[in_list->second].level != MatchLevel::kNone) return;
+      if (!tried.emplace(id, hubs[h].id).second) return;
+      auto [r, added] = reached_at.emplace(id, reached.size());
+      if (added)
+        reached.push_back(
+            {id, in_list == at.end() ? -1 : static_cast<int64_t>(in_list->second), similarity});
+      auto [w, first] = work_at.emplace(r->second, work.size());
+      if (first) work.push_back({r->second, {}});
+      work[w->second].second.emplace_back(h, base);
+    };
+    for (size_t t : todo)
+      for (size_t h = 0; h < hubs.size(); ++h) add(list[t].id, list[t].score, 0.0f, h);
+    if (neighbours && e.hub_neighbours > 0)
+      for (size_t h = 0; h < hubs.size(); ++h)
+        for (const HubNeighbour& n : neighbours(hubs[h].id, e.hub_neighbours))
+          add(n.id, n.similarity, n.similarity, h);
+    ParallelFor(work.size(), options.threads, [&](size_t w) {
+      Reached& r = reached[work[w].first];
+      const auto candidate = stored_features.Read(r.id, stored_features.matching_frame());
+      if (!candidate) return;
+      for (const auto& [h, base] : work[w].second) {
+        const Verification v = prepared[h]->Verify(*candidate);
+        if (v.inliers < min_inliers) continue;
+        const int link = std::min(v.inliers, hubs[h].strength);
+        const float through = std::min(std::clamp(CombinedScore(base, link), -1.0f, 1.0f),
+                                       std::nextafter(hubs[h].score, -2.0f));
+        if (through <= r.raised) continue;
+        r.raised = through;
+        r.step = step;
+        r.strength = ConsistentInliers(v, hub_features[h], *candidate) >= hub_least ? link : 0;
+      }
+    });
+    // The next step's hubs: the best raised by this one, strongly enough.
+    std::vector<size_t> next;
+    for (size_t i = 0; i < reached.size(); ++i)
+      if (reached[i].step == step && reached[i].strength >= hub_least) next.push_back(i);
+    auto final_score = [&](const Reached& r) {
+      return r.row < 0 ? r.raised : std::max(r.raised, list[static_cast<size_t>(r.row)].score);
+    };
+    std::stable_sort(next.begin(), next.end(), [&](size_t a, size_t b) {
+      return final_score(reached[a]) > final_score(reached[b]);
+    });
+    if (static_cast<int>(next.size()) > e.hubs) next.resize(static_cast<size_t>(e.hubs));
+    hubs.clear();
+    for (size_t i : next)
+      hubs.push_back({reached[i].id, final_score(reached[i]), reached[i].strength});
+  }
+  for (const Reached& r : reached) {
+    if (r.step < 0) continue;
+    if (r.row >= 0) {
+      float& s = out.scores[static_cast<size_t>(r.row)];
+      s = std::max(s, r.raised);
+    } else {
+      out.added.push_back({r.id, r.raised, -1, 0, MatchLevel::kNone});
+      out.added_similarity.push_back(r.similarity);
+    }
+  }
+  return out;
 }
 
 QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_features,

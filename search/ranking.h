@@ -66,6 +66,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -119,29 +120,56 @@ struct RankedResult {
   MatchLevel level = MatchLevel::kNone;
 };
 
+// An image near a hub in the search index, for verification through hubs:
+// its id and its VLAD similarity with the query (Hit::similarity of the
+// query as it is, not expanded).
+struct HubNeighbour {
+  uint64_t id = 0;
+  float similarity = 0;
+};
+// The `n` images nearest image `hub` in the search index (not the hub
+// itself), nearest first.
+using HubNeighbours = std::function<std::vector<HubNeighbour>(uint64_t hub, int n)>;
+
+// What verification through hubs found: each result of the list's score,
+// raised or not, and the hubs' neighbours it raised that the list does not
+// hold (score raised, inliers -1, level none).
+struct ThroughHubs {
+  std::vector<float> scores;
+  std::vector<RankedResult> added;
+  std::vector<float> added_similarity;  // each added result's HubNeighbour::similarity
+};
+
 // Verification through the query's hubs, on its final list `list` (best
 // first): its first expansion.hubs results verified as another view or a
 // part (MatchLevel kView, kPart: a copy shows what the query does, so what
 // verifies against it verifies against the query) with at least
 // expansion.hub_inliers inliers that turn and scale alike
 // (rerank.min_inliers when 0; a chance fit through 8 inliers has 2 or 3
-// such) are matched, as
-// the query is, against the first expansion.hub_depth results that are not
-// verified; one with at least rerank.min_inliers inliers against a hub
-// gains the evidence of the weaker link of its best chain, min(inliers
-// query-hub, inliers hub-result), in a noisy-or with its score
-// (CombinedScore), but never rises to its hub's score: what a hub verifies
-// ranks below the hub. Another view of a scene often shares more with a
-// verified view of it than with the query (a landmark from further left, a
-// symmetric facade verified through the query's mirror image, the next
-// frames of a sequence). The results stay unverified: no level (what it
-// shares with the query itself is too little), no expansion. Returns each
-// result's score, raised or not; `list` unchanged when expansion.hubs is 0
-// or no result qualifies as a hub. Throws StoreError or
-// encoding::CorruptValue (corrupt stored features).
-std::vector<float> ScoresThroughHubs(const FeatureReader& stored_features,
-                                     const SearchOptions& options,
-                                     const std::vector<RankedResult>& list);
+// such) are matched, as the query is, against the first
+// expansion.hub_depth results that are not verified, and each against its
+// own expansion.hub_neighbours nearest images in the search index
+// (`neighbours`; none when it is empty or the option 0) that are not
+// verified results, wherever the query's list ranks them. One with at
+// least rerank.min_inliers inliers against a hub gains the evidence of the
+// weaker link of its best chain, min(inliers query-hub, inliers
+// hub-result), in a noisy-or (CombinedScore) with its score (a neighbour:
+// with its VLAD similarity, so that its raised score does not depend on
+// how long the list is), but never rises to its hub's score: what a hub
+// verifies ranks below the hub. With expansion.hub_steps 2, the first
+// expansion.hubs results raised with at least hub_inliers consistent
+// inliers against their hub are hubs of a second step, with their chain's
+// weakest link and raised score. Another view of a scene often shares
+// more with a verified view of it than with the query (a landmark from
+// further left, a symmetric facade verified through the query's mirror
+// image, the next frames of a sequence). The results stay unverified: no
+// level (what it shares with the query itself is too little), no
+// expansion. Nothing changes when expansion.hubs is 0 or no result
+// qualifies as a hub. Throws StoreError or encoding::CorruptValue (corrupt
+// stored features).
+ThroughHubs ScoresThroughHubs(const FeatureReader& stored_features, const SearchOptions& options,
+                              const std::vector<RankedResult>& list,
+                              const HubNeighbours& neighbours = {});
 
 // True when `v` (query against candidate) has fewer inliers than
 // options.min_inliers but at least options.weak_inliers (> 0), and at least

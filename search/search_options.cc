@@ -39,6 +39,8 @@ void ExpansionOptions::Validate() const {
   CheckInRange({"expansion.results", "--expansion"}, results, 0, 100);
   CheckInRange({"expansion.hubs", "--hubs"}, hubs, 0, 20);
   CheckInRange({"expansion.hub_depth", "--hub-depth"}, hub_depth, 1, 1000);
+  CheckInRange({"expansion.hub_neighbours", "--hub-neighbours"}, hub_neighbours, 0, 1000);
+  CheckInRange({"expansion.hub_steps", "--hub-steps"}, hub_steps, 1, 2);
 }
 
 void SearchOptions::Validate() const {

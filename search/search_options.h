@@ -158,6 +158,16 @@ struct ExpansionOptions {
   int hubs = 3;         // --hubs, 0..20
   int hub_depth = 30;   // --hub-depth, 1..1000
   int hub_inliers = 0;  // --hub-inliers, 0 or rerank.min_inliers..10000
+  // Each hub is also matched against its own `hub_neighbours` nearest images
+  // in the vector index (its stored search vector as the query) that are not
+  // verified results, wherever the query's list ranks them, and a neighbour
+  // the list does not hold joins it: a scene's other photos are often near
+  // a view of it and far from the query. 0 = off.
+  int hub_neighbours = 0;  // --hub-neighbours, 0..1000
+  // 2: the first `hubs` results raised through a hub with `hub_inliers`
+  // consistent inliers are hubs too, one step further (their chain's
+  // weakest link as their inliers). 1 = hubs are verified results only.
+  int hub_steps = 1;  // --hub-steps, 1..2
   // Throws std::invalid_argument naming the field and its flag.
   void Validate() const;
 };

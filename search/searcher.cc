@@ -518,7 +518,7 @@ std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const 
   const int unverified = opt.expansion.hubs > 0 ? opt.expansion.hub_depth : 0;
   std::vector<Hit> hits = SearchViews(unverified, enc);
   if (opt.mirrored && !enc.mirror.empty()) AddMirrored(unverified, enc.mirror[0], &hits);
-  if (opt.expansion.hubs > 0 && !hits.empty()) RaiseThroughHubs(&hits);
+  if (opt.expansion.hubs > 0 && !hits.empty()) RaiseThroughHubs(enc.vlad.data(), &hits);
   if (static_cast<int>(hits.size()) > opt.k) hits.resize(opt.k);
   // A file with the query's bytes is identical, whatever its features said
   // (it may have none).
@@ -539,12 +539,47 @@ std::vector<Hit> Searcher::SearchEncoded(const ImageEncoder::Result& enc) const 
   return hits;
 }
 
-void Searcher::RaiseThroughHubs(std::vector<Hit>* hits) const {
+void Searcher::RaiseThroughHubs(const float* vlad, std::vector<Hit>* hits) const {
   std::vector<RankedResult> list;
   for (const Hit& h : *hits)
     list.push_back({h.id, h.score, h.inliers, h.evidence.consistent, h.level});
-  const std::vector<float> scores = ScoresThroughHubs(*impl_->features, impl_->options, list);
-  for (size_t i = 0; i < hits->size(); ++i) (*hits)[i].score = scores[i];
+  // A hub's nearest images: its stored search vector searched in the vector
+  // index, each found image's similarity with the query as it is.
+  const std::vector<float> query = impl_->ToSearch(vlad, 1);
+  const int64_t dim = impl_->vectors->dim();
+  const HubNeighbours neighbours = [&](uint64_t hub, int n) {
+    std::vector<HubNeighbour> out;
+    std::vector<float> v(static_cast<size_t>(dim));
+    impl_->vectors->Read({hub}, v.data());
+    const int64_t k = std::min<int64_t>(n + 1, impl_->index->ntotal());
+    std::vector<float> scores(static_cast<size_t>(k));
+    std::vector<int64_t> rows(static_cast<size_t>(k));
+    impl_->Search(v.data(), 1, k, scores.data(), rows.data());
+    std::vector<uint64_t> ids;
+    for (int64_t r : rows)
+      if (r >= 0 && impl_->ids[r] != hub && static_cast<int>(ids.size()) < n)
+        ids.push_back(impl_->ids[r]);
+    if (ids.empty()) return out;
+    std::vector<float> stored(ids.size() * static_cast<size_t>(dim));
+    impl_->vectors->Read(ids, stored.data());
+    const std::vector<float> dots = impl_->InnerProducts(query.data(), stored.data(), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) out.push_back({ids[i], Cosine(dots[i])});
+    return out;
+  };
+  const ThroughHubs through = ScoresThroughHubs(*impl_->features, impl_->options, list, neighbours);
+  for (size_t i = 0; i < hits->size(); ++i) (*hits)[i].score = through.scores[i];
+  // A neighbour the list did not hold joins it, unverified (a writer may
+  // have removed it since the index was loaded: then it is left out).
+  for (size_t i = 0; i < through.added.size(); ++i) {
+    auto path = impl_->PathOf(through.added[i].id);
+    if (!path) continue;
+    Hit h;
+    h.id = through.added[i].id;
+    h.path = std::move(*path);
+    h.score = through.added[i].score;
+    h.similarity = through.added_similarity[i];
+    hits->push_back(std::move(h));
+  }
   std::stable_sort(hits->begin(), hits->end(),
                    [](const Hit& a, const Hit& b) { return a.score > b.score; });
 }

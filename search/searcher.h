@@ -110,8 +110,9 @@ class Searcher {
   // kept when `unverified` is 0, else all.
   void AddMirrored(int unverified, const ImageEncoder::Result& mirror,
                    std::vector<Hit>* hits) const;
-  // Verification through the hits' hubs (ScoresThroughHubs), re-sorted.
-  void RaiseThroughHubs(std::vector<Hit>* hits) const;
+  // Verification through the hits' hubs (ScoresThroughHubs; `vlad` the
+  // query's, for the similarity of the hubs' neighbours), re-sorted.
+  void RaiseThroughHubs(const float* vlad, std::vector<Hit>* hits) const;
   // SearchQuery with other options (the mirror's): its first options.k hits,
   // and as many more as hold `unverified` hits that are not verified.
   std::vector<Hit> SearchWith(const SearchOptions& options, int unverified, const float* vlad,

@@ -99,6 +99,12 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
   g->Value(
       "hub-inliers", &o->expansion.hub_inliers, d.expansion.hub_inliers,
       "the least inliers a hub is verified with that turn and scale alike (0 = --min-inliers)");
+  g->Value("hub-neighbours", &o->expansion.hub_neighbours, d.expansion.hub_neighbours,
+           "also verify each hub's N nearest images in the vector index against it, wherever "
+           "the query's list ranks them (0 = off)");
+  g->Value("hub-steps", &o->expansion.hub_steps, d.expansion.hub_steps,
+           "2 = results raised through a hub with --hub-inliers consistent inliers are hubs "
+           "too, one step further");
   g->Number("colour-weight", &o->fusion.colour_weight, d.fusion.colour_weight,
             "weight of the colour similarity added to the VLAD similarity, in units of the "
             "robust spread (1.4826 x median absolute deviation) of the VLAD similarities over "

@@ -819,7 +819,8 @@ TEST_F(HubTest, ACopyOrAChanceFitIsNoHub) {
   auto scores = [&](MatchLevel level, int consistent) {
     return ScoresThroughHubs(features, o,
                              {{whole.id, whole.score, whole.inliers, consistent, level},
-                              {right.id, right.score, right.inliers, 0, MatchLevel::kNone}});
+                              {right.id, right.score, right.inliers, 0, MatchLevel::kNone}})
+        .scores;
   };
   const int strong = whole.evidence.consistent;
   ASSERT_GE(strong, o.rerank.min_inliers);
@@ -827,6 +828,125 @@ TEST_F(HubTest, ACopyOrAChanceFitIsNoHub) {
   EXPECT_GT(scores(MatchLevel::kView, strong).at(1), right.score + 0.1f);
   EXPECT_EQ(scores(MatchLevel::kCopy, strong).at(1), right.score);
   EXPECT_EQ(scores(MatchLevel::kPart, 3).at(1), right.score);
+}
+
+// A hub's own nearest images are verified against it wherever the query's
+// list ranks them (or when it does not hold them: they join it), with
+// --hub-neighbours; without, only the list's first hub_depth unverified
+// results are. The right third is the whole picture's neighbour here; the
+// list holds the hub alone.
+TEST_F(HubTest, AHubsNeighboursAreVerifiedAgainstIt) {
+  const std::string query = WriteHalves(false);
+  const Hit whole = HitOf(query, 0, paths_[3]);
+  ASSERT_FALSE(whole.path.empty());
+  ASSERT_GE(whole.evidence.consistent, SearchOptions().rerank.min_inliers);
+  auto store = Store::Open(db(), Store::Mode::kReadOnly);
+  const FeatureReader features(*store);
+  const auto right = store->FindByPath(AbsolutePath(dir() + "/right.png"));
+  ASSERT_TRUE(right.has_value());
+  const float similarity = 0.05f;
+  std::vector<uint64_t> asked;
+  const HubNeighbours neighbours = [&](uint64_t hub, int n) {
+    asked.push_back(hub);
+    EXPECT_GE(n, 1);
+    return std::vector<HubNeighbour>{{whole.id, 1.0f}, {right->id, similarity}};
+  };
+  const std::vector<RankedResult> list = {
+      {whole.id, whole.score, whole.inliers, whole.evidence.consistent, MatchLevel::kPart}};
+  SearchOptions o;
+  o.expansion.hub_neighbours = 0;
+  EXPECT_TRUE(ScoresThroughHubs(features, o, list, neighbours).added.empty());
+  EXPECT_TRUE(asked.empty());
+  o.expansion.hub_neighbours = 5;
+  const ThroughHubs through = ScoresThroughHubs(features, o, list, neighbours);
+  EXPECT_EQ(asked, std::vector<uint64_t>{whole.id});
+  EXPECT_EQ(through.scores, std::vector<float>{whole.score});  // the hub is not raised
+  ASSERT_EQ(through.added.size(), 1u);
+  EXPECT_EQ(through.added[0].id, right->id);
+  EXPECT_EQ(through.added[0].level, MatchLevel::kNone);
+  EXPECT_EQ(through.added[0].inliers, -1);
+  EXPECT_GT(through.added[0].score, similarity + 0.1f);  // raised from its similarity
+  EXPECT_LT(through.added[0].score, whole.score);
+  ASSERT_EQ(through.added_similarity.size(), 1u);
+  EXPECT_EQ(through.added_similarity[0], similarity);
+}
+
+// The same through the searcher's vector index: with the hub depth at 1 a
+// grey copy of the right third (its colour unlike the query's, so that it is
+// not the first unverified result) is not verified against the whole
+// picture; with --hub-neighbours it is, as the picture's neighbour.
+TEST_F(HubTest, ANeighbourBeyondTheHubDepthIsRaised) {
+  const std::string query = WriteHalves(false);
+  cv::Mat grey, right = cv::imread(dir() + "/right.png");
+  cv::cvtColor(right, grey, cv::COLOR_BGR2GRAY);
+  cv::cvtColor(grey, grey, cv::COLOR_GRAY2BGR);
+  const std::string path = dir() + "/grey.png";
+  testing::WriteImage(path, grey);
+  ASSERT_EQ(BuildIndex(testing::SmallIndexOptions(dir(), db()), nullptr).indexed, 1);
+  auto search = [&](int neighbours) {
+    SearchOptions o;
+    o.index.min_word_images = 0;
+    o.rerank.depth = 6;
+    o.k = kImages + 3;
+    o.expansion.hub_depth = 1;
+    o.expansion.hub_neighbours = neighbours;
+    o.backend = Backend::kCpu;
+    return Searcher::Open(db(), o)->SearchFiles({query}).at(0).hits;
+  };
+  auto find = [&](const std::vector<Hit>& hits, const std::string& p) {
+    for (const Hit& h : hits)
+      if (h.path == AbsolutePath(p)) return h;
+    return Hit();
+  };
+  const std::vector<Hit> without = search(0), with = search(kImages + 3);
+  const Hit hub = find(with, paths_[3]), before = find(without, path), after = find(with, path);
+  ASSERT_NE(hub.level, MatchLevel::kNone);
+  ASSERT_FALSE(before.path.empty());
+  ASSERT_FALSE(after.path.empty());
+  ASSERT_LT(before.inliers, SearchOptions().rerank.min_inliers);  // not verified directly
+  EXPECT_GT(after.score, before.score + 0.1f);
+  EXPECT_LT(after.score, hub.score);
+  EXPECT_EQ(after.level, MatchLevel::kNone);
+}
+
+// Chaining (--hub-steps 2): an image that shares nothing with the query or
+// its hub, but much with a result the hub raised, is raised through that
+// result, below it; with one step it is not. The chain: the left half (the
+// query), the whole picture (its hub), the right third joined to another
+// picture (raised through the hub), and that other picture alone.
+TEST_F(HubTest, ARaisedResultIsAHubOfTheNextStep) {
+  const cv::Mat whole = testing::MakeSyntheticImage(1 + 3, 320, 240);  // paths_[3]
+  const cv::Mat other = testing::MakeSyntheticImage(97, 212, 480);
+  cv::Mat right, joined, alone;
+  cv::resize(whole(cv::Rect(214, 0, 106, 240)), right, cv::Size(212, 480));
+  cv::hconcat(right, other, joined);
+  cv::resize(other, alone, cv::Size(318, 720));
+  const std::string query = WriteHalves(false);
+  testing::WriteImage(dir() + "/joined.png", joined);
+  testing::WriteImage(dir() + "/alone.png", alone);
+  ASSERT_EQ(BuildIndex(testing::SmallIndexOptions(dir(), db()), nullptr).indexed, 2);
+  const Hit hub = HitOf(query, 0, paths_[3]);
+  ASSERT_FALSE(hub.path.empty());
+  ASSERT_GE(hub.evidence.consistent, SearchOptions().rerank.min_inliers);
+  auto store = Store::Open(db(), Store::Mode::kReadOnly);
+  const FeatureReader features(*store);
+  const auto first = store->FindByPath(AbsolutePath(dir() + "/joined.png"));
+  const auto second = store->FindByPath(AbsolutePath(dir() + "/alone.png"));
+  ASSERT_TRUE(first && second);
+  const std::vector<RankedResult> list = {
+      {hub.id, hub.score, hub.inliers, hub.evidence.consistent, MatchLevel::kPart},
+      {first->id, 0.1f, 2, 0, MatchLevel::kNone},
+      {second->id, 0.05f, 0, 0, MatchLevel::kNone}};
+  SearchOptions o;
+  o.expansion.hub_steps = 1;
+  const std::vector<float> one = ScoresThroughHubs(features, o, list).scores;
+  EXPECT_GT(one[1], 0.1f + 0.1f);
+  EXPECT_EQ(one[2], 0.05f);
+  o.expansion.hub_steps = 2;
+  const std::vector<float> two = ScoresThroughHubs(features, o, list).scores;
+  EXPECT_EQ(two[1], one[1]);
+  EXPECT_GT(two[2], 0.05f + 0.1f);
+  EXPECT_LT(two[2], two[1]);
 }
 
 // Weak verification (search/ranking.h): 6 or 7 inliers of which 5 turn and
@@ -930,6 +1050,10 @@ TEST(SearchOptionsTest, ValidateNamesTheFieldAndTheFlag) {
        "expansion.hubs (--hubs) must be in 0..20, got 21"},
       {[](SearchOptions* o) { o->expansion.hub_depth = 0; },
        "expansion.hub_depth (--hub-depth) must be in 1..1000, got 0"},
+      {[](SearchOptions* o) { o->expansion.hub_neighbours = 1001; },
+       "expansion.hub_neighbours (--hub-neighbours) must be in 0..1000, got 1001"},
+      {[](SearchOptions* o) { o->expansion.hub_steps = 3; },
+       "expansion.hub_steps (--hub-steps) must be in 1..2, got 3"},
       {[](SearchOptions* o) { o->expansion.hub_inliers = 7; },
        "expansion.hub_inliers (--hub-inliers) must be in 8..10000, got 7"},
       {[](SearchOptions* o) { o->rerank.verify_keypoints = -1; },
