@@ -167,7 +167,7 @@ struct ExpansionOptions {
   // 2: the first `hubs` results raised through a hub with `hub_inliers`
   // consistent inliers are hubs too, one step further (their chain's
   // weakest link as their inliers). 1 = hubs are verified results only.
-  int hub_steps = 1;  // --hub-steps, 1..2
+  int hub_steps = 2;  // --hub-steps, 1..2
   // Throws std::invalid_argument naming the field and its flag.
   void Validate() const;
 };

@@ -103,8 +103,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "also verify each hub's N nearest images in the vector index against it, wherever "
            "the query's list ranks them (0 = off)");
   g->Value("hub-steps", &o->expansion.hub_steps, d.expansion.hub_steps,
-           "2 = results raised through a hub with --hub-inliers consistent inliers are hubs "
-           "too, one step further");
+           "how far verification through hubs chains: 2 = a result raised through a hub with "
+           "--hub-inliers inliers that turn and scale alike is a hub too, 1 = only verified "
+           "results are hubs");
   g->Number("colour-weight", &o->fusion.colour_weight, d.fusion.colour_weight,
             "weight of the colour similarity added to the VLAD similarity, in units of the "
             "robust spread (1.4826 x median absolute deviation) of the VLAD similarities over "

@@ -854,6 +854,7 @@ TEST_F(HubTest, AHubsNeighboursAreVerifiedAgainstIt) {
   const std::vector<RankedResult> list = {
       {whole.id, whole.score, whole.inliers, whole.evidence.consistent, MatchLevel::kPart}};
   SearchOptions o;
+  o.expansion.hub_steps = 1;  // (with 2, the right third is a hub too: asked for its own)
   o.expansion.hub_neighbours = 0;
   EXPECT_TRUE(ScoresThroughHubs(features, o, list, neighbours).added.empty());
   EXPECT_TRUE(asked.empty());
