@@ -74,14 +74,105 @@ float CombinedScore(float base, int inliers) {
   return 1.0f - (1.0f - base) * (1.0f - evidence);
 }
 
-ThroughHubs ScoresThroughHubs(const FeatureReader& stored_features, const SearchOptions& options,
-                              const std::vector<RankedResult>& list,
-                              const HubNeighbours& neighbours) {
-  ThroughHubs out;
-  for (const RankedResult& r : list) out.scores.push_back(r.score);
-  const ExpansionOptions& e = options.expansion;
-  const int min_inliers = options.rerank.min_inliers;
-  const int hub_least = std::max(min_inliers, e.hub_inliers);
+namespace {
+
+// Verification through hubs (ScoresThroughHubs), one step at a time.
+class HubChains {
+ public:
+  HubChains(const FeatureReader& stored_features, const SearchOptions& options,
+            const std::vector<RankedResult>& list)
+      : features_(stored_features),
+        options_(options),
+        list_(list),
+        min_inliers_(options.rerank.min_inliers),
+        hub_least_(std::max(min_inliers_, options.expansion.hub_inliers)) {
+    const ExpansionOptions& e = options.expansion;
+    for (size_t i = 0; i < list.size(); ++i) {
+      at_.emplace(list[i].id, i);
+      if (list[i].level != MatchLevel::kNone) {
+        if (static_cast<int>(hubs_.size()) < e.hubs && list[i].level <= MatchLevel::kPart &&
+            list[i].consistent >= hub_least_)
+          hubs_.push_back({list[i].id, list[i].score, list[i].inliers});
+      } else if (static_cast<int>(todo_.size()) < e.hub_depth) {
+        todo_.push_back(i);
+      }
+    }
+  }
+
+  bool has_hubs() const { return !hubs_.empty(); }
+
+  // Verifies the list's first hub_depth unverified results and each hub's
+  // neighbours against this step's hubs, then makes the best it raised
+  // strongly enough the next step's hubs.
+  void Step(int step, const HubNeighbours& neighbours) {
+    for (const Hub& h : hubs_) was_hub_.insert(h.id);
+    // Each hub as a query: its strongest features, as the query's are.
+    const VerifyOptions verify = VerifyFor(options_.rerank);
+    std::vector<LocalFeatures> hub_features(hubs_.size());
+    std::vector<std::unique_ptr<PreparedQuery>> prepared(hubs_.size());
+    for (size_t h = 0; h < hubs_.size(); ++h) {
+      auto f = features_.Read(hubs_[h].id, features_.matching_frame());
+      if (!f) continue;
+      hub_features[h] = StrongestFeatures(*f, options_.rerank.verify_keypoints);
+      prepared[h] = std::make_unique<PreparedQuery>(hub_features[h], verify);
+    }
+    work_.clear();
+    work_at_.clear();
+    for (size_t t : todo_)
+      for (size_t h = 0; h < hubs_.size(); ++h)
+        if (prepared[h]) Add(list_[t].id, list_[t].score, 0.0f, h);
+    const int n = options_.expansion.hub_neighbours;
+    if (neighbours && n > 0)
+      for (size_t h = 0; h < hubs_.size(); ++h)
+        if (prepared[h])
+          for (const HubNeighbour& nb : neighbours(hubs_[h].id, n))
+            Add(nb.id, nb.similarity, nb.similarity, h);
+    ParallelFor(work_.size(), options_.threads, [&](size_t w) {
+      Reached& r = reached_[work_[w].first];
+      const auto candidate = features_.Read(r.id, features_.matching_frame());
+      if (!candidate) return;
+      for (const auto& [h, base] : work_[w].second) {
+        const Verification v = prepared[h]->Verify(*candidate);
+        if (v.inliers < min_inliers_) continue;
+        const int link = std::min(v.inliers, hubs_[h].strength);
+        const float through = std::min(std::clamp(CombinedScore(base, link), -1.0f, 1.0f),
+                                       std::nextafter(hubs_[h].score, -2.0f));
+        if (through <= r.raised) continue;
+        r.raised = through;
+        r.step = step;
+        r.strength = ConsistentInliers(v, hub_features[h], *candidate) >= hub_least_ ? link : 0;
+      }
+    });
+    std::vector<size_t> next;
+    for (size_t i = 0; i < reached_.size(); ++i)
+      if (reached_[i].step == step && reached_[i].strength >= hub_least_) next.push_back(i);
+    std::stable_sort(next.begin(), next.end(), [&](size_t a, size_t b) {
+      return FinalScore(reached_[a]) > FinalScore(reached_[b]);
+    });
+    if (static_cast<int>(next.size()) > options_.expansion.hubs)
+      next.resize(static_cast<size_t>(options_.expansion.hubs));
+    hubs_.clear();
+    for (size_t i : next)
+      hubs_.push_back({reached_[i].id, FinalScore(reached_[i]), reached_[i].strength});
+  }
+
+  ThroughHubs Result() const {
+    ThroughHubs out;
+    for (const RankedResult& r : list_) out.scores.push_back(r.score);
+    for (const Reached& r : reached_) {
+      if (r.step < 0) continue;
+      if (r.row >= 0) {
+        float& s = out.scores[static_cast<size_t>(r.row)];
+        s = std::max(s, r.raised);
+      } else {
+        out.added.push_back({r.id, r.raised, -1, 0, MatchLevel::kNone});
+        out.added_similarity.push_back(r.similarity);
+      }
+    }
+    return out;
+  }
+
+ private:
   // A hub: its image, the score what it raises stays below, and the inliers
   // of the weakest link of its chain to the query.
   struct Hub {
@@ -89,110 +180,63 @@ ThroughHubs ScoresThroughHubs(const FeatureReader& stored_features, const Search
     float score;
     int strength;
   };
-  std::vector<Hub> hubs;
-  std::vector<size_t> todo;                 // indexes in list
-  std::unordered_map<uint64_t, size_t> at;  // id -> index in list
-  for (size_t i = 0; i < list.size(); ++i) {
-    at.emplace(list[i].id, i);
-    if (list[i].level != MatchLevel::kNone) {
-      if (static_cast<int>(hubs.size()) < e.hubs && list[i].level <= MatchLevel::kPart &&
-          list[i].consistent >= hub_least)
-        hubs.push_back({list[i].id, list[i].score, list[i].inliers});
-    } else if (static_cast<int>(todo.size()) < e.hub_depth) {
-      todo.push_back(i);
-    }
-  }
-  // Every image verified against a hub: its best raised score (-2: none),
-  // and, when that chain's last link has hub_least consistent inliers, the
+  // An image verified against a hub: its best raised score (-2: none), and,
+  // when that chain's last link has hub_least_ consistent inliers, the
   // chain's weakest link (else 0: no hub of a next step).
   struct Reached {
     uint64_t id;
-    int64_t row;       // index in list; -1 = a neighbour the list does not hold
+    int64_t row;       // index in the list; -1 = a neighbour the list does not hold
     float similarity;  // with the query, for a neighbour the list does not hold
     float raised = -2.0f;
     int strength = 0;
     int step = -1;  // the step that raised it last
   };
-  std::vector<Reached> reached;
-  std::unordered_map<uint64_t, size_t> reached_at;
-  std::unordered_set<uint64_t> was_hub;
-  std::set<std::pair<uint64_t, uint64_t>> tried;  // (image, hub)
-  const VerifyOptions verify = VerifyFor(options.rerank);
-  for (int step = 0; step < e.hub_steps && !hubs.empty(); ++step) {
-    for (const Hub& h : hubs) was_hub.insert(h.id);
-    // Each hub as a query: its strongest features, as the query's are.
-    std::vector<LocalFeatures> hub_features(hubs.size());
-    std::vector<std::unique_ptr<PreparedQuery>> prepared(hubs.size());
-    for (size_t h = 0; h < hubs.size(); ++h) {
-      auto f = stored_features.Read(hubs[h].id, stored_features.matching_frame());
-      if (!f) continue;
-      hub_features[h] = StrongestFeatures(*f, options.rerank.verify_keypoints);
-      prepared[h] = std::make_unique<PreparedQuery>(hub_features[h], verify);
-    }
-    // This step's pairs, grouped by image: (hub, the score it is raised from).
-    std::vector<std::pair<size_t, std::vector<std::pair<size_t, float>>>> work;
-    std::unordered_map<size_t, size_t> work_at;  // index in reached -> in work
-    auto add = [&](uint64_t id, float base, float similarity, size_t h) {
-      if (was_hub.count(id) || !prepared[h]) return;
-      const auto in_list = at.find(id);
-      if (in_list != at.end() && list[in_list->second].level != MatchLevel::kNone) return;
-      if (!tried.emplace(id, hubs[h].id).second) return;
-      auto [r, added] = reached_at.emplace(id, reached.size());
-      if (added)
-        reached.push_back(
-            {id, in_list == at.end() ? -1 : static_cast<int64_t>(in_list->second), similarity});
-      auto [w, first] = work_at.emplace(r->second, work.size());
-      if (first) work.push_back({r->second, {}});
-      work[w->second].second.emplace_back(h, base);
-    };
-    for (size_t t : todo)
-      for (size_t h = 0; h < hubs.size(); ++h) add(list[t].id, list[t].score, 0.0f, h);
-    if (neighbours && e.hub_neighbours > 0)
-      for (size_t h = 0; h < hubs.size(); ++h)
-        for (const HubNeighbour& n : neighbours(hubs[h].id, e.hub_neighbours))
-          add(n.id, n.similarity, n.similarity, h);
-    ParallelFor(work.size(), options.threads, [&](size_t w) {
-      Reached& r = reached[work[w].first];
-      const auto candidate = stored_features.Read(r.id, stored_features.matching_frame());
-      if (!candidate) return;
-      for (const auto& [h, base] : work[w].second) {
-        const Verification v = prepared[h]->Verify(*candidate);
-        if (v.inliers < min_inliers) continue;
-        const int link = std::min(v.inliers, hubs[h].strength);
-        const float through = std::min(std::clamp(CombinedScore(base, link), -1.0f, 1.0f),
-                                       std::nextafter(hubs[h].score, -2.0f));
-        if (through <= r.raised) continue;
-        r.raised = through;
-        r.step = step;
-        r.strength = ConsistentInliers(v, hub_features[h], *candidate) >= hub_least ? link : 0;
-      }
-    });
-    // The next step's hubs: the best raised by this one, strongly enough.
-    std::vector<size_t> next;
-    for (size_t i = 0; i < reached.size(); ++i)
-      if (reached[i].step == step && reached[i].strength >= hub_least) next.push_back(i);
-    auto final_score = [&](const Reached& r) {
-      return r.row < 0 ? r.raised : std::max(r.raised, list[static_cast<size_t>(r.row)].score);
-    };
-    std::stable_sort(next.begin(), next.end(), [&](size_t a, size_t b) {
-      return final_score(reached[a]) > final_score(reached[b]);
-    });
-    if (static_cast<int>(next.size()) > e.hubs) next.resize(static_cast<size_t>(e.hubs));
-    hubs.clear();
-    for (size_t i : next)
-      hubs.push_back({reached[i].id, final_score(reached[i]), reached[i].strength});
+
+  // Image `id` to be verified against hub h, raised from `base`; once per
+  // pair, never a hub or a verified result.
+  void Add(uint64_t id, float base, float similarity, size_t h) {
+    if (was_hub_.count(id)) return;
+    const auto in_list = at_.find(id);
+    if (in_list != at_.end() && list_[in_list->second].level != MatchLevel::kNone) return;
+    if (!tried_.emplace(id, hubs_[h].id).second) return;
+    const auto [r, added] = reached_at_.emplace(id, reached_.size());
+    if (added)
+      reached_.push_back(
+          {id, in_list == at_.end() ? -1 : static_cast<int64_t>(in_list->second), similarity});
+    const auto [w, first] = work_at_.emplace(r->second, work_.size());
+    if (first) work_.push_back({r->second, {}});
+    work_[w->second].second.emplace_back(h, base);
   }
-  for (const Reached& r : reached) {
-    if (r.step < 0) continue;
-    if (r.row >= 0) {
-      float& s = out.scores[static_cast<size_t>(r.row)];
-      s = std::max(s, r.raised);
-    } else {
-      out.added.push_back({r.id, r.raised, -1, 0, MatchLevel::kNone});
-      out.added_similarity.push_back(r.similarity);
-    }
+
+  float FinalScore(const Reached& r) const {
+    return r.row < 0 ? r.raised : std::max(r.raised, list_[static_cast<size_t>(r.row)].score);
   }
-  return out;
+
+  const FeatureReader& features_;
+  const SearchOptions& options_;
+  const std::vector<RankedResult>& list_;
+  const int min_inliers_, hub_least_;
+  std::vector<Hub> hubs_;                    // this step's
+  std::vector<size_t> todo_;                 // indexes in the list
+  std::unordered_map<uint64_t, size_t> at_;  // id -> index in the list
+  std::vector<Reached> reached_;
+  std::unordered_map<uint64_t, size_t> reached_at_;
+  std::unordered_set<uint64_t> was_hub_;
+  std::set<std::pair<uint64_t, uint64_t>> tried_;  // (image, hub)
+  // This step's pairs, grouped by image (index in reached_): (hub, base).
+  std::vector<std::pair<size_t, std::vector<std::pair<size_t, float>>>> work_;
+  std::unordered_map<size_t, size_t> work_at_;  // index in reached_ -> in work_
+};
+
+}  // namespace
+
+ThroughHubs ScoresThroughHubs(const FeatureReader& stored_features, const SearchOptions& options,
+                              const std::vector<RankedResult>& list,
+                              const HubNeighbours& neighbours) {
+  HubChains chains(stored_features, options, list);
+  for (int step = 0; step < options.expansion.hub_steps && chains.has_hubs(); ++step)
+    chains.Step(step, neighbours);
+  return chains.Result();
 }
 
 QueryRanking::QueryRanking(const Store& store, const FeatureReader& stored_features,
