@@ -544,10 +544,12 @@ void Searcher::RaiseThroughHubs(const float* vlad, std::vector<Hit>* hits) const
   for (const Hit& h : *hits)
     list.push_back({h.id, h.score, h.inliers, h.evidence.consistent, h.level});
   // A hub's nearest images: its stored search vector searched in the vector
-  // index, each found image's similarity with the query as it is.
-  const std::vector<float> query = impl_->ToSearch(vlad, 1);
+  // index, each found image's similarity with the query as it is (the
+  // query's search vector projected once, when a hub first asks).
+  std::vector<float> query;
   const int64_t dim = impl_->vectors->dim();
   const HubNeighbours neighbours = [&](uint64_t hub, int n) {
+    if (query.empty()) query = impl_->ToSearch(vlad, 1);
     std::vector<HubNeighbour> out;
     std::vector<float> v(static_cast<size_t>(dim));
     impl_->vectors->Read({hub}, v.data());
