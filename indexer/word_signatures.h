@@ -9,7 +9,7 @@
 // weighed by how close its two signatures are (search/word_index.h). Unlike
 // one global vector, a crop or a small copy keeps the signatures of the
 // words it shares with its original, and thousands of unrelated images do
-// not share them (search/README.md, "The word index").
+// not share them (search/search_index.md, "The word index").
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // the search vectors that `train` can store in BASE, so that every shard
 // made with `index --model-from BASE` fills a copy of the same inverted
 // lists and `merge` joins them (VectorIndex::MergeFrom) instead of training
-// and filling an index from every stored vector (search/README.md, "Merging
+// and filling an index from every stored vector (search/search_index.md, "Merging
 // the vector index").
 #pragma once
 

@@ -111,7 +111,7 @@ class StoredWordIndex {
   // commonest words, which say least about an image; Sivic & Zisserman's
   // stop list, chosen per query). Below the bound the result is the one
   // above; above it, a query's cost stops growing with the collection
-  // (search/README.md, "The word index"). 0 = every word.
+  // (search/search_index.md, "The word index"). 0 = every word.
   std::vector<std::pair<uint64_t, float>> Search(const std::vector<WordSignature>& query, int64_t m,
                                                  int64_t max_postings = 0) const;
   // The words of `query` (indices into it, ascending) Search reads under

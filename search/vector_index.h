@@ -9,7 +9,7 @@
 //          budget), plus the 8-byte id: d + 8 bytes per image (+ ~2 for the
 //          lists and centroids).
 // `auto` picks flat below VectorIndexOptions::auto_threshold vectors (and for
-// full VLAD without a PCA projection) and ivfsq from there on (search/README.md, "The vector
+// full VLAD without a PCA projection) and ivfsq from there on (search/search_index.md, "The vector
 // index"; IVF-PQ was measured too and dropped: lower recall at the same budget and a training
 // time FAISS 1.7.3 makes impractical here).
 #pragma once
@@ -68,7 +68,7 @@ struct VectorIndexOptions {
   // It is built from this many images on (one that exists is kept and
   // used below it): from the first image by default. Below
   // SearchOptions' fusion.word_min_images its list's head is verified but its
-  // similarity is not fused (search/README.md, "The word index"). A
+  // similarity is not fused (search/search_index.md, "The word index"). A
   // collection without a PCA has no persisted index: search builds its word
   // index in memory from the stored features. >= 0.
   int64_t min_word_images = 0;
@@ -105,7 +105,7 @@ int64_t AutoNlist(int64_t n);
 // vectors with real images' spectrum recall@10 depends on the share of the
 // collection scanned, not on nlist, and reaches 0.95 at 25-30 % (0.957 at
 // 1M, 28 ms of CPU, against 35 ms exact); the earlier ~8,000 vectors gave
-// 0.71 at 100k and 0.34 at 1M (search/README.md, "The vector index").
+// 0.71 at 100k and 0.34 at 1M (search/search_index.md, "The vector index").
 int64_t AutoNprobe(int64_t n, int64_t nlist);
 
 // One result of a range search: an image id and its similarity.

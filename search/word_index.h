@@ -10,7 +10,7 @@
 // normalised by sqrt(|q| |x|) (|.| = words an image contains; K(x, x) = |x|).
 // Only words both images contain cost anything, and a word counts only when
 // its residuals agree, so a copy's shared words stand out from thousands of
-// unrelated images whose global statistics look alike (search/README.md,
+// unrelated images whose global statistics look alike (search/search_index.md,
 // "The word index").
 //
 // It lives beside the vector index in the persisted search index

@@ -149,7 +149,7 @@ int RunSearchCommand(const std::vector<std::string>& args, std::ostream& out, st
   const std::vector<std::string> paths = ExpandQueryPaths(c.queries, &errors);
   // One image is searched once: its colour and tiny-image candidates are
   // read from the persisted index rather than held (at 1,000,000 images
-  // 208 MB less; search/README.md, "The in-memory tables").
+  // 208 MB less; search/search_index.md, "The in-memory tables").
   c.search.tables_in_memory = paths.size() > 1;
 #ifdef __GLIBC__
   // And in one malloc arena: the threads' own arenas keep what they freed,
