@@ -528,10 +528,6 @@ class WordSource {
   std::optional<DescriptorQuantizer> quantizer_;
 };
 
-// The persisted word index of `shard` when it can be joined: its search
-// index matches its records (same generation) and its words were encoded
-// with `model` (the model's vocabulary, which the merged database shares).
-// Null otherwise: its images are then encoded from their features.
 // The persisted index of a merged shard when it matches its records (the
 // same generation) and its model: what `merge` may join from it. Nullopt
 // otherwise, with *why (derived data: a damaged or older one is not joined).
@@ -556,6 +552,10 @@ std::optional<Decoded> CurrentShardIndex(const Store& shard, std::string* why) {
   }
 }
 
+// The persisted word index of `shard` when it can be joined: its search
+// index matches its records (same generation) and its words were encoded
+// with `model` (the model's vocabulary, which the merged database shares).
+// Null otherwise: its images are then encoded from their features.
 std::unique_ptr<StoredWordIndex> CurrentShardWords(const Store& shard, const std::string& model) {
   try {
     const std::optional<std::string> vocabulary = shard.GetModelWordVocabulary();
