@@ -69,6 +69,13 @@ bool WeaklyVerified(const Verification& v, const LocalFeatures& query,
   return ConsistentInliers(v, query, candidate) >= options.weak_consistent;
 }
 
+bool StronglyVerified(const Verification& v, const LocalFeatures& query,
+                      const LocalFeatures& candidate, const RerankOptions& options) {
+  if (v.inliers < options.min_inliers) return false;
+  return options.min_consistent == 0 ||
+         ConsistentInliers(v, query, candidate) >= options.min_consistent;
+}
+
 float CombinedScore(float base, int inliers) {
   const float evidence = static_cast<float>(inliers) / (static_cast<float>(inliers) + 20.0f);
   return 1.0f - (1.0f - base) * (1.0f - evidence);
@@ -133,7 +140,7 @@ class HubChains {
       if (!candidate) return;
       for (const auto& [h, base] : work_[w].second) {
         const Verification v = prepared[h]->Verify(*candidate);
-        if (v.inliers < min_inliers_) continue;
+        if (!StronglyVerified(v, hub_features[h], *candidate, options_.rerank)) continue;
         const int link = std::min(v.inliers, hubs_[h].strength);
         const float through = std::min(std::clamp(CombinedScore(base, link), -1.0f, 1.0f),
                                        std::nextafter(hubs_[h].score, -2.0f));
@@ -344,7 +351,7 @@ void QueryRanking::Rerank(std::vector<Candidate>* list, int depth_wanted,
     if (!candidate) return;
     Verification v = prepared_->Verify(*candidate);
     found[t] = v.inliers;
-    if (v.inliers < options_.rerank.min_inliers) {
+    if (!StronglyVerified(v, *verified_, *candidate, options_.rerank)) {
       weak[t] = WeaklyVerified(v, *verified_, *candidate, options_.rerank);
       return;
     }
@@ -456,9 +463,7 @@ int QueryRanking::inliers(uint64_t id) const {
 
 bool QueryRanking::HasEvidence(uint64_t id) const { return Verified(id) || weak_.count(id) > 0; }
 
-bool QueryRanking::Verified(uint64_t id) const {
-  return inliers(id) >= options_.rerank.min_inliers;
-}
+bool QueryRanking::Verified(uint64_t id) const { return measured_.count(id) > 0; }
 
 std::vector<MatchEvidence> QueryRanking::Evidence(const std::vector<uint64_t>& ids) const {
   std::vector<MatchEvidence> out(ids.size());

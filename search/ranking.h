@@ -171,6 +171,12 @@ ThroughHubs ScoresThroughHubs(const FeatureReader& stored_features, const Search
                               const std::vector<RankedResult>& list,
                               const HubNeighbours& neighbours = {});
 
+// True when `v` (query against candidate) is verified: at least
+// options.min_inliers inliers, of which at least options.min_consistent
+// (when > 0) turn and scale alike (ConsistentInliers).
+bool StronglyVerified(const Verification& v, const LocalFeatures& query,
+                      const LocalFeatures& candidate, const RerankOptions& options);
+
 // True when `v` (query against candidate) has fewer inliers than
 // options.min_inliers but at least options.weak_inliers (> 0), and at least
 // options.weak_consistent of them turn and scale alike (ConsistentInliers):
@@ -270,19 +276,20 @@ class QueryRanking {
   // thumbnail).
   void Correlate(std::vector<Candidate>* list, const std::vector<uint64_t>& also);
 
-  // RANSAC inliers of a verified candidate; -1 = not verified (or no stored
-  // features).
+  // RANSAC inliers of a candidate Rerank verified, whether or not they
+  // were enough; -1 = not tried (or no stored features).
   int inliers(uint64_t id) const;
+  // Rerank verified it: StronglyVerified.
+  bool Verified(uint64_t id) const;
 
   // The match evidence of each of `ids` (search/match_level.h) against the
-  // query: for a candidate Rerank verified with >= min_inliers, its
+  // query: for a candidate Rerank verified (StronglyVerified), its
   // geometry and, when both sides have a thumbnail, the aligned thumbnail
   // correlation (the stored thumbnails read in one MultiGet); for any other,
   // evidence with `verified` false. Throws StoreError (a corrupt thumbnail).
   std::vector<MatchEvidence> Evidence(const std::vector<uint64_t>& ids) const;
 
  private:
-  bool Verified(uint64_t id) const;  // inliers(id) >= min_inliers
   // Verified, or weakly verified (WeaklyVerified): scored by its inliers.
   bool HasEvidence(uint64_t id) const;
 

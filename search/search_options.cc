@@ -21,6 +21,8 @@ void RerankOptions::Validate() const {
                int64_t{10000000000});
   CheckAtLeast({"rerank.min_inliers", "--min-inliers"}, min_inliers, 5,
                "four matches always fit a homography");
+  if (min_consistent != 0)
+    CheckInRange({"rerank.min_consistent", "--min-consistent"}, min_consistent, 2, min_inliers);
   if (weak_inliers != 0) {
     CheckInRange({"rerank.weak_inliers", "--weak-inliers"}, weak_inliers, 5, 10000);
     CheckInRange({"rerank.weak_consistent", "--weak-consistent"}, weak_consistent, 2, weak_inliers);

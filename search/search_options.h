@@ -93,6 +93,15 @@ struct RerankOptions {
   // (at most 7 over the dev set's 6,000 one-to-one matched pairs). >= 5:
   // four matches always fit a homography.
   int min_inliers = 8;  // --min-inliers
+  // Of those inliers, how many must turn and scale alike
+  // (ConsistentInliers, search/verifier.h) for the result to count as
+  // verified (a level, a hub, a score from its inliers); 0 = no such
+  // condition, else 2..min_inliers. A chance homography through unrelated
+  // images keeps 8-10 inliers of which 2-5 agree, and there are more of
+  // them the larger the collection; another shot of a scene keeps inliers
+  // that agree. 6 was chosen on the tune half of the dev set
+  // (search/match_levels.md, "Chance fits").
+  int min_consistent = 6;  // --min-consistent
   // Weak verification (WeaklyVerified, search/ranking.h): a candidate with
   // weak_inliers .. min_inliers - 1 inliers of which at least
   // weak_consistent turn and scale alike is scored by its inliers (but gets

@@ -470,7 +470,7 @@ std::vector<Hit> Searcher::SearchWith(const SearchOptions& opt, int unverified, 
   auto enough = [&](size_t n, int not_verified) {
     return static_cast<int>(n) >= opt.k && not_verified >= unverified;
   };
-  auto verified = [&](uint64_t id) { return ranking.inliers(id) >= opt.rerank.min_inliers; };
+  auto verified = [&](uint64_t id) { return ranking.Verified(id); };
   std::vector<uint64_t> first;
   for (int not_verified = 0; first.size() < list.size() && !enough(first.size(), not_verified);) {
     first.push_back(list[first.size()].id);
@@ -622,7 +622,7 @@ std::vector<Hit> Searcher::SearchViews(int unverified, const ImageEncoder::Resul
   // are (at 100,000 images, 14 of the 17 dev queries with a view), and a
   // second search doubles a query's cost.
   if (!impl_->options.pasted_views || enc.views.empty() ||
-      (!hits.empty() && hits[0].inliers >= impl_->options.rerank.min_inliers))
+      (!hits.empty() && hits[0].evidence.verified))
     return hits;
   std::unordered_map<uint64_t, size_t> at;  // id -> index in hits
   for (size_t i = 0; i < hits.size(); ++i) at.emplace(hits[i].id, i);
@@ -630,7 +630,7 @@ std::vector<Hit> Searcher::SearchViews(int unverified, const ImageEncoder::Resul
   // thumbnail correlated. Its global similarities alone would add a second
   // set of near misses to the first (search/README.md, "Pasted pictures").
   const auto evidence = [&](const Hit& h) {
-    return h.inliers >= impl_->options.rerank.min_inliers || h.thumbnail > kThumbnailThreshold;
+    return h.evidence.verified || h.thumbnail > kThumbnailThreshold;
   };
   for (const ImageEncoder::Result& view : enc.views) {
     if (view.error) continue;

@@ -62,6 +62,9 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "words first, the commonest skipped (0 = all)");
   g->Value("min-inliers", &o->rerank.min_inliers, d.rerank.min_inliers,
            "RANSAC inliers a result needs to count as verified");
+  g->Value("min-consistent", &o->rerank.min_consistent, d.rerank.min_consistent,
+           "of a verified result's inliers, how many must agree on one change of orientation "
+           "and size (0 = any)");
   g->Value("weak-inliers", &o->rerank.weak_inliers, d.rerank.weak_inliers,
            "a result with this many inliers or more, below --min-inliers, counts (scored by "
            "its inliers, without a level) when --weak-consistent of them turn and scale alike "

@@ -950,28 +950,53 @@ TEST_F(HubTest, ARaisedResultIsAHubOfTheNextStep) {
   EXPECT_LT(two[2], two[1]);
 }
 
+// `inliers` inlier pairs of which the first `consistent` turn by 30 degrees
+// and keep their size; the others each turn by another multiple of 90.
+std::pair<std::pair<LocalFeatures, LocalFeatures>, Verification> InlierPairs(int inliers,
+                                                                            int consistent) {
+  std::pair<LocalFeatures, LocalFeatures> f;
+  Verification v;
+  for (int i = 0; i < inliers; ++i) {
+    Keypoint p;
+    p.size = 4.0f;
+    p.angle = i < consistent ? 10.0f : 10.0f + 90.0f * (i - consistent + 1);
+    f.first.keypoints.push_back(p);
+    p.angle = i < consistent ? 40.0f : 10.0f;
+    f.second.keypoints.push_back(p);
+    v.inlier_pairs.emplace_back(i, i);
+  }
+  v.inliers = inliers;
+  return {f, v};
+}
+
+// A verified result (search/ranking.h): min_inliers inliers, and with
+// min_consistent, that many of them turning and scaling alike; a chance
+// homography's inliers disagree.
+TEST(RankingTest, AVerifiedResultNeedsItsConsistentInliers) {
+  auto strong = [](int inliers, int consistent, const RerankOptions& options) {
+    const auto [f, v] = InlierPairs(inliers, consistent);
+    return StronglyVerified(v, f.first, f.second, options);
+  };
+  RerankOptions any;
+  any.min_consistent = 0;
+  EXPECT_TRUE(strong(8, 2, any));
+  EXPECT_FALSE(strong(7, 7, any));
+  RerankOptions o;
+  o.min_consistent = 6;
+  EXPECT_TRUE(strong(8, 6, o));
+  EXPECT_TRUE(strong(40, 40, o));
+  EXPECT_FALSE(strong(8, 5, o));
+  EXPECT_FALSE(strong(10, 3, o));
+  EXPECT_FALSE(strong(7, 7, o));
+}
+
 // Weak verification (search/ranking.h): 6 or 7 inliers of which 5 turn and
 // scale alike count, fewer inliers, fewer consistent ones, a verified pair
 // (>= min_inliers) or weak_inliers 0 do not.
 TEST(RankingTest, WeakVerificationNeedsConsistentInliersBelowTheThreshold) {
-  auto pair = [](int inliers, int consistent) {
-    std::pair<LocalFeatures, LocalFeatures> f;
-    Verification v;
-    for (int i = 0; i < inliers; ++i) {
-      Keypoint p;
-      p.size = 4.0f;
-      p.angle = i < consistent ? 10.0f : 10.0f + 90.0f * (i - consistent + 1);
-      f.first.keypoints.push_back(p);
-      p.angle = i < consistent ? 40.0f : 10.0f;
-      f.second.keypoints.push_back(p);
-      v.inlier_pairs.emplace_back(i, i);
-    }
-    v.inliers = inliers;
-    return std::make_pair(f, v);
-  };
   const RerankOptions o;  // min_inliers 8, weak_inliers 6, weak_consistent 5
   auto weak = [&](int inliers, int consistent, const RerankOptions& options) {
-    const auto [f, v] = pair(inliers, consistent);
+    const auto [f, v] = InlierPairs(inliers, consistent);
     return WeaklyVerified(v, f.first, f.second, options);
   };
   EXPECT_TRUE(weak(6, 5, o));
@@ -1041,6 +1066,8 @@ TEST(SearchOptionsTest, ValidateNamesTheFieldAndTheFlag) {
       {[](SearchOptions* o) { o->rerank.min_inliers = 4; },
        "rerank.min_inliers (--min-inliers) must be >= 5 (four matches always fit a homography), "
        "got 4"},
+      {[](SearchOptions* o) { o->rerank.min_consistent = 9; },
+       "rerank.min_consistent (--min-consistent) must be in 2..8, got 9"},
       {[](SearchOptions* o) { o->rerank.weak_inliers = 4; },
        "rerank.weak_inliers (--weak-inliers) must be in 5..10000, got 4"},
       {[](SearchOptions* o) { o->rerank.weak_consistent = 7; },
