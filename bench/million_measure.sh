@@ -20,7 +20,8 @@
 # usage: bench/million_measure.sh WORK_OR_DB [DEVSET [BUILD_DIR]]
 #   WORK_OR_DB  bench/million_build.sh's WORK (its database is WORK/db) or a
 #               database folder
-#   DEVSET      default ../shared/data/devset
+#   DEVSET      default ../shared/data/devset; its queries/ are searched, and
+#               scored when the scorer evaluate.py lies beside DEVSET
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/bench/serve_started.sh"
@@ -100,6 +101,10 @@ queries() {  # queries LABEL [FLAGS...]
   timed "$L" search --db "$db" "$devset/queries" -k 100 --format json "$@"
   cp "$out/run.out" "$out/results.jsonl"
   latency "$out/results.jsonl" "$label, -k 100 (for quality)"
+  if [ ! -f "$(dirname "$devset")/evaluate.py" ]; then
+    echo "  quality: not scored ($(dirname "$devset")/evaluate.py, the scorer, is missing)"
+    return
+  fi
   mkdir -p "$out/score"
   echo "  quality: $(/usr/bin/python3 "$root/bench/distractors/score_run.py" "$devset" "$out/results.jsonl" "$out/score")" \
     "(targets: mAP >= 0.87, copy >= 0.93)"

@@ -953,7 +953,7 @@ TEST_F(HubTest, ARaisedResultIsAHubOfTheNextStep) {
 // `inliers` inlier pairs of which the first `consistent` turn by 30 degrees
 // and keep their size; the others each turn by another multiple of 90.
 std::pair<std::pair<LocalFeatures, LocalFeatures>, Verification> InlierPairs(int inliers,
-                                                                            int consistent) {
+                                                                             int consistent) {
   std::pair<LocalFeatures, LocalFeatures> f;
   Verification v;
   for (int i = 0; i < inliers; ++i) {
