@@ -64,7 +64,7 @@ void ParallelFor(size_t n, int threads, Fn&& fn) {
 bool WeaklyVerified(const Verification& v, const LocalFeatures& query,
                     const LocalFeatures& candidate, const RerankOptions& options) {
   if (options.weak_inliers == 0 || v.inliers < options.weak_inliers ||
-      v.inliers >= options.min_inliers)
+      StronglyVerified(v, query, candidate, options))
     return false;
   return ConsistentInliers(v, query, candidate) >= options.weak_consistent;
 }

@@ -177,11 +177,12 @@ ThroughHubs ScoresThroughHubs(const FeatureReader& stored_features, const Search
 bool StronglyVerified(const Verification& v, const LocalFeatures& query,
                       const LocalFeatures& candidate, const RerankOptions& options);
 
-// True when `v` (query against candidate) has fewer inliers than
-// options.min_inliers but at least options.weak_inliers (> 0), and at least
-// options.weak_consistent of them turn and scale alike (ConsistentInliers):
-// the few inliers another shot of a 3-D scene keeps under one homography,
-// told from a chance fit by their keypoints. Such a candidate is scored by
+// True when `v` (query against candidate) is not verified (StronglyVerified)
+// but has at least options.weak_inliers (> 0) inliers, of which at least
+// options.weak_consistent turn and scale alike (ConsistentInliers): the few
+// inliers another shot of a 3-D scene keeps under one homography, told from
+// a chance fit by their keypoints (so more inliers with as many agreeing
+// never count for less). Such a candidate is scored by
 // its inliers like a verified one, but is not verified: no level, no
 // expansion, no hub.
 bool WeaklyVerified(const Verification& v, const LocalFeatures& query,

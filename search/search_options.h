@@ -102,8 +102,8 @@ struct RerankOptions {
   // that agree. 6 was chosen on the tune half of the dev set
   // (search/match_levels.md, "Chance fits").
   int min_consistent = 6;  // --min-consistent
-  // Weak verification (WeaklyVerified, search/ranking.h): a candidate with
-  // weak_inliers .. min_inliers - 1 inliers of which at least
+  // Weak verification (WeaklyVerified, search/ranking.h): a candidate that
+  // is not verified but has weak_inliers or more inliers of which at least
   // weak_consistent turn and scale alike is scored by its inliers (but gets
   // no level). Chance fits through unrelated images reach 5-7 inliers whose
   // keypoints disagree; another shot of a 3-D scene keeps a few that agree.

@@ -190,6 +190,9 @@ int RunIndexCommand(const std::vector<std::string>& args, std::ostream& out, std
     if (!errors_file) throw UsageError("cannot write --errors file " + c.errors_path);
   }
   if (!c.committed_path.empty()) {
+    // Unbuffered: each acknowledged line (written whole by ProgressObserver)
+    // is one write(2) on the O_APPEND file, which a kill cannot tear.
+    committed_file.rdbuf()->pubsetbuf(nullptr, 0);
     committed_file.open(c.committed_path, std::ios::out | std::ios::app);
     if (!committed_file) throw UsageError("cannot write --committed file " + c.committed_path);
   }

@@ -13,7 +13,7 @@ case "${1:-}" in
   --build) ;;
   "") packages="$packages libgtest-dev libvlfeat-dev clang-format \
         chromium chromium-driver python3-selenium \
-        slurmctld slurmd slurm-client munge" ;;
+        slurmctld slurmd slurm-client munge time" ;;
   *) echo "usage: $0 [--build]" >&2; exit 2 ;;
 esac
 missing=""

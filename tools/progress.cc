@@ -60,8 +60,14 @@ void ProgressObserver::OnFileError(const FileError& e) {
 }
 
 void ProgressObserver::OnCommitted(const ImageRecord& record) {
-  // Flushed per image: a line here means the image survives a crash.
-  if (committed_) *committed_ << EscapeField(record.path) << std::endl;
+  // Flushed per image: a line here means the image survives a crash. The
+  // whole line goes to the stream in one piece: `path << endl` let a file
+  // buffer flush part of a path, so a SIGKILL between two writes left a torn
+  // last line (seen once in tests/e2e/kill_test.cc's kill loop).
+  if (!committed_) return;
+  const std::string line = EscapeField(record.path) + "\n";
+  committed_->write(line.data(), static_cast<std::streamsize>(line.size()));
+  committed_->flush();
 }
 
 void ProgressObserver::ClearLine() {

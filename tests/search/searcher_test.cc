@@ -990,9 +990,9 @@ TEST(RankingTest, AVerifiedResultNeedsItsConsistentInliers) {
   EXPECT_FALSE(strong(7, 7, o));
 }
 
-// Weak verification (search/ranking.h): 6 or 7 inliers of which 5 turn and
-// scale alike count, fewer inliers, fewer consistent ones, a verified pair
-// (>= min_inliers) or weak_inliers 0 do not.
+// Weak verification (search/ranking.h): 6 or more inliers of which 5 turn
+// and scale alike count when the pair is not verified; fewer inliers, fewer
+// consistent ones, a verified pair or weak_inliers 0 do not.
 TEST(RankingTest, WeakVerificationNeedsConsistentInliersBelowTheThreshold) {
   const RerankOptions o;  // min_inliers 8, weak_inliers 6, weak_consistent 5
   auto weak = [&](int inliers, int consistent, const RerankOptions& options) {
@@ -1004,6 +1004,11 @@ TEST(RankingTest, WeakVerificationNeedsConsistentInliersBelowTheThreshold) {
   EXPECT_FALSE(weak(6, 4, o));
   EXPECT_FALSE(weak(5, 5, o));
   EXPECT_FALSE(weak(8, 8, o));  // verified, not weakly
+  RerankOptions strict = o;
+  strict.min_consistent = 6;
+  EXPECT_TRUE(weak(9, 5, strict));  // not verified (5 < 6 agree), but weakly
+  EXPECT_FALSE(weak(9, 4, strict));
+  EXPECT_FALSE(weak(9, 6, strict));  // verified
   RerankOptions off = o;
   off.weak_inliers = 0;
   EXPECT_FALSE(weak(7, 7, off));
