@@ -66,14 +66,14 @@ bool WeaklyVerified(const Verification& v, const LocalFeatures& query,
   if (options.weak_inliers == 0 || v.inliers < options.weak_inliers ||
       StronglyVerified(v, query, candidate, options))
     return false;
-  return ConsistentInliers(v, query, candidate) >= options.weak_consistent;
+  return ConsistentInliers(v, query, candidate, options.weak_consistent) >= options.weak_consistent;
 }
 
 bool StronglyVerified(const Verification& v, const LocalFeatures& query,
                       const LocalFeatures& candidate, const RerankOptions& options) {
   if (v.inliers < options.min_inliers) return false;
   return options.min_consistent == 0 ||
-         ConsistentInliers(v, query, candidate) >= options.min_consistent;
+         ConsistentInliers(v, query, candidate, options.min_consistent) >= options.min_consistent;
 }
 
 float CombinedScore(float base, int inliers) {
@@ -91,8 +91,7 @@ class HubChains {
       : features_(stored_features),
         options_(options),
         list_(list),
-        min_inliers_(options.rerank.min_inliers),
-        hub_least_(std::max(min_inliers_, options.expansion.hub_inliers)) {
+        hub_least_(std::max(options.rerank.min_inliers, options.expansion.hub_inliers)) {
     const ExpansionOptions& e = options.expansion;
     for (size_t i = 0; i < list.size(); ++i) {
       at_.emplace(list[i].id, i);
@@ -147,7 +146,8 @@ class HubChains {
         if (through <= r.raised) continue;
         r.raised = through;
         r.step = step;
-        r.strength = ConsistentInliers(v, hub_features[h], *candidate) >= hub_least_ ? link : 0;
+        r.strength =
+            ConsistentInliers(v, hub_features[h], *candidate, hub_least_) >= hub_least_ ? link : 0;
       }
     });
     std::vector<size_t> next;
@@ -222,7 +222,7 @@ class HubChains {
   const FeatureReader& features_;
   const SearchOptions& options_;
   const std::vector<RankedResult>& list_;
-  const int min_inliers_, hub_least_;
+  const int hub_least_;
   std::vector<Hub> hubs_;                    // this step's
   std::vector<size_t> todo_;                 // indexes in the list
   std::unordered_map<uint64_t, size_t> at_;  // id -> index in the list

@@ -104,7 +104,7 @@ std::vector<float> PreparedQuery::Project(const float* rows, int n) const {
 }
 
 int ConsistentInliers(const Verification& v, const LocalFeatures& query,
-                      const LocalFeatures& candidate) {
+                      const LocalFeatures& candidate, int enough) {
   // Each inlier's change of orientation (degrees) and of log size.
   std::vector<std::pair<float, float>> change;
   change.reserve(v.inlier_pairs.size());
@@ -130,6 +130,7 @@ int ConsistentInliers(const Verification& v, const LocalFeatures& query,
       if (turn <= kConsistentAngle && std::abs(other_scale - scale) <= max_log_scale) ++agree;
     }
     best = std::max(best, agree);
+    if (best >= enough) break;
   }
   return best;
 }

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -88,10 +89,13 @@ inline VerifyOptions CheaperVerifyOptions() {
 // `query` (v.inlier_pairs' first indices) to `candidate`. The inliers of a
 // true match, another shot of a scene included, turn and scale together;
 // those of a chance homography through a few unrelated matches do not.
+// The count is quadratic in the inliers; a caller that only asks whether it
+// reaches `enough` gets an answer >= enough as soon as one inlier has that
+// many agreeing (a true match's first few do), not the maximum.
 inline constexpr float kConsistentAngle = 20.0f;
 inline constexpr float kConsistentScale = 1.5f;
 int ConsistentInliers(const Verification& v, const LocalFeatures& query,
-                      const LocalFeatures& candidate);
+                      const LocalFeatures& candidate, int enough = std::numeric_limits<int>::max());
 
 // One query's features prepared for verification against many candidates:
 // with options.match_dims > 0, its principal axes and its descriptors

@@ -66,7 +66,7 @@ void DeclareFlags(FlagGroup* g, SearchCommandOptions* c) {
            "of a verified result's inliers, how many must agree on one change of orientation "
            "and size (0 = any)");
   g->Value("weak-inliers", &o->rerank.weak_inliers, d.rerank.weak_inliers,
-           "a result with this many inliers or more, below --min-inliers, counts (scored by "
+           "a result that is not verified but has this many inliers or more counts (scored by "
            "its inliers, without a level) when --weak-consistent of them turn and scale alike "
            "(0 = off)");
   g->Value("weak-consistent", &o->rerank.weak_consistent, d.rerank.weak_consistent,

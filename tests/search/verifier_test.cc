@@ -229,6 +229,9 @@ TEST(ConsistentInliersTest, CountsTheInliersThatTurnAndScaleAlike) {
   for (int i = 3; i < 6; ++i)
     b.keypoints[i].angle = std::fmod(a.keypoints[i].angle + 150.0f, 360.0f);
   EXPECT_EQ(ConsistentInliers(v, a, b), 3);
+  // Asked whether it reaches `enough`: the same answer to that question.
+  EXPECT_GE(ConsistentInliers(v, a, b, 2), 2);
+  EXPECT_EQ(ConsistentInliers(v, a, b, 4), 3);
   // Each turned differently: alone.
   for (int i = 0; i < 6; ++i) b.keypoints[i].angle = 60.0f * i;
   EXPECT_EQ(ConsistentInliers(v, a, b), 1);
