@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "search/ranking.h"
 #include "tools/removal_script.h"
 #include "tools/serve/assets.h"
 
@@ -181,7 +182,9 @@ Json Matches(const Snapshot& s, const LocalFeatures& query, const ImageRecord& o
   const Verification v = VerifyPair(query, *b, options.rerank.verify);
   j["matches"] = v.matches;
   j["inliers"] = v.inliers;
-  j["verified"] = v.inliers >= options.rerank.min_inliers;
+  // As search decides it (StronglyVerified): the inliers, and enough of them
+  // turning and scaling alike.
+  j["verified"] = StronglyVerified(v, query, *b, options.rerank);
   const float wa = std::max(1u, query.width), ha = std::max(1u, query.height);
   const float wb = std::max(1u, b->width), hb = std::max(1u, b->height);
   for (const auto& [qa, qb] : v.inlier_pairs) {
